@@ -1,0 +1,250 @@
+//! Which of the host's environment variables a kernel may see (SPEC section 9).
+//!
+//! Per variable, in this order: the denylist drops; the allowlist keeps; the secret pattern
+//! drops; the allow-prefixes keep; everything else drops. Dropping by default means a new
+//! credential variable never leaks just because nobody listed it.
+
+use std::collections::{BTreeMap, HashMap};
+
+pub const DEFAULT_ENV_PREFIX: &str = "PYKERNEL_";
+
+/// Variables a Python process (and the tools it runs) legitimately needs.
+const ALLOWLIST: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "USERNAME",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TERM",
+    "TERM_PROGRAM",
+    "TERM_PROGRAM_VERSION",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_RUNTIME_DIR",
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "SSH_CONNECTION",
+    "SSH_CLIENT",
+    "SSH_TTY",
+    "DISPLAY",
+    "XAUTHORITY",
+    "TZ",
+    "SYSTEMROOT",
+    "WINDIR",
+    "COMSPEC",
+    "PATHEXT",
+    "LD_LIBRARY_PATH",
+    "DYLD_LIBRARY_PATH",
+    // Python environments.
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    // The usual Windows set.
+    "APPDATA",
+    "LOCALAPPDATA",
+    "USERPROFILE",
+    "PROGRAMFILES",
+    "PROGRAMFILES(X86)",
+    "PROGRAMW6432",
+    "PROGRAMDATA",
+    "COMMONPROGRAMFILES",
+    "COMMONPROGRAMFILES(X86)",
+    "ALLUSERSPROFILE",
+    "PUBLIC",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "SYSTEMDRIVE",
+    "OS",
+    "NUMBER_OF_PROCESSORS",
+    "PROCESSOR_ARCHITECTURE",
+    "COMPUTERNAME",
+];
+
+/// Well-known credentials, dropped even where a prefix would keep them.
+const DENYLIST: &[&str] = &[
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "PERPLEXITY_API_KEY",
+    "PERPLEXITY_COOKIES",
+    "EXA_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "MISTRAL_API_KEY",
+];
+
+/// Brand-prefixed names that carry the host's own secrets.
+const DENIED_PREFIXED_SUFFIXES: &[&str] = &["API_KEY", "TOKEN", "PASSWORD", "SESSION"];
+
+/// The case-insensitive, unanchored pattern
+/// `API[_-]?KEY|APIKEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|ACCESS[_-]?KEY|PRIVATE[_-]?KEY`,
+/// spelled out as the substrings it matches.
+const SECRET_SUBSTRINGS: &[&str] = &[
+    "API_KEY",
+    "API-KEY",
+    "APIKEY",
+    "SECRET",
+    "TOKEN",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "ACCESS_KEY",
+    "ACCESS-KEY",
+    "ACCESSKEY",
+    "PRIVATE_KEY",
+    "PRIVATE-KEY",
+    "PRIVATEKEY",
+];
+
+const ALLOWED_PREFIXES: &[&str] = &["LC_", "XDG_"];
+
+/// Why a variable was kept or dropped; the order of the variants is the order of the checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Denied,
+    Allowed,
+    Secret,
+    AllowedPrefix,
+    NotListed,
+}
+
+impl Verdict {
+    pub fn keeps(self) -> bool {
+        matches!(self, Verdict::Allowed | Verdict::AllowedPrefix)
+    }
+}
+
+pub struct EnvFilter {
+    prefix: String,
+    /// Windows variable names are case-insensitive, so compare them upper-cased there.
+    case_insensitive: bool,
+}
+
+impl EnvFilter {
+    pub fn new(env_prefix: &str) -> Self {
+        Self {
+            prefix: env_prefix.to_string(),
+            case_insensitive: cfg!(windows),
+        }
+    }
+
+    pub fn verdict(&self, name: &str) -> Verdict {
+        let folded;
+        let (name, prefix) = if self.case_insensitive {
+            folded = (name.to_ascii_uppercase(), self.prefix.to_ascii_uppercase());
+            (folded.0.as_str(), folded.1.as_str())
+        } else {
+            (name, self.prefix.as_str())
+        };
+        let brand_secret = !prefix.is_empty()
+            && name
+                .strip_prefix(prefix)
+                .is_some_and(|rest| DENIED_PREFIXED_SUFFIXES.contains(&rest));
+        if brand_secret || DENYLIST.contains(&name) {
+            return Verdict::Denied;
+        }
+        if ALLOWLIST.contains(&name) {
+            return Verdict::Allowed;
+        }
+        let upper = name.to_ascii_uppercase();
+        if SECRET_SUBSTRINGS.iter().any(|s| upper.contains(s)) {
+            return Verdict::Secret;
+        }
+        let prefixed = ALLOWED_PREFIXES.iter().any(|p| name.starts_with(p))
+            || (!prefix.is_empty() && name.starts_with(prefix));
+        if prefixed {
+            Verdict::AllowedPrefix
+        } else {
+            Verdict::NotListed
+        }
+    }
+
+    pub fn filter<'a, I>(&self, vars: I) -> BTreeMap<String, String>
+    where
+        I: IntoIterator<Item = (&'a String, &'a String)>,
+    {
+        vars.into_iter()
+            .filter(|(name, _)| self.verdict(name).keeps())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+/// Filters `env` for a kernel. The map form is what the napi layer hands over.
+pub fn filter_env(env: &HashMap<String, String>, env_prefix: &str) -> BTreeMap<String, String> {
+    EnvFilter::new(env_prefix).filter(env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keeps(name: &str) -> bool {
+        EnvFilter::new(DEFAULT_ENV_PREFIX).verdict(name).keeps()
+    }
+
+    #[test]
+    fn keeps_the_allowlist_and_prefixes() {
+        for name in [
+            "PATH",
+            "HOME",
+            "LD_LIBRARY_PATH",
+            "LC_FOO",
+            "XDG_STATE_HOME",
+            "PYKERNEL_FOO",
+            "VIRTUAL_ENV",
+        ] {
+            assert!(keeps(name), "{name} should be kept");
+        }
+    }
+
+    #[test]
+    fn drops_secrets_and_unlisted_names() {
+        for name in [
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "MY_SECRET",
+            "GITHUB_TOKEN",
+            "UNSAFE_TOKEN",
+            "aws_access_key_id",
+            "DB_PASSWD",
+            "PYKERNEL_API_KEY",
+            "PYKERNEL_TOKEN",
+            "PYKERNEL_SESSION",
+            "PYKERNEL_SECRET_SAUCE",
+            "LC_PRIVATE_KEY",
+            "RANDOM_THING",
+        ] {
+            assert!(!keeps(name), "{name} should be dropped");
+        }
+    }
+
+    #[test]
+    fn order_of_checks_is_observable() {
+        let f = EnvFilter::new("PYKERNEL_");
+        assert_eq!(f.verdict("OPENAI_API_KEY"), Verdict::Denied);
+        assert_eq!(f.verdict("PATH"), Verdict::Allowed);
+        assert_eq!(f.verdict("XDG_TOKEN_DIR"), Verdict::Secret);
+        assert_eq!(f.verdict("LC_FOO"), Verdict::AllowedPrefix);
+        assert_eq!(f.verdict("EDITOR"), Verdict::NotListed);
+    }
+
+    #[test]
+    fn the_brand_prefix_is_configurable() {
+        let f = EnvFilter::new("ACME_");
+        assert!(f.verdict("ACME_MODE").keeps());
+        assert!(!f.verdict("PYKERNEL_MODE").keeps());
+        assert_eq!(f.verdict("ACME_SESSION"), Verdict::Denied);
+    }
+}

@@ -1,0 +1,115 @@
+//! The one error type of the crate. Each variant has a stable `code` that JavaScript sees
+//! on the thrown `Error`, and a message that says what was tried and what to do.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("no usable Python found (tried: {tried}). Install Python 3.8+ or pass `interpreter` (or set VIRTUAL_ENV) to point at one.")]
+    PythonNotFound { tried: String },
+
+    #[error("interpreter {path} is not usable: {reason}. Pass a Python 3.8+ executable as `interpreter`.")]
+    PythonInvalid { path: String, reason: String },
+
+    #[error("cwd {path} {reason}; pass an existing directory as `cwd`.")]
+    CwdInvalid { path: PathBuf, reason: &'static str },
+
+    #[error("the Python kernel did not become ready within {timeout_ms} ms (interpreter {interpreter}); it was killed.{stderr}")]
+    StartTimeout {
+        timeout_ms: u64,
+        interpreter: String,
+        stderr: StderrTail,
+    },
+
+    #[error(
+        "the Python kernel exited during start-up ({exit}; interpreter {interpreter}).{stderr}"
+    )]
+    StartFailed {
+        exit: String,
+        interpreter: String,
+        stderr: StderrTail,
+    },
+
+    #[error("the Python kernel is not running ({exit}). Start a new Kernel.{stderr}")]
+    KernelDead { exit: String, stderr: StderrTail },
+
+    #[error("cannot prepare the runner directory {path}: {reason}")]
+    RunnerDir { path: PathBuf, reason: String },
+
+    #[error("invalid argument `{name}`: {reason}")]
+    InvalidArgument { name: &'static str, reason: String },
+
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl KernelError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            KernelError::PythonNotFound { .. } => "ERR_PYTHON_NOT_FOUND",
+            KernelError::PythonInvalid { .. } => "ERR_PYTHON_INVALID",
+            KernelError::CwdInvalid { .. } => "ERR_CWD_INVALID",
+            KernelError::StartTimeout { .. } => "ERR_KERNEL_START_TIMEOUT",
+            KernelError::StartFailed { .. } => "ERR_KERNEL_START_FAILED",
+            KernelError::KernelDead { .. } => "ERR_KERNEL_DEAD",
+            KernelError::RunnerDir { .. } => "ERR_RUNNER_DIR",
+            KernelError::InvalidArgument { .. } => "ERR_INVALID_ARG",
+            KernelError::Io { .. } => "ERR_IO",
+        }
+    }
+
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        KernelError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// The last lines a kernel wrote to its own stderr, rendered as a message suffix.
+#[derive(Debug, Clone, Default)]
+pub struct StderrTail(pub String);
+
+impl std::fmt::Display for StderrTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = self.0.trim_end();
+        if text.is_empty() {
+            Ok(())
+        } else {
+            write!(f, " Kernel stderr:\n{text}")
+        }
+    }
+}
+
+pub type Result<T, E = KernelError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_say_what_to_do_and_carry_stderr() {
+        let err = KernelError::StartFailed {
+            exit: "exit code 1".into(),
+            interpreter: "/usr/bin/python3".into(),
+            stderr: StderrTail("Traceback...\nImportError: boom\n".into()),
+        };
+        assert_eq!(err.code(), "ERR_KERNEL_START_FAILED");
+        assert_eq!(
+            err.to_string(),
+            "the Python kernel exited during start-up (exit code 1; interpreter /usr/bin/python3). Kernel stderr:\nTraceback...\nImportError: boom"
+        );
+        let cwd = KernelError::CwdInvalid {
+            path: "/nope".into(),
+            reason: "does not exist",
+        };
+        assert_eq!(
+            cwd.to_string(),
+            "cwd /nope does not exist; pass an existing directory as `cwd`."
+        );
+    }
+}

@@ -1,0 +1,244 @@
+//! What one cell produced: the streamed [`KernelEvent`]s and the [`ExecuteOutcome`] they
+//! add up to. Built from runner frames; knows nothing about processes or JavaScript.
+
+use serde_json::{json, Map, Value};
+
+use crate::protocol::{DoneStatus, RunnerFrame};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum KernelEvent {
+    Stdout(String),
+    Stderr(String),
+    Display {
+        bundle: Value,
+        display_id: Option<String>,
+        update: bool,
+    },
+    Result(Value),
+    Status {
+        op: String,
+        data: Map<String, Value>,
+    },
+    Clear {
+        wait: bool,
+    },
+    Error(ErrorInfo),
+}
+
+impl KernelEvent {
+    /// The JavaScript shape (`KernelEvent` in index.d.ts).
+    pub fn to_json(&self) -> Value {
+        match self {
+            KernelEvent::Stdout(text) => json!({"type": "stdout", "text": text}),
+            KernelEvent::Stderr(text) => json!({"type": "stderr", "text": text}),
+            KernelEvent::Display {
+                bundle,
+                display_id,
+                update,
+            } => {
+                let mut v = json!({"type": "display", "bundle": bundle});
+                if let Some(id) = display_id {
+                    v["displayId"] = json!(id);
+                }
+                if *update {
+                    v["update"] = json!(true);
+                }
+                v
+            }
+            KernelEvent::Result(bundle) => json!({"type": "result", "bundle": bundle}),
+            KernelEvent::Status { op, data } => json!({"type": "status", "op": op, "data": data}),
+            KernelEvent::Clear { wait } => json!({"type": "clear", "wait": wait}),
+            KernelEvent::Error(e) => json!({
+                "type": "error", "ename": e.ename, "evalue": e.evalue, "traceback": e.traceback
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ErrorInfo {
+    pub ename: String,
+    pub evalue: String,
+    pub traceback: Vec<String>,
+}
+
+/// A status event as it is kept in the outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusEvent {
+    pub op: String,
+    pub data: Map<String, Value>,
+}
+
+/// The finished result of one cell.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExecuteOutcome {
+    pub ok: bool,
+    pub execution_count: u32,
+    pub cancelled: bool,
+    pub timed_out: bool,
+    pub kernel_died: bool,
+    pub stdin_requested: bool,
+    pub stdout: String,
+    pub stderr: String,
+    pub displays: Vec<Value>,
+    pub statuses: Vec<StatusEvent>,
+    pub result: Option<Value>,
+    pub error: Option<ErrorInfo>,
+}
+
+/// Turns a request's frames into events and folds them into an outcome.
+pub struct Collector {
+    status_mime: String,
+    pub outcome: ExecuteOutcome,
+    done: bool,
+}
+
+impl Collector {
+    pub fn new(status_mime: &str) -> Self {
+        Self {
+            status_mime: status_mime.to_string(),
+            outcome: ExecuteOutcome::default(),
+            done: false,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Applies one frame; returns the event it stands for, if any.
+    pub fn apply(&mut self, frame: RunnerFrame) -> Option<KernelEvent> {
+        let out = &mut self.outcome;
+        match frame {
+            RunnerFrame::Stdout { data, .. } => {
+                out.stdout.push_str(&data);
+                Some(KernelEvent::Stdout(data))
+            }
+            RunnerFrame::Stderr { data, .. } => {
+                out.stderr.push_str(&data);
+                Some(KernelEvent::Stderr(data))
+            }
+            RunnerFrame::Display {
+                bundle,
+                display_id,
+                update,
+                ..
+            } => {
+                if let Some(status) = status_of(&bundle, &self.status_mime) {
+                    out.statuses.push(status.clone());
+                    return Some(KernelEvent::Status {
+                        op: status.op,
+                        data: status.data,
+                    });
+                }
+                out.displays.push(bundle.clone());
+                Some(KernelEvent::Display {
+                    bundle,
+                    display_id,
+                    update,
+                })
+            }
+            RunnerFrame::Result { bundle, .. } => {
+                out.result = Some(bundle.clone());
+                Some(KernelEvent::Result(bundle))
+            }
+            RunnerFrame::Clear { wait, .. } => Some(KernelEvent::Clear { wait }),
+            RunnerFrame::Error {
+                ename,
+                evalue,
+                traceback,
+                ..
+            } => {
+                let info = ErrorInfo {
+                    ename,
+                    evalue,
+                    traceback,
+                };
+                out.error = Some(info.clone());
+                Some(KernelEvent::Error(info))
+            }
+            RunnerFrame::Done {
+                status,
+                execution_count,
+                cancelled,
+                stdin_requested,
+                ..
+            } => {
+                out.ok = status == DoneStatus::Ok;
+                out.execution_count = execution_count;
+                out.cancelled |= cancelled;
+                out.stdin_requested = stdin_requested;
+                self.done = true;
+                None
+            }
+            RunnerFrame::Ready { .. }
+            | RunnerFrame::Started { .. }
+            | RunnerFrame::Call { .. }
+            | RunnerFrame::Pong { .. }
+            | RunnerFrame::Unknown => None,
+        }
+    }
+}
+
+/// A display bundle whose only content is the status MIME is a status event.
+fn status_of(bundle: &Value, status_mime: &str) -> Option<StatusEvent> {
+    let map = bundle.as_object()?;
+    let Some(Value::Object(payload)) = map.get(status_mime) else {
+        return None;
+    };
+    let mut data = payload.clone();
+    let op = match data.remove("op") {
+        Some(Value::String(op)) => op,
+        _ => String::new(),
+    };
+    Some(StatusEvent { op, data })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::decode;
+
+    const MIME: &str = "application/x-pykernel-status";
+
+    #[test]
+    fn folds_frames_into_an_outcome() {
+        let mut c = Collector::new(MIME);
+        for line in [
+            r#"{"type":"stdout","id":"r","data":"a"}"#,
+            r#"{"type":"stdout","id":"r","data":"b\n"}"#,
+            r#"{"type":"display","id":"r","bundle":{"text/plain":"5"}}"#,
+            r#"{"type":"display","id":"r","bundle":{"application/x-pykernel-status":{"op":"cd","path":"/tmp"}}}"#,
+            r#"{"type":"result","id":"r","bundle":{"text/plain":"2"}}"#,
+        ] {
+            assert!(c.apply(decode(line.as_bytes()).unwrap()).is_some());
+        }
+        assert!(!c.is_done());
+        c.apply(decode(br#"{"type":"done","id":"r","status":"ok","executionCount":1}"#).unwrap());
+        assert!(c.is_done());
+        let o = c.outcome;
+        assert!(o.ok);
+        assert_eq!(o.stdout, "ab\n");
+        assert_eq!(o.displays.len(), 1);
+        assert_eq!(o.statuses[0].op, "cd");
+        assert_eq!(o.statuses[0].data["path"], "/tmp");
+        assert_eq!(o.result.unwrap()["text/plain"], "2");
+    }
+
+    #[test]
+    fn events_have_the_javascript_shape() {
+        let e = KernelEvent::Display {
+            bundle: json!({"text/plain": "x"}),
+            display_id: Some("p".into()),
+            update: true,
+        };
+        assert_eq!(
+            e.to_json(),
+            json!({"type":"display","bundle":{"text/plain":"x"},"displayId":"p","update":true})
+        );
+        assert_eq!(
+            KernelEvent::Stdout("hi".into()).to_json(),
+            json!({"type":"stdout","text":"hi"})
+        );
+    }
+}

@@ -1,0 +1,730 @@
+//! One Python kernel: a `runner.py` subprocess in its own session, spoken to over NDJSON.
+//!
+//! Tasks per kernel: a reader routes the runner's frames to the request they belong to, a
+//! stderr drain keeps the tail of the runner's own diagnostics (so a chatty child never
+//! blocks on a full pipe), and a waiter reaps the process and publishes how it ended.
+//! Executes run one at a time, in arrival order.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::{sleep_until, timeout, Instant};
+
+use crate::command::{build_command, LaunchSpec};
+use crate::env::{EnvFilter, DEFAULT_ENV_PREFIX};
+use crate::error::{KernelError, Result, StderrTail};
+use crate::events::{Collector, ErrorInfo, ExecuteOutcome, KernelEvent};
+use crate::protocol::{decode, HostFrame, RunnerFrame};
+use crate::runner_script;
+use crate::runtime::{self, ResolveOptions, Resolved};
+
+pub const DEFAULT_STATUS_MIME: &str = "application/x-pykernel-status";
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_millis(10_000);
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_millis(1_000);
+/// How long an interrupted cell may take to end before the kernel is killed.
+pub const INTERRUPT_ESCALATION: Duration = Duration::from_millis(5_000);
+const STDERR_TAIL_BYTES: usize = 8 * 1024;
+const INIT_ID: &str = "init";
+
+/// How a kernel is started.
+#[derive(Clone)]
+pub struct KernelConfig {
+    pub cwd: PathBuf,
+    /// The host environment to filter; the host process's own when `None`.
+    pub base_env: Option<HashMap<String, String>>,
+    /// Host-managed variables, added after filtering.
+    pub env: HashMap<String, String>,
+    pub interpreter: Option<String>,
+    pub env_prefix: String,
+    pub status_mime: String,
+    pub startup_timeout: Duration,
+    pub memory_limit_bytes: Option<u64>,
+    /// Where the runner files are written; `$TMPDIR/pykernel-<uid>` by default.
+    pub runner_dir: Option<PathBuf>,
+    pub bridge: Option<Arc<dyn Bridge>>,
+}
+
+impl KernelConfig {
+    pub fn new(cwd: PathBuf) -> Self {
+        Self {
+            cwd,
+            base_env: None,
+            env: HashMap::new(),
+            interpreter: None,
+            env_prefix: DEFAULT_ENV_PREFIX.to_string(),
+            status_mime: DEFAULT_STATUS_MIME.to_string(),
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            memory_limit_bytes: None,
+            runner_dir: None,
+            bridge: None,
+        }
+    }
+}
+
+/// The host side of runner -> host calls (`tool.x(...)`, `agent(...)`).
+pub trait Bridge: Send + Sync {
+    /// Runs one call; `Err` becomes a RuntimeError with that message in Python.
+    fn call(
+        &self,
+        name: String,
+        args: Value,
+        run_id: String,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = std::result::Result<Value, String>> + Send>,
+    >;
+}
+
+/// One cell to run.
+#[derive(Debug, Clone, Default)]
+pub struct ExecuteRequest {
+    pub code: String,
+    pub silent: bool,
+    pub store_history: bool,
+    pub cwd: Option<String>,
+    pub env: Option<BTreeMap<String, Option<String>>>,
+    /// Wall-clock budget; on expiry the cell is interrupted (and the kernel killed if it
+    /// does not stop within [`INTERRUPT_ESCALATION`]).
+    pub timeout: Option<Duration>,
+}
+
+/// Cancels one execute from another task (an AbortSignal, a pool disposing the kernel).
+#[derive(Default)]
+pub struct AbortHandle {
+    aborted: AtomicBool,
+    notify: Notify,
+}
+
+impl AbortHandle {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn abort(&self) {
+        self.aborted.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once aborted. Cancel safety: dropping it loses nothing.
+    pub async fn aborted(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.is_aborted() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// How the kernel process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (Some(code), _) => write!(f, "exit code {code}"),
+            (None, Some(sig)) => {
+                let name = Signal::try_from(sig)
+                    .map(|s| s.as_str())
+                    .unwrap_or("unknown");
+                write!(f, "killed by signal {sig} ({name})")
+            }
+            (None, None) => write!(f, "ended"),
+        }
+    }
+}
+
+impl From<std::process::ExitStatus> for ExitInfo {
+    fn from(status: std::process::ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        ExitInfo {
+            code: status.code(),
+            signal: status.signal(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownOutcome {
+    /// The process was reaped (it is gone).
+    pub confirmed: bool,
+    pub exit: Option<ExitInfo>,
+}
+
+type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<RunnerFrame>>>>;
+
+pub struct Kernel {
+    pid: u32,
+    resolved: Resolved,
+    status_mime: String,
+    writer: Arc<FrameWriter>,
+    routes: Routes,
+    exit: watch::Receiver<Option<ExitInfo>>,
+    stderr_tail: Arc<Mutex<VecDeque<u8>>>,
+    stderr_closed: watch::Receiver<bool>,
+    exec_lock: tokio::sync::Mutex<()>,
+    execution_count: AtomicU32,
+    next_id: AtomicU64,
+    bridge: Option<Arc<dyn Bridge>>,
+}
+
+/// The runner's stdin; every host frame goes through here, one whole line at a time.
+struct FrameWriter {
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    pid: u32,
+    trace: bool,
+}
+
+impl FrameWriter {
+    async fn send(&self, frame: &HostFrame) -> std::io::Result<()> {
+        let line = frame.encode();
+        if self.trace {
+            eprint!(
+                "[pykernel {}] -> {}",
+                self.pid,
+                String::from_utf8_lossy(&line)
+            );
+        }
+        let mut stdin = self.stdin.lock().await;
+        let pipe = stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+        pipe.write_all(&line).await?;
+        pipe.flush().await
+    }
+
+    /// EOF on the runner's protocol stdin: the runner's other exit signal.
+    async fn close(&self) {
+        self.stdin.lock().await.take();
+    }
+}
+
+impl Kernel {
+    /// Resolves Python, spawns the runner and waits for it to be ready.
+    pub async fn start(config: KernelConfig) -> Result<Arc<Kernel>> {
+        check_cwd(&config.cwd)?;
+        let base_env = config
+            .base_env
+            .clone()
+            .unwrap_or_else(|| std::env::vars().collect());
+        let resolve_opts = ResolveOptions {
+            cwd: config.cwd.clone(),
+            interpreter: config.interpreter.clone(),
+            base_env: base_env.clone(),
+        };
+        let runner_dir = config
+            .runner_dir
+            .clone()
+            .unwrap_or_else(runner_script::default_base_dir);
+        let (resolved, files) = tokio::task::spawn_blocking(move || {
+            let (resolved, _) = runtime::resolve(&resolve_opts)?;
+            let files = runner_script::materialize(&runner_dir)?;
+            Ok::<_, KernelError>((resolved, files))
+        })
+        .await
+        .map_err(|e| KernelError::io("resolving Python", std::io::Error::other(e)))??;
+
+        let mut env = EnvFilter::new(&config.env_prefix).filter(&base_env);
+        runtime::apply_to_env(&resolved, &mut env);
+        env.extend(config.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let trace = base_env
+            .get("PYKERNEL_PYTHON_IPC_TRACE")
+            .is_some_and(|v| v == "1");
+
+        let mut child = build_command(&LaunchSpec {
+            python: &resolved.path,
+            runner: &files.runner,
+            cwd: &config.cwd,
+            env: &env,
+            memory_limit_bytes: config.memory_limit_bytes,
+        })
+        .spawn()
+        .map_err(|e| KernelError::PythonInvalid {
+            path: resolved.path.display().to_string(),
+            reason: format!("cannot start it: {e}"),
+        })?;
+        let pid = child.id().unwrap_or_default();
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+
+        let routes: Routes = Arc::default();
+        let (init_tx, mut init_rx) = mpsc::unbounded_channel();
+        routes.lock().unwrap().insert(INIT_ID.to_string(), init_tx);
+        tokio::spawn(read_frames(stdout, routes.clone(), trace));
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let (stderr_closed_tx, stderr_closed) = watch::channel(false);
+        tokio::spawn(drain_stderr(
+            stderr,
+            stderr_tail.clone(),
+            stderr_closed_tx,
+            trace,
+        ));
+        let (exit_tx, exit) = watch::channel(None);
+        tokio::spawn(reap(child, exit_tx));
+
+        let kernel = Arc::new(Kernel {
+            pid,
+            resolved,
+            status_mime: config.status_mime.clone(),
+            writer: Arc::new(FrameWriter {
+                stdin: tokio::sync::Mutex::new(stdin),
+                pid,
+                trace,
+            }),
+            routes,
+            exit,
+            stderr_tail,
+            stderr_closed,
+            exec_lock: tokio::sync::Mutex::new(()),
+            execution_count: AtomicU32::new(0),
+            next_id: AtomicU64::new(1),
+            bridge: config.bridge.clone(),
+        });
+
+        let init = HostFrame::Init {
+            id: INIT_ID.to_string(),
+            cwd: config.cwd.display().to_string(),
+            env: config.env.clone().into_iter().collect(),
+            status_mime: config.status_mime.clone(),
+            prelude: Some(files.prelude.display().to_string()),
+            env_prefix: config.env_prefix.clone(),
+        };
+        // A failed write means the runner is already gone; the wait below reports why.
+        let _ = kernel.send(&init).await;
+        let ready = timeout(config.startup_timeout, async {
+            while let Some(frame) = init_rx.recv().await {
+                if let RunnerFrame::Ready { .. } = frame {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        kernel.routes.lock().unwrap().remove(INIT_ID);
+        match ready {
+            Ok(true) => Ok(kernel),
+            Ok(false) => {
+                let exit = kernel.wait_for_exit(Duration::from_secs(2)).await;
+                if exit.is_none() {
+                    kernel.kill_group(Signal::SIGKILL);
+                }
+                Err(KernelError::StartFailed {
+                    exit: exit.map_or("closed its protocol pipe".into(), |e| e.to_string()),
+                    interpreter: kernel.interpreter().to_string(),
+                    stderr: kernel.stderr_tail().await,
+                })
+            }
+            Err(_) => {
+                kernel.kill_group(Signal::SIGKILL);
+                kernel.wait_for_exit(Duration::from_secs(2)).await;
+                Err(KernelError::StartTimeout {
+                    timeout_ms: config.startup_timeout.as_millis() as u64,
+                    interpreter: kernel.interpreter().to_string(),
+                    stderr: kernel.stderr_tail().await,
+                })
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn interpreter(&self) -> &str {
+        self.resolved.path.to_str().unwrap_or_default()
+    }
+
+    pub fn python_version(&self) -> &str {
+        &self.resolved.version
+    }
+
+    pub fn alive(&self) -> bool {
+        self.exit.borrow().is_none()
+    }
+
+    pub fn exit_info(&self) -> Option<ExitInfo> {
+        *self.exit.borrow()
+    }
+
+    pub fn execution_count(&self) -> u32 {
+        self.execution_count.load(Ordering::SeqCst)
+    }
+
+    /// Runs one cell, streaming each event to `on_event` in order.
+    ///
+    /// Resolves with the outcome also when the cell fails, is cancelled, times out or the
+    /// kernel dies during it; errs only when the kernel was already dead.
+    /// Cancel safety: dropping the future leaves the cell running in the kernel; its frames
+    /// are then discarded.
+    pub async fn execute(
+        &self,
+        request: ExecuteRequest,
+        abort: Option<Arc<AbortHandle>>,
+        mut on_event: impl FnMut(KernelEvent) + Send,
+    ) -> Result<ExecuteOutcome> {
+        let _turn = self.exec_lock.lock().await;
+        if let Some(exit) = self.exit_info() {
+            return Err(KernelError::KernelDead {
+                exit: exit.to_string(),
+                stderr: self.stderr_tail().await,
+            });
+        }
+        let id = format!("r{}", self.next_id.fetch_add(1, Ordering::SeqCst));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        self.routes.lock().unwrap().insert(id.clone(), tx);
+        let _route = RouteGuard {
+            routes: &self.routes,
+            id: &id,
+        };
+        let frame = HostFrame::Execute {
+            id: id.clone(),
+            code: request.code,
+            silent: request.silent,
+            store_history: request.store_history,
+            cwd: request.cwd,
+            env: request.env,
+        };
+        let mut collector = Collector::new(&self.status_mime);
+        // A dead pipe shows up below as the end of the frame stream.
+        let _ = self.send(&frame).await;
+
+        let deadline = request.timeout.map(|t| Instant::now() + t);
+        let mut escalation: Option<Instant> = None;
+        let mut killed = false;
+        loop {
+            tokio::select! {
+                biased;
+                frame = rx.recv() => match frame {
+                    Some(RunnerFrame::Call { call_id, name, args, .. }) => {
+                        self.answer_call(&id, call_id, name, args);
+                    }
+                    Some(frame) => {
+                        if let Some(event) = collector.apply(frame) {
+                            on_event(event);
+                        }
+                        if collector.is_done() {
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                _ = sleep_until(deadline.unwrap_or_else(Instant::now)),
+                    if deadline.is_some() && escalation.is_none() => {
+                    collector.outcome.timed_out = true;
+                    collector.outcome.cancelled = true;
+                    self.interrupt();
+                    escalation = Some(Instant::now() + INTERRUPT_ESCALATION);
+                }
+                _ = async { abort.as_ref().unwrap().aborted().await },
+                    if abort.is_some() && escalation.is_none() => {
+                    collector.outcome.cancelled = true;
+                    self.interrupt();
+                    escalation = Some(Instant::now() + INTERRUPT_ESCALATION);
+                }
+                _ = sleep_until(escalation.unwrap_or_else(Instant::now)),
+                    if escalation.is_some() && !killed => {
+                    // The cell ignored the interrupt (C code, SIG_IGN): end the kernel.
+                    killed = true;
+                    self.terminate(DEFAULT_SHUTDOWN_GRACE).await;
+                }
+            }
+        }
+        let finished = collector.is_done();
+        let mut outcome = collector.outcome;
+        if !finished {
+            self.report_death(&mut outcome, killed).await;
+        } else {
+            self.execution_count
+                .store(outcome.execution_count, Ordering::SeqCst);
+        }
+        Ok(outcome)
+    }
+
+    /// The frame stream ended without `done`: the kernel died (or stopped talking, in
+    /// which case it is of no further use and is killed). State how it ended.
+    async fn report_death(&self, outcome: &mut ExecuteOutcome, killed_by_us: bool) {
+        let exit = match self.wait_for_exit(Duration::from_secs(2)).await {
+            Some(exit) => exit,
+            None => {
+                self.terminate(DEFAULT_SHUTDOWN_GRACE).await;
+                self.exit_info().unwrap_or(ExitInfo {
+                    code: None,
+                    signal: None,
+                })
+            }
+        };
+        outcome.ok = false;
+        outcome.kernel_died = true;
+        outcome.execution_count = self.execution_count();
+        let evalue = if killed_by_us {
+            "the kernel did not respond to the interrupt and was killed".to_string()
+        } else if exit.signal == Some(Signal::SIGKILL as i32) {
+            format!("the Python kernel died during the cell ({exit}; possibly out of memory)")
+        } else {
+            format!("the Python kernel died during the cell ({exit})")
+        };
+        let tail = self.stderr_tail().await.0;
+        outcome.error = Some(ErrorInfo {
+            ename: "KernelDied".into(),
+            evalue,
+            traceback: tail.lines().map(str::to_string).collect(),
+        });
+    }
+
+    /// SIGINT to the kernel's process group: the running cell gets KeyboardInterrupt and
+    /// shell children it started are interrupted too. Between cells the runner ignores it.
+    pub fn interrupt(&self) {
+        self.kill_group(Signal::SIGINT);
+    }
+
+    /// exit -> grace -> SIGTERM -> grace -> SIGKILL -> grace. Idempotent.
+    pub async fn shutdown(&self, grace: Duration) -> ShutdownOutcome {
+        if self.alive() {
+            let _ = self.send(&HostFrame::Exit).await;
+            self.writer.close().await;
+            if self.wait_for_exit(grace).await.is_none() {
+                self.terminate(grace).await;
+            }
+        }
+        // Children the kernel left behind share its process group.
+        self.kill_group(Signal::SIGKILL);
+        let exit = self.exit_info();
+        ShutdownOutcome {
+            confirmed: exit.is_some(),
+            exit,
+        }
+    }
+
+    /// SIGTERM, then SIGKILL, to the whole group, each with `grace` to take effect.
+    async fn terminate(&self, grace: Duration) {
+        for signal in [Signal::SIGTERM, Signal::SIGKILL] {
+            self.kill_group(signal);
+            if self.wait_for_exit(grace).await.is_some() {
+                return;
+            }
+        }
+    }
+
+    /// Sends a ping and waits for its pong.
+    pub async fn ping(&self, wait: Duration) -> bool {
+        let id = format!("p{}", self.next_id.fetch_add(1, Ordering::SeqCst));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        self.routes.lock().unwrap().insert(id.clone(), tx);
+        let _route = RouteGuard {
+            routes: &self.routes,
+            id: &id,
+        };
+        if self
+            .send(&HostFrame::Ping { id: id.clone() })
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        matches!(
+            timeout(wait, rx.recv()).await,
+            Ok(Some(RunnerFrame::Pong { .. }))
+        )
+    }
+
+    fn answer_call(&self, run_id: &str, call_id: String, name: String, args: Value) {
+        let Some(bridge) = self.bridge.clone() else {
+            let reply = HostFrame::Reply {
+                call_id,
+                ok: false,
+                value: None,
+                error: Some("no host bridge is attached to this kernel".into()),
+            };
+            self.spawn_reply(async move { reply });
+            return;
+        };
+        let run_id = run_id.to_string();
+        self.spawn_reply(async move {
+            match bridge.call(name, args, run_id).await {
+                Ok(value) => HostFrame::Reply {
+                    call_id,
+                    ok: true,
+                    value: Some(value),
+                    error: None,
+                },
+                Err(error) => HostFrame::Reply {
+                    call_id,
+                    ok: false,
+                    value: None,
+                    error: Some(error),
+                },
+            }
+        });
+    }
+
+    /// Replies are written from their own task so a slow call never holds up the cell's
+    /// frames, and many calls can be in flight at once.
+    fn spawn_reply(&self, reply: impl std::future::Future<Output = HostFrame> + Send + 'static) {
+        let writer = self.writer.clone();
+        tokio::spawn(async move {
+            let frame = reply.await;
+            // The kernel may have died meanwhile; its death is reported by the execute.
+            let _ = writer.send(&frame).await;
+        });
+    }
+
+    async fn send(&self, frame: &HostFrame) -> std::io::Result<()> {
+        self.writer.send(frame).await
+    }
+
+    fn kill_group(&self, signal: Signal) {
+        if self.pid == 0 {
+            return;
+        }
+        // The group outlives its leader while any member lives, so this also reaches
+        // children after the kernel itself was reaped.
+        let _ = killpg(Pid::from_raw(self.pid as i32), signal);
+    }
+
+    async fn wait_for_exit(&self, wait: Duration) -> Option<ExitInfo> {
+        let mut exit = self.exit.clone();
+        let _ = timeout(wait, exit.wait_for(|e| e.is_some())).await;
+        self.exit_info()
+    }
+
+    /// The runner's own stderr, after giving the drain a moment to catch up with a process
+    /// that just ended.
+    async fn stderr_tail(&self) -> StderrTail {
+        if !self.alive() {
+            let mut closed = self.stderr_closed.clone();
+            let _ = timeout(Duration::from_millis(500), closed.wait_for(|c| *c)).await;
+        }
+        let tail = self.stderr_tail.lock().unwrap();
+        let (a, b) = tail.as_slices();
+        let mut bytes = a.to_vec();
+        bytes.extend_from_slice(b);
+        StderrTail(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        // Nobody can reach this kernel any more; never leave it running.
+        if self.alive() {
+            self.kill_group(Signal::SIGKILL);
+        }
+    }
+}
+
+struct RouteGuard<'a> {
+    routes: &'a Routes,
+    id: &'a str,
+}
+
+impl Drop for RouteGuard<'_> {
+    fn drop(&mut self) {
+        self.routes.lock().unwrap().remove(self.id);
+    }
+}
+
+fn check_cwd(cwd: &std::path::Path) -> Result<()> {
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(KernelError::CwdInvalid {
+            path: cwd.to_path_buf(),
+            reason: "is not a directory",
+        }),
+        Err(_) => Err(KernelError::CwdInvalid {
+            path: cwd.to_path_buf(),
+            reason: "does not exist",
+        }),
+    }
+}
+
+/// Reads protocol lines and hands each frame to the request it belongs to. Frames of no
+/// live request (output of a thread whose cell ended) are dropped. Ends at EOF, which
+/// closes every route: that is how a waiting request learns the kernel is gone.
+async fn read_frames(stdout: ChildStdout, routes: Routes, trace: bool) {
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if trace {
+            eprint!("[pykernel] <- {}", String::from_utf8_lossy(&line));
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let frame = match decode(text) {
+            Ok(frame) => frame,
+            Err(err) => {
+                tracing::warn!("{err}");
+                if trace {
+                    eprintln!("[pykernel] {err}");
+                }
+                continue;
+            }
+        };
+        let Some(id) = frame.request_id() else {
+            continue;
+        };
+        let route = routes.lock().unwrap().get(id).cloned();
+        if let Some(route) = route {
+            let _ = route.send(frame);
+        }
+    }
+    routes.lock().unwrap().clear();
+}
+
+async fn drain_stderr(
+    mut stderr: tokio::process::ChildStderr,
+    tail: Arc<Mutex<VecDeque<u8>>>,
+    closed: watch::Sender<bool>,
+    trace: bool,
+) {
+    let mut buf = vec![0u8; 8192];
+    loop {
+        match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if trace {
+                    eprint!("{}", String::from_utf8_lossy(&buf[..n]));
+                }
+                let mut tail = tail.lock().unwrap();
+                tail.extend(&buf[..n]);
+                let excess = tail.len().saturating_sub(STDERR_TAIL_BYTES);
+                tail.drain(..excess);
+            }
+        }
+    }
+    let _ = closed.send(true);
+}
+
+async fn reap(mut child: Child, exit: watch::Sender<Option<ExitInfo>>) {
+    let info = match child.wait().await {
+        Ok(status) => ExitInfo::from(status),
+        Err(_) => ExitInfo {
+            code: None,
+            signal: None,
+        },
+    };
+    let _ = exit.send(Some(info));
+}

@@ -1,0 +1,12 @@
+//! pykernel: run Python for AI coding agents. This file only declares modules; the napi
+//! surface lives in `napi_api.rs`.
+
+pub mod command;
+pub mod env;
+pub mod error;
+pub mod events;
+pub mod kernel;
+mod napi_api;
+pub mod protocol;
+pub mod runner_script;
+pub mod runtime;

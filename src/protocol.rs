@@ -1,0 +1,286 @@
+//! NDJSON frames between the host and `runner.py` (see the README's protocol section).
+//!
+//! Read tolerantly, write strictly: every frame the runner may send decodes into
+//! [`RunnerFrame`]; unknown frame types become [`RunnerFrame::Unknown`] instead of an
+//! error, and a line that does not parse yields a [`DecodeError`] naming the frame type it
+//! claimed to be. Nothing here panics on input. This module knows neither napi nor tokio.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A frame the host writes to the runner's stdin.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum HostFrame {
+    Init {
+        id: String,
+        cwd: String,
+        env: BTreeMap<String, String>,
+        status_mime: String,
+        prelude: Option<String>,
+        env_prefix: String,
+    },
+    Execute {
+        id: String,
+        code: String,
+        silent: bool,
+        store_history: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+        /// `None` values unset the variable for the rest of the session.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        env: Option<BTreeMap<String, Option<String>>>,
+    },
+    Reply {
+        call_id: String,
+        ok: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        value: Option<Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    Ping {
+        id: String,
+    },
+    Exit,
+}
+
+impl HostFrame {
+    /// One NDJSON line, newline included. Strings are escaped by serde_json, so a frame can
+    /// never span two lines whatever the cell's source holds.
+    pub fn encode(&self) -> Vec<u8> {
+        // Serializing these plain data types cannot fail: keys are strings, no floats.
+        let mut line = serde_json::to_vec(self).expect("host frames always serialize");
+        line.push(b'\n');
+        line
+    }
+}
+
+/// A frame the runner writes to its protocol stdout.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum RunnerFrame {
+    Ready {
+        #[serde(default)]
+        id: Option<String>,
+        pid: u32,
+        #[serde(default)]
+        python: String,
+        #[serde(default)]
+        executable: String,
+    },
+    Started {
+        id: Option<String>,
+    },
+    Stdout {
+        id: Option<String>,
+        #[serde(default)]
+        data: String,
+    },
+    Stderr {
+        id: Option<String>,
+        #[serde(default)]
+        data: String,
+    },
+    Display {
+        id: Option<String>,
+        #[serde(default)]
+        bundle: Value,
+        #[serde(default)]
+        display_id: Option<String>,
+        #[serde(default)]
+        update: bool,
+    },
+    Result {
+        id: Option<String>,
+        #[serde(default)]
+        bundle: Value,
+    },
+    Clear {
+        id: Option<String>,
+        #[serde(default)]
+        wait: bool,
+    },
+    Error {
+        id: Option<String>,
+        #[serde(default)]
+        ename: String,
+        #[serde(default)]
+        evalue: String,
+        #[serde(default)]
+        traceback: Vec<String>,
+    },
+    Call {
+        id: Option<String>,
+        call_id: String,
+        name: String,
+        #[serde(default)]
+        args: Value,
+    },
+    Pong {
+        id: Option<String>,
+    },
+    Done {
+        id: Option<String>,
+        #[serde(default)]
+        status: DoneStatus,
+        #[serde(default)]
+        execution_count: u32,
+        #[serde(default)]
+        cancelled: bool,
+        #[serde(default)]
+        stdin_requested: bool,
+    },
+    /// A frame type this host does not know; newer runners may send more.
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DoneStatus {
+    #[default]
+    Ok,
+    Error,
+}
+
+impl RunnerFrame {
+    /// The request this frame belongs to; `None` for output that no request owns.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            RunnerFrame::Ready { id, .. }
+            | RunnerFrame::Started { id }
+            | RunnerFrame::Stdout { id, .. }
+            | RunnerFrame::Stderr { id, .. }
+            | RunnerFrame::Display { id, .. }
+            | RunnerFrame::Result { id, .. }
+            | RunnerFrame::Clear { id, .. }
+            | RunnerFrame::Error { id, .. }
+            | RunnerFrame::Call { id, .. }
+            | RunnerFrame::Pong { id }
+            | RunnerFrame::Done { id, .. } => id.as_deref(),
+            RunnerFrame::Unknown => None,
+        }
+    }
+}
+
+/// A runner line that could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot decode runner frame (type {frame_type}): {reason}")]
+pub struct DecodeError {
+    /// The `type` the line claimed, or `<none>` / `<not json>`.
+    pub frame_type: String,
+    pub reason: String,
+}
+
+/// Decodes one line (without its newline). Blank lines are the caller's to skip.
+pub fn decode(line: &[u8]) -> Result<RunnerFrame, DecodeError> {
+    serde_json::from_slice::<RunnerFrame>(line).map_err(|err| {
+        let frame_type = match serde_json::from_slice::<Value>(line) {
+            Ok(Value::Object(map)) => match map.get("type") {
+                Some(Value::String(t)) => t.clone(),
+                _ => "<none>".to_string(),
+            },
+            Ok(_) => "<not an object>".to_string(),
+            Err(_) => "<not json>".to_string(),
+        };
+        DecodeError {
+            frame_type,
+            reason: err.to_string(),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_execute_with_camel_case_and_one_line() {
+        let frame = HostFrame::Execute {
+            id: "r1".into(),
+            code: "print('a')\nprint('b')".into(),
+            silent: false,
+            store_history: true,
+            cwd: None,
+            env: Some(BTreeMap::from([("A".to_string(), None)])),
+        };
+        let line = String::from_utf8(frame.encode()).unwrap();
+        assert_eq!(line.matches('\n').count(), 1);
+        assert!(line.ends_with('\n'));
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["type"], "execute");
+        assert_eq!(v["storeHistory"], true);
+        assert_eq!(v["env"]["A"], Value::Null);
+        assert!(v.get("cwd").is_none());
+    }
+
+    #[test]
+    fn encodes_exit_and_reply() {
+        assert_eq!(HostFrame::Exit.encode(), b"{\"type\":\"exit\"}\n");
+        let reply = HostFrame::Reply {
+            call_id: "c1".into(),
+            ok: false,
+            value: None,
+            error: Some("nope".into()),
+        };
+        let v: Value = serde_json::from_slice(&reply.encode()).unwrap();
+        assert_eq!(v["callId"], "c1");
+        assert_eq!(v["error"], "nope");
+    }
+
+    #[test]
+    fn decodes_every_runner_frame() {
+        let done = decode(br#"{"type":"done","id":"r1","status":"error","executionCount":3,"cancelled":true,"stdinRequested":false}"#).unwrap();
+        assert_eq!(
+            done,
+            RunnerFrame::Done {
+                id: Some("r1".into()),
+                status: DoneStatus::Error,
+                execution_count: 3,
+                cancelled: true,
+                stdin_requested: false
+            }
+        );
+        let display = decode(br#"{"type":"display","id":"r1","bundle":{"text/plain":"1"},"displayId":"p","update":true}"#).unwrap();
+        assert!(
+            matches!(display, RunnerFrame::Display { update: true, display_id: Some(ref d), .. } if d == "p")
+        );
+        let call =
+            decode(br#"{"type":"call","id":"r1","callId":"c9","name":"read","args":{"path":"x"}}"#)
+                .unwrap();
+        assert_eq!(call.request_id(), Some("r1"));
+        let orphan = decode(br#"{"type":"stdout","id":null,"data":"late"}"#).unwrap();
+        assert_eq!(orphan.request_id(), None);
+    }
+
+    #[test]
+    fn unknown_types_are_tolerated() {
+        assert_eq!(
+            decode(br#"{"type":"telemetry","x":1}"#).unwrap(),
+            RunnerFrame::Unknown
+        );
+    }
+
+    #[test]
+    fn errors_name_the_frame_type() {
+        let err = decode(br#"{"type":"done","id":"r1","executionCount":"three"}"#).unwrap_err();
+        assert_eq!(err.frame_type, "done");
+        assert_eq!(decode(b"hello world").unwrap_err().frame_type, "<not json>");
+        assert_eq!(decode(b"[1,2]").unwrap_err().frame_type, "<not an object>");
+        assert_eq!(decode(br#"{"id":"x"}"#).unwrap_err().frame_type, "<none>");
+        // Invalid UTF-8 and lone surrogate escapes are errors, never panics.
+        assert!(decode(b"{\"type\":\"stdout\",\"data\":\"\xff\"}").is_err());
+        let _ = decode(br#"{"type":"stdout","id":"r","data":"\ud800"}"#);
+    }
+}

@@ -1,0 +1,452 @@
+//! Which Python runs the kernel (SPEC section 9).
+//!
+//! An explicit interpreter skips discovery. Otherwise the candidates, in order:
+//! `VIRTUAL_ENV`, `CONDA_PREFIX`, `<cwd>/.venv`, `<cwd>/venv`, the managed venv
+//! (`~/.pykernel/python-env`), then `python` and `python3` on PATH. Each is probed once per
+//! process: the probe learns the real `sys.executable`, so a pyenv shim (a shell script that
+//! costs tens of milliseconds) is paid for once, not on every kernel start.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use once_cell::sync::Lazy;
+
+use crate::error::{KernelError, Result};
+
+const MIN_VERSION: (u32, u32) = (3, 8);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+const PROBE_CODE: &str =
+    "import sys; print(sys.executable); print('%d.%d.%d' % sys.version_info[:3])";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Explicit,
+    Venv,
+    Conda,
+    Managed,
+    Path,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Explicit => "explicit",
+            Source::Venv => "venv",
+            Source::Conda => "conda",
+            Source::Managed => "managed",
+            Source::Path => "path",
+        }
+    }
+}
+
+/// A chosen interpreter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The real executable (`sys.executable`), what the kernel is spawned with.
+    pub path: PathBuf,
+    pub version: String,
+    pub source: Source,
+    /// The virtual environment the interpreter belongs to, if any.
+    pub venv: Option<PathBuf>,
+}
+
+/// A candidate that was passed over, and why (for `pykernel check`).
+#[derive(Debug, Clone)]
+pub struct Skipped {
+    pub candidate: String,
+    pub source: Source,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ResolveOptions {
+    pub cwd: PathBuf,
+    pub interpreter: Option<String>,
+    /// The host's environment (unfiltered): VIRTUAL_ENV, CONDA_PREFIX, PATH, HOME are read.
+    pub base_env: HashMap<String, String>,
+}
+
+impl ResolveOptions {
+    fn skip_check(&self) -> bool {
+        self.base_env
+            .get("PYKERNEL_PYTHON_SKIP_CHECK")
+            .is_some_and(|v| v == "1")
+    }
+}
+
+/// Resolves the interpreter, returning it and the candidates skipped before it.
+pub fn resolve(opts: &ResolveOptions) -> Result<(Resolved, Vec<Skipped>)> {
+    if let Some(explicit) = &opts.interpreter {
+        let path = explicit_path(explicit, &opts.cwd, &opts.base_env);
+        let venv = venv_of(&path);
+        return match probe(&path, opts) {
+            Ok((exe, version)) => Ok((
+                Resolved {
+                    path: exe,
+                    version,
+                    source: Source::Explicit,
+                    venv,
+                },
+                Vec::new(),
+            )),
+            Err(reason) => Err(KernelError::PythonInvalid {
+                path: path.display().to_string(),
+                reason,
+            }),
+        };
+    }
+    let mut skipped = Vec::new();
+    for (candidate, source) in candidates(opts) {
+        let Some(path) = candidate.path else {
+            skipped.push(Skipped {
+                candidate: candidate.label,
+                source,
+                reason: candidate.missing_reason,
+            });
+            continue;
+        };
+        match probe(&path, opts) {
+            Ok((exe, version)) => {
+                let venv = match source {
+                    Source::Venv | Source::Managed => venv_of(&path),
+                    Source::Conda => None,
+                    _ => venv_of(&path),
+                };
+                return Ok((
+                    Resolved {
+                        path: exe,
+                        version,
+                        source,
+                        venv,
+                    },
+                    skipped,
+                ));
+            }
+            Err(reason) => skipped.push(Skipped {
+                candidate: path.display().to_string(),
+                source,
+                reason,
+            }),
+        }
+    }
+    let tried = skipped
+        .iter()
+        .map(|s| format!("{} ({})", s.candidate, s.reason))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(KernelError::PythonNotFound { tried })
+}
+
+/// The environment changes a chosen interpreter brings: a venv is activated the way its
+/// `activate` script would, so `pip` and console scripts of the venv come first on PATH.
+pub fn apply_to_env(resolved: &Resolved, env: &mut std::collections::BTreeMap<String, String>) {
+    if let Some(venv) = &resolved.venv {
+        env.insert("VIRTUAL_ENV".into(), venv.display().to_string());
+        let bin = venv.join("bin").display().to_string();
+        let path = match env.get("PATH") {
+            Some(old) if !old.is_empty() => format!("{bin}:{old}"),
+            _ => bin,
+        };
+        env.insert("PATH".into(), path);
+    }
+}
+
+struct Candidate {
+    label: String,
+    path: Option<PathBuf>,
+    missing_reason: String,
+}
+
+fn candidates(opts: &ResolveOptions) -> Vec<(Candidate, Source)> {
+    let env = &opts.base_env;
+    let mut out = Vec::new();
+    let in_dir = |dir: PathBuf, label: &str| {
+        let exe = dir.join("bin").join("python");
+        let present = exe.exists();
+        Candidate {
+            label: format!("{label} {}", dir.display()),
+            missing_reason: format!("{} does not exist", exe.display()),
+            path: present.then_some(exe),
+        }
+    };
+    match env.get("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
+        Some(v) => out.push((in_dir(PathBuf::from(v), "VIRTUAL_ENV"), Source::Venv)),
+        None => out.push((unset("VIRTUAL_ENV"), Source::Venv)),
+    }
+    match env.get("CONDA_PREFIX").filter(|v| !v.is_empty()) {
+        Some(v) => out.push((in_dir(PathBuf::from(v), "CONDA_PREFIX"), Source::Conda)),
+        None => out.push((unset("CONDA_PREFIX"), Source::Conda)),
+    }
+    out.push((in_dir(opts.cwd.join(".venv"), "cwd venv"), Source::Venv));
+    out.push((in_dir(opts.cwd.join("venv"), "cwd venv"), Source::Venv));
+    match managed_venv(env) {
+        Some(dir) => out.push((in_dir(dir, "managed venv"), Source::Managed)),
+        None => out.push((unset("HOME"), Source::Managed)),
+    }
+    let path_var = env.get("PATH").cloned().unwrap_or_default();
+    for name in ["python", "python3"] {
+        let found = which::which_in(name, Some(&path_var), &opts.cwd).ok();
+        out.push((
+            Candidate {
+                label: format!("{name} on PATH"),
+                missing_reason: "not found on PATH".into(),
+                path: found,
+            },
+            Source::Path,
+        ));
+    }
+    out
+}
+
+fn unset(var: &str) -> Candidate {
+    Candidate {
+        label: var.to_string(),
+        path: None,
+        missing_reason: "not set".into(),
+    }
+}
+
+pub fn managed_venv(env: &HashMap<String, String>) -> Option<PathBuf> {
+    env.get("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|home| Path::new(home).join(".pykernel").join("python-env"))
+}
+
+/// `~` expanded, relative paths taken from `cwd`, bare names looked up on PATH.
+fn explicit_path(explicit: &str, cwd: &Path, env: &HashMap<String, String>) -> PathBuf {
+    if let Some(rest) = explicit
+        .strip_prefix("~/")
+        .or((explicit == "~").then_some(""))
+    {
+        if let Some(home) = env.get("HOME") {
+            return Path::new(home).join(rest);
+        }
+    }
+    let path = Path::new(explicit);
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    if !explicit.contains('/') {
+        let path_var = env.get("PATH").cloned().unwrap_or_default();
+        if let Ok(found) = which::which_in(explicit, Some(path_var), cwd) {
+            return found;
+        }
+    }
+    cwd.join(path)
+}
+
+/// The venv an interpreter at `<venv>/bin/python` belongs to: `pyvenv.cfg` sits above its
+/// bin dir. The path is not canonicalized: a venv's python is a symlink to the base
+/// interpreter, and following it would lose the venv.
+fn venv_of(exe: &Path) -> Option<PathBuf> {
+    let venv = exe.parent()?.parent()?;
+    venv.join("pyvenv.cfg")
+        .is_file()
+        .then(|| venv.to_path_buf())
+}
+
+static PROBES: Lazy<Mutex<HashMap<(PathBuf, PathBuf), (PathBuf, String)>>> =
+    Lazy::new(|| Mutex::new(HashMap::new()));
+
+/// Runs the candidate once to learn its real executable and version. Cached per
+/// (candidate, cwd): a shim may pick a different Python per directory (`.python-version`).
+fn probe(path: &Path, opts: &ResolveOptions) -> std::result::Result<(PathBuf, String), String> {
+    if !path.exists() {
+        return Err(format!("{} does not exist", path.display()));
+    }
+    if opts.skip_check() {
+        return Ok((path.to_path_buf(), String::new()));
+    }
+    let key = (path.to_path_buf(), opts.cwd.clone());
+    if let Some(hit) = PROBES.lock().unwrap().get(&key) {
+        return Ok(hit.clone());
+    }
+    let found = run_probe(path, opts)?;
+    PROBES.lock().unwrap().insert(key, found.clone());
+    Ok(found)
+}
+
+fn run_probe(path: &Path, opts: &ResolveOptions) -> std::result::Result<(PathBuf, String), String> {
+    // -S skips site-packages' .pth files (they can cost tens of ms) and the probe needs none.
+    let mut child = Command::new(path)
+        .args(["-S", "-c", PROBE_CODE])
+        .current_dir(&opts.cwd)
+        .env_clear()
+        .envs(&opts.base_env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run it: {e}"))?;
+    let deadline = Instant::now() + PROBE_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "it did not answer within {} s",
+                    PROBE_TIMEOUT.as_secs()
+                ));
+            }
+            Err(e) => return Err(format!("cannot wait for it: {e}")),
+        }
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("cannot read its output: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut lines = stdout.lines();
+    let (Some(exe), Some(version)) = (lines.next(), lines.next()) else {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = stderr.trim();
+        return Err(if stderr.is_empty() {
+            format!("it is not Python ({})", output.status)
+        } else {
+            format!("it is not Python: {}", last_line(stderr))
+        });
+    };
+    if !output.status.success() {
+        return Err(format!("it is not Python ({})", output.status));
+    }
+    let parsed: Vec<u32> = version.split('.').filter_map(|p| p.parse().ok()).collect();
+    if parsed.len() != 3 {
+        return Err(format!("it is not Python (printed {version:?})"));
+    }
+    if (parsed[0], parsed[1]) < MIN_VERSION {
+        return Err(format!(
+            "Python {version} is too old; {}.{}+ is required",
+            MIN_VERSION.0, MIN_VERSION.1
+        ));
+    }
+    let exe = if exe.is_empty() {
+        path.to_path_buf()
+    } else {
+        PathBuf::from(exe)
+    };
+    Ok((exe, version.to_string()))
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines().last().unwrap_or(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn opts(cwd: &Path) -> ResolveOptions {
+        ResolveOptions {
+            cwd: cwd.to_path_buf(),
+            interpreter: None,
+            base_env: HashMap::from([
+                ("PATH".to_string(), "/nonexistent".to_string()),
+                ("HOME".to_string(), cwd.join("home").display().to_string()),
+            ]),
+        }
+    }
+
+    fn fake_python(dir: &Path, script: &str) -> PathBuf {
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        let exe = dir.join("bin").join("python");
+        std::fs::write(&exe, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        exe
+    }
+
+    #[test]
+    fn nothing_found_lists_every_candidate() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = resolve(&opts(dir.path())).unwrap_err();
+        assert_eq!(err.code(), "ERR_PYTHON_NOT_FOUND");
+        let msg = err.to_string();
+        assert!(msg.contains("VIRTUAL_ENV (not set)"), "{msg}");
+        assert!(msg.contains("python3 on PATH (not found on PATH)"), "{msg}");
+    }
+
+    #[test]
+    fn a_cwd_venv_comes_before_the_managed_one_and_path() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_python(&dir.path().join(".venv"), "echo /real/python; echo 3.12.1");
+        std::fs::write(dir.path().join(".venv/pyvenv.cfg"), "home = /x\n").unwrap();
+        fake_python(
+            &dir.path().join("home/.pykernel/python-env"),
+            "echo /m; echo 3.11.0",
+        );
+        let (resolved, skipped) = resolve(&opts(dir.path())).unwrap();
+        assert_eq!(resolved.source, Source::Venv);
+        assert_eq!(resolved.path, PathBuf::from("/real/python"));
+        assert_eq!(resolved.version, "3.12.1");
+        assert_eq!(
+            resolved.venv.as_deref(),
+            Some(dir.path().join(".venv").as_path())
+        );
+        assert_eq!(
+            skipped.len(),
+            2,
+            "VIRTUAL_ENV and CONDA_PREFIX were skipped"
+        );
+    }
+
+    #[test]
+    fn managed_venv_comes_before_path() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_python(
+            &dir.path().join("home/.pykernel/python-env"),
+            "echo /m; echo 3.11.0",
+        );
+        let (resolved, _) = resolve(&opts(dir.path())).unwrap();
+        assert_eq!(resolved.source, Source::Managed);
+    }
+
+    #[test]
+    fn old_and_fake_pythons_are_skipped_with_reasons() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_python(&dir.path().join(".venv"), "echo /old; echo 3.6.9");
+        fake_python(&dir.path().join("venv"), "echo not python >&2; exit 1");
+        let err = resolve(&opts(dir.path())).unwrap_err().to_string();
+        assert!(err.contains("Python 3.6.9 is too old"), "{err}");
+        assert!(err.contains("it is not Python: not python"), "{err}");
+    }
+
+    #[test]
+    fn explicit_interpreter_expands_tilde_and_relative_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_python(&dir.path().join("home/env"), "echo /t; echo 3.10.2");
+        std::fs::write(dir.path().join("home/env/pyvenv.cfg"), "").unwrap();
+        let mut o = opts(dir.path());
+        o.interpreter = Some("~/env/bin/python".into());
+        let (r, _) = resolve(&o).unwrap();
+        assert_eq!(r.source, Source::Explicit);
+        assert_eq!(
+            r.venv.as_deref(),
+            Some(dir.path().join("home/env").as_path())
+        );
+        o.interpreter = Some("home/env/bin/python".into());
+        assert_eq!(resolve(&o).unwrap().0.version, "3.10.2");
+        o.interpreter = Some("./missing/python".into());
+        let err = resolve(&o).unwrap_err();
+        assert_eq!(err.code(), "ERR_PYTHON_INVALID");
+        assert!(err.to_string().contains("does not exist"));
+    }
+
+    #[test]
+    fn a_venv_leads_path() {
+        let resolved = Resolved {
+            path: "/v/bin/python".into(),
+            version: "3.11.7".into(),
+            source: Source::Venv,
+            venv: Some("/v".into()),
+        };
+        let mut env = std::collections::BTreeMap::from([("PATH".into(), "/usr/bin".into())]);
+        apply_to_env(&resolved, &mut env);
+        assert_eq!(env["PATH"], "/v/bin:/usr/bin");
+        assert_eq!(env["VIRTUAL_ENV"], "/v");
+    }
+}
