@@ -23,7 +23,7 @@ use crate::kernel::{
 use crate::runtime::{self, ResolveOptions};
 
 /// A JavaScript `Error` whose `code` is the stable code of `err`.
-fn js_error(env: &Env, err: &KernelError) -> Error {
+pub(crate) fn js_error(env: &Env, err: &KernelError) -> Error {
     let build = || -> Result<Error> {
         let mut obj = env.create_error(Error::new(Status::GenericFailure, err.to_string()))?;
         obj.set_named_property("code", err.code())?;
@@ -235,7 +235,10 @@ impl JsKernel {
         options: Option<Object<'env>>,
     ) -> Result<PromiseRaw<'env, ExecuteResult>> {
         let parsed = match options {
-            Some(obj) => parse_execute_options(env, &obj, code)?,
+            Some(obj) => match parse_execute_options(env, &obj, code) {
+                Ok(parsed) => parsed,
+                Err(err) => return promise(env, async move { Err(err) }),
+            },
             None => ParsedExecute {
                 request: ExecuteRequest {
                     code,
@@ -329,9 +332,9 @@ impl AbortListener {
         let removed = (|| -> Result<()> {
             let signal = self.signal.get_value(env)?;
             let listener = self.listener.borrow_back(env)?;
-            let remove: Function<(&str, Function<(), ()>), Unknown> =
+            let remove: Function<FnArgs<(&str, Function<(), ()>)>, Unknown> =
                 signal.get_named_property("removeEventListener")?;
-            remove.apply(signal, ("abort", listener))?;
+            remove.apply(signal, ("abort", listener).into())?;
             Ok(())
         })();
         if let Err(err) = removed {
@@ -341,59 +344,65 @@ impl AbortListener {
     }
 }
 
-fn parse_execute_options(env: &Env, obj: &Object, code: String) -> Result<ParsedExecute> {
-    let timeout_ms: Option<f64> = obj.get("timeoutMs")?;
-    let timeout = match timeout_ms {
+/// Reads `ExecuteOptions`. A wrong type is an `ERR_INVALID_ARG` naming the option.
+fn parse_execute_options(
+    env: &Env,
+    obj: &Object,
+    code: String,
+) -> std::result::Result<ParsedExecute, KernelError> {
+    fn option<T: FromNapiValue + ValidateNapiValue>(
+        obj: &Object,
+        name: &'static str,
+        expected: &str,
+    ) -> std::result::Result<Option<T>, KernelError> {
+        obj.get::<T>(name)
+            .map_err(|_| KernelError::InvalidArgument {
+                name,
+                reason: format!("must be {expected}"),
+            })
+    }
+    let timeout = match option::<f64>(obj, "timeoutMs", "a number")? {
         Some(ms) if ms.is_finite() && ms >= 0.0 => Some(Duration::from_millis(ms as u64)),
         Some(ms) => {
-            return Err(js_error(
-                env,
-                &KernelError::InvalidArgument {
-                    name: "timeoutMs",
-                    reason: format!("must be a non-negative number of milliseconds, got {ms}"),
-                },
-            ))
+            return Err(KernelError::InvalidArgument {
+                name: "timeoutMs",
+                reason: format!("must be a non-negative number of milliseconds, got {ms}"),
+            })
         }
         None => None,
     };
-    let env_changes: Option<HashMap<String, Option<String>>> = obj.get("env")?;
+    let env_changes =
+        option::<HashMap<String, Option<String>>>(obj, "env", "an object of strings or nulls")?;
     let request = ExecuteRequest {
         code,
-        silent: obj.get("silent")?.unwrap_or(false),
-        store_history: obj.get("storeHistory")?.unwrap_or(true),
-        cwd: obj.get("cwd")?,
+        silent: option(obj, "silent", "a boolean")?.unwrap_or(false),
+        store_history: option(obj, "storeHistory", "a boolean")?.unwrap_or(true),
+        cwd: option(obj, "cwd", "a string")?,
         env: env_changes.map(|m| m.into_iter().collect::<BTreeMap<_, _>>()),
         timeout,
     };
-    let on_event = match obj.get::<Function<Value, UnknownReturnValue>>("onEvent")? {
-        Some(f) => Some(
-            f.build_threadsafe_function::<Value>()
-                .callee_handled::<false>()
-                .build()?,
-        ),
-        None => None,
+    let napi_failure = |name: &'static str| {
+        move |e: Error| KernelError::InvalidArgument {
+            name,
+            reason: e.reason.clone(),
+        }
     };
+    let on_event =
+        match option::<Function<Value, UnknownReturnValue>>(obj, "onEvent", "a function")? {
+            Some(f) => Some(
+                f.build_threadsafe_function::<Value>()
+                    .callee_handled::<false>()
+                    .build()
+                    .map_err(napi_failure("onEvent"))?,
+            ),
+            None => None,
+        };
     let mut abort = None;
     let mut listener = None;
-    if let Some(signal) = obj.get::<Object>("signal")? {
-        let handle = AbortHandle::new();
-        if signal.get::<bool>("aborted")?.unwrap_or(false) {
-            handle.abort();
-        } else {
-            let on_abort = handle.clone();
-            let callback = env.create_function_from_closure("onAbort", move |_| {
-                on_abort.abort();
-                Ok(())
-            })?;
-            let add: Function<(&str, Function<(), ()>), Unknown> =
-                signal.get_named_property("addEventListener")?;
-            add.apply(signal, ("abort", callback))?;
-            listener = Some(AbortListener {
-                signal: signal.create_ref()?,
-                listener: callback.create_ref()?,
-            });
-        }
+    if let Some(signal) = option::<Object>(obj, "signal", "an AbortSignal")? {
+        let (handle, added) = watch_signal(env, &signal).map_err(napi_failure("signal"))?;
         abort = Some(handle);
+        listener = added;
     }
     Ok(ParsedExecute {
         request,
@@ -401,6 +410,28 @@ fn parse_execute_options(env: &Env, obj: &Object, code: String) -> Result<Parsed
         on_event,
         listener,
     })
+}
+
+/// Connects an AbortSignal to an [`AbortHandle`]; an already aborted signal aborts at once.
+fn watch_signal(env: &Env, signal: &Object) -> Result<(Arc<AbortHandle>, Option<AbortListener>)> {
+    let handle = AbortHandle::new();
+    if signal.get::<bool>("aborted")?.unwrap_or(false) {
+        handle.abort();
+        return Ok((handle, None));
+    }
+    let on_abort = handle.clone();
+    let callback = env.create_function_from_closure("onAbort", move |_| {
+        on_abort.abort();
+        Ok(())
+    })?;
+    let add: Function<FnArgs<(&str, Function<(), ()>)>, Unknown> =
+        signal.get_named_property("addEventListener")?;
+    add.apply(signal, ("abort", callback).into())?;
+    let listener = AbortListener {
+        signal: signal.create_ref()?,
+        listener: callback.create_ref()?,
+    };
+    Ok((handle, Some(listener)))
 }
 
 /// Delivers events to `onEvent` in order. The last event is delivered with a call that

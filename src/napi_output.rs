@@ -1,0 +1,129 @@
+//! JavaScript surface of `output`: renderBundle, clampLine and the TUI previews.
+//! Argument conversion and delegation only.
+
+// Test builds do not register the exports, so they look unused there.
+#![cfg_attr(test, allow(dead_code))]
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::Value;
+
+use crate::error::KernelError;
+use crate::kernel::DEFAULT_STATUS_MIME;
+use crate::napi_api::js_error;
+use crate::output::{self, PreviewMode, StreamingPreview};
+
+#[napi(object)]
+pub struct RenderBundleOptions {
+    /// The MIME type that carries status events. @default "application/x-pykernel-status"
+    pub status_mime: Option<String>,
+}
+
+#[napi(object)]
+pub struct RenderedImage {
+    #[napi(ts_type = "'image/png' | 'image/jpeg'")]
+    pub mime: String,
+    /// Base64.
+    pub data: String,
+}
+
+#[napi(object)]
+pub struct RenderedBundle {
+    /// `text/markdown` > `text/plain` > `text/html` as Markdown; empty when none.
+    pub text: String,
+    /// True when `text` is Markdown.
+    pub markdown: bool,
+    pub images: Vec<RenderedImage>,
+    /// The `application/json` value, when present.
+    pub json: Option<Value>,
+    /// The status-MIME value, when present.
+    pub status: Option<Value>,
+}
+
+/// Renders a MIME bundle (or a Jupyter `{ data: bundle }` envelope) for an agent.
+#[napi(ts_args_type = "bundle: MimeBundle, options?: RenderBundleOptions")]
+pub fn render_bundle(bundle: Value, options: Option<RenderBundleOptions>) -> RenderedBundle {
+    let status_mime = options
+        .and_then(|options| options.status_mime)
+        .unwrap_or_else(|| DEFAULT_STATUS_MIME.to_string());
+    let rendered = output::render_bundle(&bundle, &status_mime);
+    RenderedBundle {
+        text: rendered.text,
+        markdown: rendered.markdown,
+        images: rendered
+            .images
+            .into_iter()
+            .map(|image| RenderedImage {
+                mime: image.mime.to_string(),
+                data: image.data,
+            })
+            .collect(),
+        json: rendered.json,
+        status: rendered.status,
+    }
+}
+
+/// Clamps a line to `maxColumns` terminal columns (ANSI sequences count 0, wide characters
+/// 2), ending `… [N visible columns omitted]` when cut; the marker fits inside the budget.
+/// @param maxColumns @default 4000
+#[napi]
+pub fn clamp_line(line: String, max_columns: Option<u32>) -> String {
+    let max_columns = max_columns.map_or(output::DEFAULT_MAX_COLUMNS, |n| n as usize);
+    output::clamp_line(&line, max_columns)
+}
+
+#[napi(object)]
+pub struct StreamingPreviewOptions {
+    /// @default 100
+    pub max_lines: Option<u32>,
+}
+
+/// The last `maxLines` lines of output (a text, or an array of lines), preceded by
+/// `… N earlier lines dropped while streaming` when lines were dropped.
+#[napi(ts_args_type = "text: string | string[], options?: StreamingPreviewOptions")]
+pub fn streaming_preview(
+    text: Either<String, Vec<String>>,
+    options: Option<StreamingPreviewOptions>,
+) -> String {
+    let max_lines = options
+        .and_then(|options| options.max_lines)
+        .map_or(output::STREAMING_PREVIEW_LINES, |n| n as usize);
+    match text {
+        Either::A(text) => output::streaming_preview(&text, max_lines),
+        Either::B(lines) => {
+            let mut preview = StreamingPreview::new(max_lines);
+            for line in &lines {
+                preview.push_line(line);
+            }
+            preview.render()
+        }
+    }
+}
+
+#[napi(object)]
+pub struct CollapsedPreviewOptions {
+    /// 10 lines for `tool`, 20 for `interactive`. @default 'tool'
+    #[napi(ts_type = "'tool' | 'interactive'")]
+    pub mode: Option<String>,
+}
+
+/// The first 10 (tool) or 20 (interactive) lines of `text`, followed by `… N more lines`.
+#[napi]
+pub fn collapsed_preview(
+    env: &Env,
+    text: String,
+    options: Option<CollapsedPreviewOptions>,
+) -> Result<String> {
+    let mode = match options.and_then(|options| options.mode).as_deref() {
+        None | Some("tool") => PreviewMode::Tool,
+        Some("interactive") => PreviewMode::Interactive,
+        Some(other) => {
+            let err = KernelError::InvalidArgument {
+                name: "mode",
+                reason: format!("expected 'tool' or 'interactive', got '{other}'"),
+            };
+            return Err(js_error(env, &err));
+        }
+    };
+    Ok(output::collapsed_preview(&text, mode))
+}

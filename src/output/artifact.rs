@@ -1,0 +1,248 @@
+//! The file that keeps the full sanitized output when the agent's copy is cut.
+//!
+//! Text is held in memory until truncation is certain (the first over-long line or the
+//! first elided line); then the file is created and everything so far, and everything
+//! after, goes straight to it. Before that point the held text is at most the head, the
+//! tail and one line, so memory stays bounded whatever the output size, and output that
+//! is never cut leaves no file behind.
+//!
+//! A failure to create or write the file never fails the output: the file is removed (an
+//! incomplete copy would be misleading) and the error is reported next to the text.
+
+use std::collections::hash_map::RandomState;
+use std::fs::{File, OpenOptions};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Where to keep the full output when it is cut: a new
+/// `<dir>/output-<unix-millis>-<random>.txt` (the directory is created if needed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactSink {
+    dir: PathBuf,
+}
+
+impl ArtifactSink {
+    pub fn in_dir(dir: impl Into<PathBuf>) -> Self {
+        ArtifactSink { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// What became of the artifact once the output is finished.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct ArtifactOutcome {
+    pub path: Option<PathBuf>,
+    pub error: Option<String>,
+}
+
+pub(crate) enum ArtifactWriter {
+    Disabled,
+    Holding {
+        sink: ArtifactSink,
+        held: String,
+    },
+    Writing {
+        path: PathBuf,
+        file: BufWriter<File>,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+impl ArtifactWriter {
+    pub fn new(sink: Option<ArtifactSink>) -> Self {
+        match sink {
+            Some(sink) => ArtifactWriter::Holding {
+                sink,
+                held: String::new(),
+            },
+            None => ArtifactWriter::Disabled,
+        }
+    }
+
+    pub fn write(&mut self, text: &str) {
+        match self {
+            ArtifactWriter::Holding { held, .. } => held.push_str(text),
+            ArtifactWriter::Writing { path, file } => {
+                if let Err(err) = file.write_all(text.as_bytes()) {
+                    let error = write_error(path, &err);
+                    self.fail(error);
+                }
+            }
+            ArtifactWriter::Disabled | ArtifactWriter::Failed { .. } => {}
+        }
+    }
+
+    /// Truncation is certain: create the file and move the held text into it.
+    pub fn commit(&mut self) {
+        let ArtifactWriter::Holding { sink, held } = self else {
+            return;
+        };
+        let next = match create_artifact_file(&sink.dir) {
+            Ok((path, file)) => {
+                let mut file = BufWriter::with_capacity(64 * 1024, file);
+                match file.write_all(held.as_bytes()) {
+                    Ok(()) => ArtifactWriter::Writing { path, file },
+                    Err(err) => {
+                        let error = write_error(&path, &err);
+                        let _ = std::fs::remove_file(&path);
+                        ArtifactWriter::Failed { error }
+                    }
+                }
+            }
+            Err(err) => ArtifactWriter::Failed {
+                error: format!(
+                    "could not create an output artifact in {}: {err}",
+                    sink.dir.display()
+                ),
+            },
+        };
+        *self = next;
+    }
+
+    pub fn finish(self) -> ArtifactOutcome {
+        match self {
+            ArtifactWriter::Disabled | ArtifactWriter::Holding { .. } => ArtifactOutcome::default(),
+            ArtifactWriter::Writing { path, mut file } => match file.flush() {
+                Ok(()) => ArtifactOutcome {
+                    path: Some(path),
+                    error: None,
+                },
+                Err(err) => {
+                    let error = write_error(&path, &err);
+                    let _ = std::fs::remove_file(&path);
+                    ArtifactOutcome {
+                        path: None,
+                        error: Some(error),
+                    }
+                }
+            },
+            ArtifactWriter::Failed { error } => ArtifactOutcome {
+                path: None,
+                error: Some(error),
+            },
+        }
+    }
+
+    fn fail(&mut self, error: String) {
+        if let ArtifactWriter::Writing { path, .. } = self {
+            let path = std::mem::take(path);
+            // Drop the handle before removing the incomplete file.
+            *self = ArtifactWriter::Failed { error };
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn write_error(path: &Path, err: &io::Error) -> String {
+    format!(
+        "could not write the output artifact {}: {err}; it was removed",
+        path.display()
+    )
+}
+
+fn create_artifact_file(dir: &Path) -> io::Result<(PathBuf, File)> {
+    std::fs::create_dir_all(dir)?;
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let mut last_err = None;
+    for _ in 0..8 {
+        let path = dir.join(format!("output-{millis}-{:016x}.txt", random_u64()));
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            // The output may hold anything the cell printed; keep it private.
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        match options.open(&path) {
+            Ok(file) => return Ok((path, file)),
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => last_err = Some(err),
+            Err(err) => return Err(err),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| io::Error::other("no free artifact name")))
+}
+
+/// A name suffix, not a secret: `RandomState` is randomly keyed per process, and the
+/// counter makes two calls in one millisecond differ.
+fn random_u64() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uncommitted_text_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = ArtifactWriter::new(Some(ArtifactSink::in_dir(dir.path())));
+        writer.write("hello");
+        assert_eq!(writer.finish(), ArtifactOutcome::default());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn committed_text_is_complete_and_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = ArtifactSink::in_dir(dir.path().join("nested"));
+        let mut writer = ArtifactWriter::new(Some(sink));
+        writer.write("before ");
+        writer.commit();
+        writer.write("after");
+        let outcome = writer.finish();
+        let path = outcome.path.unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "before after");
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert!(
+            name.starts_with("output-") && name.ends_with(".txt"),
+            "{name}"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn two_artifacts_get_distinct_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, _) = create_artifact_file(dir.path()).unwrap();
+        let (b, _) = create_artifact_file(dir.path()).unwrap();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn unusable_directory_is_reported_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("file");
+        std::fs::write(&blocker, "x").unwrap();
+        let mut writer = ArtifactWriter::new(Some(ArtifactSink::in_dir(blocker.join("sub"))));
+        writer.write("text");
+        writer.commit();
+        let outcome = writer.finish();
+        assert_eq!(outcome.path, None);
+        let error = outcome.error.unwrap();
+        assert!(
+            error.starts_with("could not create an output artifact in "),
+            "{error}"
+        );
+    }
+}

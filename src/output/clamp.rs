@@ -1,0 +1,213 @@
+//! Clamping one line to a terminal width, for TUIs (SPEC 13).
+//!
+//! Width rules: escape sequences (as `vte` parses them, the same definition the sanitizer
+//! uses) are 0 columns; a printed char counts its `unicode-width` (East Asian Wide and
+//! Fullwidth chars and most emoji 2, combining marks and ZWJ 0); a tab counts 1; other
+//! controls count 0. Width is summed per char, so a ZWJ emoji sequence counts each of its
+//! emoji.
+//!
+//! The marker counts toward the budget: a clamped line is at most `max_columns` wide,
+//! marker included. The kept part is the longest prefix of whole chars whose width `K`
+//! satisfies `K + width(marker(W - K)) <= max_columns`, where `W` is the line's width and
+//! `marker(n)` is `… [n visible columns omitted]` (28 columns plus the digits of `n`).
+//! Escape sequences and zero-width chars directly after the last kept char are kept; all
+//! later ones are dropped. If an SGR sequence (colours) was kept, `ESC[0m` is inserted
+//! before the marker so the marker is not styled. When `max_columns` is smaller than the
+//! marker, the result is the marker alone.
+
+use unicode_width::UnicodeWidthChar;
+use vte::{Params, Parser, Perform};
+
+pub const DEFAULT_MAX_COLUMNS: usize = 4000;
+
+/// Clamps `line` to `max_columns` visible columns (see the module docs for the rules).
+pub fn clamp_line(line: &str, max_columns: usize) -> String {
+    let total = visible_width(line);
+    if total <= max_columns {
+        return line.to_string();
+    }
+
+    let mut parser = Parser::new();
+    let mut scan = CharScan::default();
+    let mut kept = 0usize;
+    let mut end = 0usize;
+    let mut kept_sgr = false;
+    for (index, c) in line.char_indices() {
+        let next = index + c.len_utf8();
+        parser.advance(&mut scan, &line.as_bytes()[index..next]);
+        let width = scan.take_width();
+        if kept + width + marker_width(total - kept - width) > max_columns {
+            break;
+        }
+        kept += width;
+        end = next;
+        kept_sgr |= std::mem::take(&mut scan.sgr);
+    }
+
+    let omitted = total - kept;
+    let mut out = String::with_capacity(end + 40);
+    out.push_str(&line[..end]);
+    if kept_sgr {
+        out.push_str("\x1b[0m");
+    }
+    out.push_str(&marker(omitted));
+    out
+}
+
+/// Width of `line` in terminal columns, by the rules of this module.
+pub fn visible_width(line: &str) -> usize {
+    let mut parser = Parser::new();
+    let mut scan = CharScan::default();
+    parser.advance(&mut scan, line.as_bytes());
+    scan.width
+}
+
+fn marker(omitted: usize) -> String {
+    format!("… [{omitted} visible columns omitted]")
+}
+
+fn marker_width(omitted: usize) -> usize {
+    let digits = omitted.checked_ilog10().map_or(1, |d| d as usize + 1);
+    28 + digits
+}
+
+#[derive(Default)]
+struct CharScan {
+    width: usize,
+    sgr: bool,
+}
+
+impl CharScan {
+    fn take_width(&mut self) -> usize {
+        std::mem::take(&mut self.width)
+    }
+}
+
+impl Perform for CharScan {
+    fn print(&mut self, c: char) {
+        self.width += c.width().unwrap_or(0);
+    }
+
+    fn execute(&mut self, byte: u8) {
+        if byte == b'\t' {
+            self.width += 1;
+        }
+    }
+
+    fn csi_dispatch(&mut self, _: &Params, _: &[u8], _: bool, action: char) {
+        if action == 'm' {
+            self.sgr = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marker_width_matches_its_text() {
+        for n in [1, 9, 10, 99, 100, 12345] {
+            assert_eq!(marker_width(n), visible_width(&marker(n)), "{n}");
+        }
+    }
+
+    #[test]
+    fn short_lines_are_unchanged() {
+        assert_eq!(clamp_line("hello", 5), "hello");
+        assert_eq!(
+            clamp_line("\x1b[31mhello\x1b[0m", 5),
+            "\x1b[31mhello\x1b[0m"
+        );
+        assert_eq!(clamp_line("日本", 4), "日本");
+    }
+
+    #[test]
+    fn ascii_line_is_cut_with_marker_inside_the_budget() {
+        let line = "a".repeat(5000);
+        let out = clamp_line(&line, 4000);
+        // K + 28 + digits(5000 - K) <= 4000: K = 3968 leaves 1032 (4 digits): 3968+32 = 4000.
+        assert_eq!(
+            out,
+            format!("{}… [1032 visible columns omitted]", "a".repeat(3968))
+        );
+        assert_eq!(visible_width(&out), 4000);
+    }
+
+    #[test]
+    fn digits_shrinking_lets_one_more_column_in() {
+        // W = 1040, max 1000: K = 969 gives 71 omitted (2 digits): 969 + 30 = 999; K = 970
+        // gives 70 omitted: 970 + 30 = 1000.
+        let out = clamp_line(&"b".repeat(1040), 1000);
+        assert_eq!(
+            out,
+            format!("{}… [70 visible columns omitted]", "b".repeat(970))
+        );
+    }
+
+    #[test]
+    fn cjk_counts_two_columns() {
+        let line = "日".repeat(100); // 200 columns
+        let out = clamp_line(&line, 60);
+        // K + 28 + digits(200 - K) <= 60 -> K <= 29, and even: K = 28, 172 omitted.
+        assert_eq!(
+            out,
+            format!("{}… [172 visible columns omitted]", "日".repeat(14))
+        );
+        assert!(visible_width(&out) <= 60);
+    }
+
+    #[test]
+    fn emoji_count_two_columns() {
+        let line = format!("ab{}", "😀".repeat(50)); // 2 + 100 columns
+        let out = clamp_line(&line, 50);
+        // K + 28 + 2 <= 50 -> K <= 20: "ab" + 9 emoji = 20 columns, 82 omitted.
+        assert_eq!(
+            out,
+            format!("ab{}… [82 visible columns omitted]", "😀".repeat(9))
+        );
+    }
+
+    #[test]
+    fn ansi_does_not_count_and_is_kept_up_to_the_cut() {
+        let line = format!(
+            "\x1b[1;32m{}\x1b[0m tail \x1b[31mred\x1b[0m",
+            "g".repeat(40)
+        );
+        // Visible: 40 + 6 + 3 = 49 columns.
+        let out = clamp_line(&line, 40);
+        // K + 28 + 2 <= 40 -> K = 10; 39 omitted.
+        assert_eq!(
+            out,
+            format!(
+                "\x1b[1;32m{}\x1b[0m… [39 visible columns omitted]",
+                "g".repeat(10)
+            )
+        );
+    }
+
+    #[test]
+    fn sequences_right_after_the_last_kept_char_are_kept() {
+        let line = format!("{}\x1b]8;;http://x\x07{}", "a".repeat(10), "b".repeat(40));
+        let out = clamp_line(&line, 40);
+        assert_eq!(
+            out,
+            format!(
+                "{}\x1b]8;;http://x\x07… [40 visible columns omitted]",
+                "a".repeat(10)
+            )
+        );
+    }
+
+    #[test]
+    fn tiny_budget_gives_the_marker_alone() {
+        assert_eq!(clamp_line("abcdef", 3), "… [6 visible columns omitted]");
+    }
+
+    #[test]
+    fn combining_marks_and_tabs() {
+        assert_eq!(visible_width("e\u{301}"), 1);
+        assert_eq!(visible_width("a\tb"), 3);
+        assert_eq!(visible_width("a\u{0}b\u{7f}"), 2);
+    }
+}

@@ -1,0 +1,28 @@
+//! Output for the agent and for TUIs (SPEC 6 and 13). Pure Rust: no napi, no tokio.
+//!
+//! Which file owns what:
+//! - `sanitize`: terminal text -> plain text (ANSI, controls, `\r` rewrites), streaming.
+//! - `truncate`: line cap, head/tail with an elision marker, totals; one streaming
+//!   implementation ([`OutputAccumulator`]) behind the one-shot [`truncate_output`].
+//! - `artifact`: the file that keeps the full output when the agent's copy is cut.
+//! - `render` and `html`: MIME bundle -> text, images, JSON, status; HTML -> Markdown.
+//! - `clamp`: one line -> at most N terminal columns.
+//! - `preview`: streaming and collapsed previews.
+
+mod artifact;
+mod clamp;
+mod html;
+mod preview;
+mod render;
+mod sanitize;
+mod truncate;
+
+pub use artifact::ArtifactSink;
+pub use clamp::{clamp_line, visible_width, DEFAULT_MAX_COLUMNS};
+pub use html::html_to_markdown;
+pub use preview::{
+    collapsed_preview, streaming_preview, PreviewMode, StreamingPreview, STREAMING_PREVIEW_LINES,
+};
+pub use render::{render_bundle, Image, Rendered};
+pub use sanitize::{sanitize, Sanitizer, MAX_HELD_LINE_BYTES};
+pub use truncate::{truncate_output, OutputAccumulator, OutputLimits, Truncated};

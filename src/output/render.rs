@@ -1,0 +1,208 @@
+//! MIME bundle -> what the agent reads (SPEC 6).
+//!
+//! Text precedence: `text/markdown` > `text/plain` > `text/html` (converted to Markdown).
+//! Captured alongside: `image/png` and `image/jpeg` (base64), `application/json`, and the
+//! status MIME. A bundle may be wrapped Jupyter-style as `{"data": {...}, "metadata": ...}`,
+//! and any string value may be in Jupyter's multi-line form (an array of strings, joined
+//! as is). Values of the wrong type are ignored, never an error. Text is returned as
+//! given (not sanitized): the executor sanitizes what the agent reads, and a TUI may want
+//! the colours.
+
+use serde_json::{Map, Value};
+
+use super::html::html_to_markdown;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// `image/png` or `image/jpeg`.
+    pub mime: &'static str,
+    /// Base64, with any line breaks removed.
+    pub data: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rendered {
+    /// Empty when the bundle has no text MIME type (e.g. status only).
+    pub text: String,
+    /// True when `text` is Markdown (from `text/markdown` or converted `text/html`).
+    pub markdown: bool,
+    pub images: Vec<Image>,
+    pub json: Option<Value>,
+    pub status: Option<Value>,
+}
+
+const IMAGE_MIMES: [&str; 2] = ["image/png", "image/jpeg"];
+
+pub fn render_bundle(bundle: &Value, status_mime: &str) -> Rendered {
+    let Some(bundle) = unwrap_envelope(bundle) else {
+        return Rendered::default();
+    };
+    let mut rendered = Rendered::default();
+
+    if let Some(text) = string_value(bundle, "text/markdown") {
+        rendered.text = text;
+        rendered.markdown = true;
+    } else if let Some(text) = string_value(bundle, "text/plain") {
+        rendered.text = text;
+    } else if let Some(html) = string_value(bundle, "text/html") {
+        rendered.text = html_to_markdown(&html);
+        rendered.markdown = true;
+    }
+
+    for mime in IMAGE_MIMES {
+        if let Some(mut data) = string_value(bundle, mime) {
+            data.retain(|c| !c.is_ascii_whitespace());
+            if !data.is_empty() {
+                rendered.images.push(Image { mime, data });
+            }
+        }
+    }
+    rendered.json = bundle.get("application/json").cloned();
+    rendered.status = bundle.get(status_mime).cloned();
+    rendered
+}
+
+/// The MIME map of a bundle: the object itself, or its `data` when it is a Jupyter-style
+/// envelope (MIME keys always contain `/`, envelope keys never do).
+fn unwrap_envelope(bundle: &Value) -> Option<&Map<String, Value>> {
+    let map = bundle.as_object()?;
+    if map.keys().any(|key| key.contains('/')) {
+        return Some(map);
+    }
+    match map.get("data") {
+        Some(Value::Object(data)) => Some(data),
+        _ => Some(map),
+    }
+}
+
+/// A string value, or the join of Jupyter's multi-line form (each element keeps its own
+/// `\n`). Anything else is treated as absent.
+fn string_value(bundle: &Map<String, Value>, mime: &str) -> Option<String> {
+    match bundle.get(mime)? {
+        Value::String(text) => Some(text.clone()),
+        Value::Array(parts) => parts
+            .iter()
+            .map(Value::as_str)
+            .collect::<Option<Vec<&str>>>()
+            .map(|parts| parts.concat()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const STATUS: &str = "application/x-pykernel-status";
+
+    #[test]
+    fn markdown_wins_over_plain_and_html() {
+        let r = render_bundle(
+            &json!({"text/plain": "plain", "text/markdown": "# md", "text/html": "<b>h</b>"}),
+            STATUS,
+        );
+        assert_eq!((r.text.as_str(), r.markdown), ("# md", true));
+    }
+
+    #[test]
+    fn plain_wins_over_html() {
+        let r = render_bundle(
+            &json!({"text/plain": "plain", "text/html": "<b>h</b>"}),
+            STATUS,
+        );
+        assert_eq!((r.text.as_str(), r.markdown), ("plain", false));
+    }
+
+    #[test]
+    fn html_alone_becomes_markdown() {
+        let r = render_bundle(
+            &json!({"text/html": "<p><strong>Hello</strong></p>"}),
+            STATUS,
+        );
+        assert_eq!((r.text.as_str(), r.markdown), ("**Hello**\n", true));
+    }
+
+    #[test]
+    fn html_table_list_and_bold() {
+        let html =
+            "<table><thead><tr><th>a</th></tr></thead><tbody><tr><td>1</td></tr></tbody></table>\
+                    <ul><li><b>x</b></li></ul>";
+        let r = render_bundle(&json!({ "text/html": html }), STATUS);
+        assert_eq!(r.text, "| a   |\n| --- |\n| 1   |\n\n- **x**\n");
+    }
+
+    #[test]
+    fn png_and_plain_text() {
+        let r = render_bundle(
+            &json!({"image/png": "iVBORw0K\nGgo=\n", "text/plain": "<Figure size 640x480>"}),
+            STATUS,
+        );
+        assert_eq!(r.text, "<Figure size 640x480>");
+        assert_eq!(
+            r.images,
+            vec![Image {
+                mime: "image/png",
+                data: "iVBORw0KGgo=".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn jpeg_is_captured_too() {
+        let r = render_bundle(&json!({"image/jpeg": "/9j/4AAQ"}), STATUS);
+        assert_eq!(r.images[0].mime, "image/jpeg");
+        assert_eq!(r.text, "");
+    }
+
+    #[test]
+    fn json_and_plain_text() {
+        let r = render_bundle(
+            &json!({"application/json": {"a": [1, 2]}, "text/plain": "{'a': [1, 2]}"}),
+            STATUS,
+        );
+        assert_eq!(r.text, "{'a': [1, 2]}");
+        assert_eq!(r.json, Some(json!({"a": [1, 2]})));
+    }
+
+    #[test]
+    fn data_envelope_is_unwrapped() {
+        let r = render_bundle(
+            &json!({"data": {"text/plain": "hi", "application/json": [1]}, "metadata": {}}),
+            STATUS,
+        );
+        assert_eq!(r.text, "hi");
+        assert_eq!(r.json, Some(json!([1])));
+    }
+
+    #[test]
+    fn multi_line_form_is_joined() {
+        let r = render_bundle(&json!({"text/plain": ["line 1\n", "line 2"]}), STATUS);
+        assert_eq!(r.text, "line 1\nline 2");
+    }
+
+    #[test]
+    fn status_only_bundle_gives_no_text() {
+        let r = render_bundle(&json!({ STATUS: {"op": "cd", "path": "/tmp"} }), STATUS);
+        assert_eq!(r.text, "");
+        assert!(!r.markdown);
+        assert_eq!(r.status, Some(json!({"op": "cd", "path": "/tmp"})));
+        // A custom status MIME is honoured; the default one is then ordinary data.
+        let r = render_bundle(
+            &json!({"application/x-acme-status": {"op": "x"}}),
+            "application/x-acme-status",
+        );
+        assert_eq!(r.status, Some(json!({"op": "x"})));
+    }
+
+    #[test]
+    fn wrong_types_are_ignored() {
+        let r = render_bundle(
+            &json!({"text/markdown": 3, "text/plain": "p", "image/png": {}}),
+            STATUS,
+        );
+        assert_eq!(r.text, "p");
+        assert!(r.images.is_empty());
+        assert_eq!(render_bundle(&json!("text"), STATUS), Rendered::default());
+    }
+}
