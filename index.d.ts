@@ -70,6 +70,21 @@ export interface Availability {
 /** Whether a kernel can start here; never throws. Probes are cached per interpreter and cwd. */
 export declare function checkPythonKernelAvailability(options?: ResolvePythonOptions | undefined | null): Promise<Availability>
 
+/**
+ * Clamps a line to `maxColumns` terminal columns (ANSI sequences count 0, wide characters
+ * 2), ending `… [N visible columns omitted]` when cut; the marker fits inside the budget.
+ * @param maxColumns @default 4000
+ */
+export declare function clampLine(line: string, maxColumns?: number | undefined | null): string
+
+/** The first 10 (tool) or 20 (interactive) lines of `text`, followed by `… N more lines`. */
+export declare function collapsedPreview(text: string, options?: CollapsedPreviewOptions | undefined | null): string
+
+export interface CollapsedPreviewOptions {
+  /** 10 lines for `tool`, 20 for `interactive`. @default 'tool' */
+  mode?: 'tool' | 'interactive'
+}
+
 export interface ErrorInfo {
   ename: string
   evalue: string
@@ -122,6 +137,32 @@ export interface KernelOptions {
   memoryLimitBytes?: number
 }
 
+/** Renders a MIME bundle (or a Jupyter `{ data: bundle }` envelope) for an agent. */
+export declare function renderBundle(bundle: MimeBundle, options?: RenderBundleOptions): RenderedBundle
+
+export interface RenderBundleOptions {
+  /** The MIME type that carries status events. @default "application/x-pykernel-status" */
+  statusMime?: string
+}
+
+export interface RenderedBundle {
+  /** `text/markdown` > `text/plain` > `text/html` as Markdown; empty when none. */
+  text: string
+  /** True when `text` is Markdown. */
+  markdown: boolean
+  images: Array<RenderedImage>
+  /** The `application/json` value, when present. */
+  json?: any
+  /** The status-MIME value, when present. */
+  status?: any
+}
+
+export interface RenderedImage {
+  mime: 'image/png' | 'image/jpeg'
+  /** Base64. */
+  data: string
+}
+
 export interface ResolvedPython {
   /** The real executable (`sys.executable`). */
   path: string
@@ -164,4 +205,15 @@ export interface SkippedCandidate {
 export interface StatusInfo {
   op: string
   data: any
+}
+
+/**
+ * The last `maxLines` lines of output (a text, or an array of lines), preceded by
+ * `… N earlier lines dropped while streaming` when lines were dropped.
+ */
+export declare function streamingPreview(text: string | string[], options?: StreamingPreviewOptions): string
+
+export interface StreamingPreviewOptions {
+  /** @default 100 */
+  maxLines?: number
 }

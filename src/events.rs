@@ -89,14 +89,20 @@ pub struct ExecuteOutcome {
 /// Turns a request's frames into events and folds them into an outcome.
 pub struct Collector {
     status_mime: String,
+    max_captured_bytes: usize,
+    stdout_full: bool,
+    stderr_full: bool,
     pub outcome: ExecuteOutcome,
     done: bool,
 }
 
 impl Collector {
-    pub fn new(status_mime: &str) -> Self {
+    pub fn new(status_mime: &str, max_captured_bytes: Option<usize>) -> Self {
         Self {
             status_mime: status_mime.to_string(),
+            max_captured_bytes: max_captured_bytes.unwrap_or(usize::MAX),
+            stdout_full: false,
+            stderr_full: false,
             outcome: ExecuteOutcome::default(),
             done: false,
         }
@@ -111,11 +117,21 @@ impl Collector {
         let out = &mut self.outcome;
         match frame {
             RunnerFrame::Stdout { data, .. } => {
-                out.stdout.push_str(&data);
+                push_capped(
+                    &mut out.stdout,
+                    &mut self.stdout_full,
+                    &data,
+                    self.max_captured_bytes,
+                );
                 Some(KernelEvent::Stdout(data))
             }
             RunnerFrame::Stderr { data, .. } => {
-                out.stderr.push_str(&data);
+                push_capped(
+                    &mut out.stderr,
+                    &mut self.stderr_full,
+                    &data,
+                    self.max_captured_bytes,
+                );
                 Some(KernelEvent::Stderr(data))
             }
             RunnerFrame::Display {
@@ -180,6 +196,25 @@ impl Collector {
     }
 }
 
+/// Appends as much of `text` as fits in `cap` bytes, cut at a character boundary.
+/// Once a stream was cut, nothing more is appended, so the kept text is a true prefix.
+fn push_capped(buf: &mut String, full: &mut bool, text: &str, cap: usize) {
+    if *full {
+        return;
+    }
+    let room = cap.saturating_sub(buf.len());
+    if text.len() <= room {
+        buf.push_str(text);
+    } else {
+        let mut end = room;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        buf.push_str(&text[..end]);
+        *full = true;
+    }
+}
+
 /// A display bundle whose only content is the status MIME is a status event.
 fn status_of(bundle: &Value, status_mime: &str) -> Option<StatusEvent> {
     let map = bundle.as_object()?;
@@ -203,7 +238,7 @@ mod tests {
 
     #[test]
     fn folds_frames_into_an_outcome() {
-        let mut c = Collector::new(MIME);
+        let mut c = Collector::new(MIME, None);
         for line in [
             r#"{"type":"stdout","id":"r","data":"a"}"#,
             r#"{"type":"stdout","id":"r","data":"b\n"}"#,
@@ -223,6 +258,18 @@ mod tests {
         assert_eq!(o.statuses[0].op, "cd");
         assert_eq!(o.statuses[0].data["path"], "/tmp");
         assert_eq!(o.result.unwrap()["text/plain"], "2");
+    }
+
+    #[test]
+    fn captured_output_is_capped_at_a_char_boundary() {
+        let mut c = Collector::new(MIME, Some(5));
+        for data in ["abc", "dé", "fgh"] {
+            c.apply(RunnerFrame::Stdout {
+                id: None,
+                data: data.into(),
+            });
+        }
+        assert_eq!(c.outcome.stdout, "abcd");
     }
 
     #[test]

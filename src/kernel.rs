@@ -94,6 +94,9 @@ pub struct ExecuteRequest {
     /// Wall-clock budget; on expiry the cell is interrupted (and the kernel killed if it
     /// does not stop within [`INTERRUPT_ESCALATION`]).
     pub timeout: Option<Duration>,
+    /// Keep at most this many bytes of stdout (and of stderr) in the outcome; every byte is
+    /// still streamed as events. `None` keeps all.
+    pub max_captured_bytes: Option<usize>,
 }
 
 /// Cancels one execute from another task (an AbortSignal, a pool disposing the kernel).
@@ -402,48 +405,72 @@ impl Kernel {
             cwd: request.cwd,
             env: request.env,
         };
-        let mut collector = Collector::new(&self.status_mime);
+        let mut collector = Collector::new(&self.status_mime, request.max_captured_bytes);
+        if abort.as_ref().is_some_and(|a| a.is_aborted()) {
+            // Aborted before it reached the kernel: nothing ran.
+            collector.outcome.cancelled = true;
+            collector.outcome.execution_count = self.execution_count();
+            return Ok(collector.outcome);
+        }
         // A dead pipe shows up below as the end of the frame stream.
         let _ = self.send(&frame).await;
 
         let deadline = request.timeout.map(|t| Instant::now() + t);
+        // Set once the cell is to be stopped; the kernel is killed if it is still running then.
         let mut escalation: Option<Instant> = None;
+        // The runner ignores SIGINT until it has started the cell, so an interrupt asked for
+        // before `started` waits for it.
+        let mut started = false;
+        let mut interrupt_pending = false;
         let mut killed = false;
         loop {
-            tokio::select! {
+            let stop_requested = tokio::select! {
                 biased;
-                frame = rx.recv() => match frame {
-                    Some(RunnerFrame::Call { call_id, name, args, .. }) => {
-                        self.answer_call(&id, call_id, name, args);
-                    }
-                    Some(frame) => {
-                        if let Some(event) = collector.apply(frame) {
-                            on_event(event);
+                frame = rx.recv() => {
+                    match frame {
+                        Some(RunnerFrame::Started { .. }) => {
+                            started = true;
+                            if interrupt_pending {
+                                self.interrupt();
+                            }
                         }
-                        if collector.is_done() {
-                            break;
+                        Some(RunnerFrame::Call { call_id, name, args, .. }) => {
+                            self.answer_call(&id, call_id, name, args);
                         }
+                        Some(frame) => {
+                            if let Some(event) = collector.apply(frame) {
+                                on_event(event);
+                            }
+                            if collector.is_done() {
+                                break;
+                            }
+                        }
+                        None => break,
                     }
-                    None => break,
-                },
+                    false
+                }
                 _ = sleep_until(deadline.unwrap_or_else(Instant::now)),
                     if deadline.is_some() && escalation.is_none() => {
                     collector.outcome.timed_out = true;
-                    collector.outcome.cancelled = true;
-                    self.interrupt();
-                    escalation = Some(Instant::now() + INTERRUPT_ESCALATION);
+                    true
                 }
                 _ = async { abort.as_ref().unwrap().aborted().await },
-                    if abort.is_some() && escalation.is_none() => {
-                    collector.outcome.cancelled = true;
-                    self.interrupt();
-                    escalation = Some(Instant::now() + INTERRUPT_ESCALATION);
-                }
+                    if abort.is_some() && escalation.is_none() => true,
                 _ = sleep_until(escalation.unwrap_or_else(Instant::now)),
                     if escalation.is_some() && !killed => {
                     // The cell ignored the interrupt (C code, SIG_IGN): end the kernel.
                     killed = true;
                     self.terminate(DEFAULT_SHUTDOWN_GRACE).await;
+                    false
+                }
+            };
+            if stop_requested {
+                collector.outcome.cancelled = true;
+                escalation = Some(Instant::now() + INTERRUPT_ESCALATION);
+                if started {
+                    self.interrupt();
+                } else {
+                    interrupt_pending = true;
                 }
             }
         }
@@ -451,6 +478,9 @@ impl Kernel {
         let mut outcome = collector.outcome;
         if !finished {
             self.report_death(&mut outcome, killed).await;
+            if let Some(error) = &outcome.error {
+                on_event(KernelEvent::Error(error.clone()));
+            }
         } else {
             self.execution_count
                 .store(outcome.execution_count, Ordering::SeqCst);

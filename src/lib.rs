@@ -1,14 +1,13 @@
-//! pykernel: run Python for AI coding agents. This file only declares modules; the napi
-//! surface lives in `napi_api.rs` (kernel, interpreter, env) and `napi_output.rs`
-//! (rendering helpers).
+//! pykernel: run Python for AI coding agents. This file only declares modules; the
+//! JavaScript surface lives in `napi/`, everything with behaviour in the others.
 
 pub mod command;
 pub mod env;
 pub mod error;
 pub mod events;
+pub mod executor;
 pub mod kernel;
-mod napi_api;
-mod napi_output;
+mod napi;
 pub mod output;
 pub mod protocol;
 pub mod runner_script;

@@ -1,16 +1,13 @@
 //! JavaScript surface of `output`: renderBundle, clampLine and the TUI previews.
 //! Argument conversion and delegation only.
 
-// Test builds do not register the exports, so they look unused there.
-#![cfg_attr(test, allow(dead_code))]
-
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
+use super::js_error;
 use crate::error::KernelError;
 use crate::kernel::DEFAULT_STATUS_MIME;
-use crate::napi_api::js_error;
 use crate::output::{self, PreviewMode, StreamingPreview};
 
 #[napi(object)]

@@ -1,53 +1,22 @@
-//! The JavaScript surface. Only argument conversion and delegation live here: every
-//! behaviour is in the napi-free modules, where Rust unit tests reach it.
+//! The `Kernel` class: one Python process.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::{
-    ThreadsafeFunction, ThreadsafeFunctionCallMode, UnknownReturnValue,
-};
+use napi::threadsafe_function::{ThreadsafeFunction, UnknownReturnValue};
 use napi_derive::napi;
 use serde_json::Value;
 
-use crate::env::DEFAULT_ENV_PREFIX;
+use super::cancel::{watch_signal, AbortListener, EventSink};
+use super::{cwd_or_current, js_error, promise};
 use crate::error::KernelError;
-use crate::events::{ExecuteOutcome, KernelEvent};
+use crate::events::ExecuteOutcome;
 use crate::kernel::{
     AbortHandle, ExecuteRequest, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_STARTUP_TIMEOUT,
 };
-use crate::runtime::{self, ResolveOptions};
-
-/// A JavaScript `Error` whose `code` is the stable code of `err`.
-pub(crate) fn js_error(env: &Env, err: &KernelError) -> Error {
-    let build = || -> Result<Error> {
-        let mut obj = env.create_error(Error::new(Status::GenericFailure, err.to_string()))?;
-        obj.set_named_property("code", err.code())?;
-        Ok(Error::from(obj.to_unknown()))
-    };
-    build().unwrap_or_else(|e| e)
-}
-
-/// Runs `fut` on the runtime and settles the promise with its value, or with a coded
-/// `Error`.
-fn promise<'env, T, F>(env: &'env Env, fut: F) -> Result<PromiseRaw<'env, T>>
-where
-    T: 'static + Send + ToNapiValue,
-    F: 'static + Send + std::future::Future<Output = std::result::Result<T, KernelError>>,
-{
-    env.spawn_future_with_callback(async move { Ok(fut.await) }, |env, result| {
-        result.map_err(|err| js_error(env, &err))
-    })
-}
-
-fn cwd_or_current(cwd: Option<String>) -> PathBuf {
-    cwd.map(PathBuf::from)
-        .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")))
-}
 
 #[napi(object)]
 #[derive(Default)]
@@ -178,7 +147,7 @@ pub struct ShutdownOptions {
     pub grace_ms: Option<u32>,
 }
 
-type EventCallback = ThreadsafeFunction<Value, UnknownReturnValue, Value, Status, false>;
+pub(super) type EventCallback = ThreadsafeFunction<Value, UnknownReturnValue, Value, Status, false>;
 
 /// One Python process.
 #[napi(js_name = "Kernel")]
@@ -320,30 +289,6 @@ struct ParsedExecute {
     listener: Option<AbortListener>,
 }
 
-/// The `abort` listener added to a caller's AbortSignal, removed when the cell ends so a
-/// signal reused for many cells does not collect listeners.
-struct AbortListener {
-    signal: ObjectRef<false>,
-    listener: FunctionRef<(), ()>,
-}
-
-impl AbortListener {
-    fn remove(self, env: &Env) {
-        let removed = (|| -> Result<()> {
-            let signal = self.signal.get_value(env)?;
-            let listener = self.listener.borrow_back(env)?;
-            let remove: Function<FnArgs<(&str, Function<(), ()>)>, Unknown> =
-                signal.get_named_property("removeEventListener")?;
-            remove.apply(signal, ("abort", listener).into())?;
-            Ok(())
-        })();
-        if let Err(err) = removed {
-            tracing::debug!("could not remove the abort listener: {err}");
-        }
-        let _ = self.signal.unref(env);
-    }
-}
-
 /// Reads `ExecuteOptions`. A wrong type is an `ERR_INVALID_ARG` naming the option.
 fn parse_execute_options(
     env: &Env,
@@ -380,6 +325,7 @@ fn parse_execute_options(
         cwd: option(obj, "cwd", "a string")?,
         env: env_changes.map(|m| m.into_iter().collect::<BTreeMap<_, _>>()),
         timeout,
+        max_captured_bytes: None,
     };
     let napi_failure = |name: &'static str| {
         move |e: Error| KernelError::InvalidArgument {
@@ -410,195 +356,4 @@ fn parse_execute_options(
         on_event,
         listener,
     })
-}
-
-/// Connects an AbortSignal to an [`AbortHandle`]; an already aborted signal aborts at once.
-fn watch_signal(env: &Env, signal: &Object) -> Result<(Arc<AbortHandle>, Option<AbortListener>)> {
-    let handle = AbortHandle::new();
-    if signal.get::<bool>("aborted")?.unwrap_or(false) {
-        handle.abort();
-        return Ok((handle, None));
-    }
-    let on_abort = handle.clone();
-    let callback = env.create_function_from_closure("onAbort", move |_| {
-        on_abort.abort();
-        Ok(())
-    })?;
-    let add: Function<FnArgs<(&str, Function<(), ()>)>, Unknown> =
-        signal.get_named_property("addEventListener")?;
-    add.apply(signal, ("abort", callback).into())?;
-    let listener = AbortListener {
-        signal: signal.create_ref()?,
-        listener: callback.create_ref()?,
-    };
-    Ok((handle, Some(listener)))
-}
-
-/// Delivers events to `onEvent` in order. The last event is delivered with a call that
-/// waits for JavaScript to run it: the queue is FIFO, so once it ran every earlier event
-/// ran too, and the execute promise never resolves before its events.
-struct EventSink {
-    callback: Option<EventCallback>,
-    pending: Option<Value>,
-}
-
-impl EventSink {
-    fn new(callback: Option<EventCallback>) -> Self {
-        Self {
-            callback,
-            pending: None,
-        }
-    }
-
-    fn push(&mut self, event: KernelEvent) {
-        let Some(callback) = &self.callback else {
-            return;
-        };
-        if let Some(previous) = self.pending.replace(event.to_json()) {
-            callback.call(previous, ThreadsafeFunctionCallMode::NonBlocking);
-        }
-    }
-
-    async fn finish(mut self) {
-        if let (Some(callback), Some(last)) = (self.callback.take(), self.pending.take()) {
-            // A throwing onEvent must not fail the cell; its error is the caller's to see.
-            let _ = callback.call_async(last).await;
-        }
-    }
-}
-
-#[napi(object)]
-pub struct ResolvePythonOptions {
-    pub cwd: Option<String>,
-    pub interpreter: Option<String>,
-    pub base_env: Option<HashMap<String, String>>,
-}
-
-#[napi(object)]
-pub struct SkippedCandidate {
-    pub candidate: String,
-    pub source: String,
-    pub reason: String,
-}
-
-#[napi(object)]
-pub struct ResolvedPython {
-    /// The real executable (`sys.executable`).
-    pub path: String,
-    pub version: String,
-    #[napi(ts_type = "'explicit' | 'venv' | 'conda' | 'managed' | 'path'")]
-    pub source: String,
-    /// Variables the chosen interpreter brings (VIRTUAL_ENV and PATH for a venv).
-    pub env: HashMap<String, String>,
-    /// Candidates tried before it, and why each was passed over.
-    pub skipped: Vec<SkippedCandidate>,
-}
-
-fn resolve_options(options: Option<ResolvePythonOptions>) -> ResolveOptions {
-    let options = options.unwrap_or(ResolvePythonOptions {
-        cwd: None,
-        interpreter: None,
-        base_env: None,
-    });
-    ResolveOptions {
-        cwd: cwd_or_current(options.cwd),
-        interpreter: options.interpreter,
-        base_env: options
-            .base_env
-            .unwrap_or_else(|| std::env::vars().collect()),
-    }
-}
-
-/// Finds the Python a kernel would use (SPEC 9), probing candidates in order.
-#[napi(ts_return_type = "Promise<ResolvedPython>")]
-pub fn resolve_python<'env>(
-    env: &'env Env,
-    options: Option<ResolvePythonOptions>,
-) -> Result<PromiseRaw<'env, ResolvedPython>> {
-    let opts = resolve_options(options);
-    promise(env, async move {
-        let (resolved, skipped) = blocking(move || runtime::resolve(&opts)).await?;
-        let mut added = BTreeMap::new();
-        if resolved.venv.is_some() {
-            added.insert(
-                "PATH".to_string(),
-                std::env::var("PATH").unwrap_or_default(),
-            );
-        }
-        runtime::apply_to_env(&resolved, &mut added);
-        Ok(ResolvedPython {
-            path: resolved.path.display().to_string(),
-            version: resolved.version.clone(),
-            source: resolved.source.as_str().to_string(),
-            env: added.into_iter().collect(),
-            skipped: skipped
-                .into_iter()
-                .map(|s| SkippedCandidate {
-                    candidate: s.candidate,
-                    source: s.source.as_str().to_string(),
-                    reason: s.reason,
-                })
-                .collect(),
-        })
-    })
-}
-
-#[napi(object)]
-pub struct Availability {
-    pub ok: bool,
-    pub path: Option<String>,
-    pub version: Option<String>,
-    pub reason: Option<String>,
-}
-
-/// Whether a kernel can start here; never throws. Probes are cached per interpreter and cwd.
-#[napi(ts_return_type = "Promise<Availability>")]
-pub fn check_python_kernel_availability<'env>(
-    env: &'env Env,
-    options: Option<ResolvePythonOptions>,
-) -> Result<PromiseRaw<'env, Availability>> {
-    let opts = resolve_options(options);
-    promise(env, async move {
-        Ok(match blocking(move || runtime::resolve(&opts)).await {
-            Ok((resolved, _)) => Availability {
-                ok: true,
-                path: Some(resolved.path.display().to_string()),
-                version: Some(resolved.version),
-                reason: None,
-            },
-            Err(err) => Availability {
-                ok: false,
-                path: None,
-                version: None,
-                reason: Some(err.to_string()),
-            },
-        })
-    })
-}
-
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> std::result::Result<T, KernelError> + Send + 'static,
-) -> std::result::Result<T, KernelError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| KernelError::io("background task", std::io::Error::other(e)))?
-}
-
-#[napi(object)]
-pub struct FilterEnvOptions {
-    /// @default "PYKERNEL_"
-    pub env_prefix: Option<String>,
-}
-
-/// The variables of `env` a kernel may see (SPEC 9): denylist, allowlist, secret pattern,
-/// allow-prefixes, in that order; everything else is dropped.
-#[napi]
-pub fn filter_env(
-    env: HashMap<String, String>,
-    options: Option<FilterEnvOptions>,
-) -> HashMap<String, String> {
-    let prefix = options
-        .and_then(|o| o.env_prefix)
-        .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
-    crate::env::filter_env(&env, &prefix).into_iter().collect()
 }

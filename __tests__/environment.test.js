@@ -1,0 +1,107 @@
+'use strict'
+// What the kernel sees of the host environment, and which Python it runs.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { execFileSync } = require('node:child_process')
+const { addon, startKernel, run, tempDir, realPython } = require('./helpers/kernel')
+
+test('filterEnv keeps what Python needs and drops secrets', () => {
+  const kept = addon.filterEnv({
+    PATH: '/bin',
+    HOME: '/root',
+    LC_FOO: 'x',
+    XDG_CONFIG_HOME: '/c',
+    LD_LIBRARY_PATH: '/l',
+    PYKERNEL_CUSTOM: '1',
+    OPENAI_API_KEY: 's',
+    ANTHROPIC_API_KEY: 's',
+    UNSAFE_TOKEN: 's',
+    MY_SECRET: 's',
+    PYKERNEL_API_KEY: 's',
+    EDITOR: 'vim',
+  })
+  assert.deepEqual(Object.keys(kept).sort(), ['HOME', 'LC_FOO', 'LD_LIBRARY_PATH', 'PATH', 'PYKERNEL_CUSTOM', 'XDG_CONFIG_HOME'])
+  assert.deepEqual(Object.keys(addon.filterEnv({ ACME_X: '1', PYKERNEL_X: '1' }, { envPrefix: 'ACME_' })), ['ACME_X'])
+})
+
+test('secrets never reach the kernel; allowed variables do', async (t) => {
+  const kernel = await startKernel({
+    baseEnv: {
+      ...process.env,
+      OPENAI_API_KEY: 'sk-leak',
+      MY_SECRET: 'leak',
+      GITHUB_TOKEN: 'leak',
+      LC_FOO: 'lc',
+      PYKERNEL_FOO: 'brand',
+    },
+    env: { HOST_MANAGED: 'yes' },
+  })
+  t.after(() => kernel.shutdown())
+  const { result } = await run(
+    kernel,
+    [
+      'import os, subprocess',
+      "names = ['OPENAI_API_KEY', 'MY_SECRET', 'GITHUB_TOKEN', 'LC_FOO', 'PYKERNEL_FOO', 'HOST_MANAGED']",
+      "child = subprocess.run(['env'], capture_output=True, text=True).stdout",
+      "proc = open('/proc/self/environ', 'rb').read().decode()",
+      "({n: os.environ.get(n) for n in names}, 'leak' in child, 'leak' in proc, bool(os.environ.get('PATH')))",
+    ].join('\n'),
+  )
+  assert.equal(
+    result.result['text/plain'],
+    "({'OPENAI_API_KEY': None, 'MY_SECRET': None, 'GITHUB_TOKEN': None, 'LC_FOO': 'lc', 'PYKERNEL_FOO': 'brand', 'HOST_MANAGED': 'yes'}, False, False, True)",
+  )
+})
+
+test('the kernel gets PYTHONUNBUFFERED and PYTHONIOENCODING', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const { result } = await run(kernel, "import os; (os.environ['PYTHONUNBUFFERED'], os.environ['PYTHONIOENCODING'])")
+  assert.equal(result.result['text/plain'], "('1', 'utf-8')")
+})
+
+test('a .venv in cwd is chosen first and its bin dir leads PATH', async (t) => {
+  const cwd = tempDir()
+  execFileSync(realPython(), ['-m', 'venv', '--without-pip', path.join(cwd, '.venv')])
+  const baseEnv = { ...process.env }
+  delete baseEnv.VIRTUAL_ENV
+  delete baseEnv.CONDA_PREFIX
+  const resolved = await addon.resolvePython({ cwd, baseEnv })
+  assert.equal(resolved.source, 'venv')
+  assert.equal(resolved.path, path.join(cwd, '.venv', 'bin', 'python'))
+  assert.equal(resolved.env.VIRTUAL_ENV, path.join(cwd, '.venv'))
+  const kernel = await addon.Kernel.start({ cwd, baseEnv })
+  t.after(() => kernel.shutdown())
+  assert.equal(kernel.interpreter, path.join(cwd, '.venv', 'bin', 'python'))
+  const { result } = await run(kernel, "import os, sys; (sys.prefix, os.environ['PATH'].split(':')[0], os.environ['VIRTUAL_ENV'])")
+  const venv = path.join(cwd, '.venv')
+  assert.equal(result.result['text/plain'], `('${venv}', '${venv}/bin', '${venv}')`)
+})
+
+test('resolvePython learns the real executable behind a shim and reports what it skipped', async () => {
+  const cwd = tempDir()
+  const baseEnv = { ...process.env }
+  delete baseEnv.VIRTUAL_ENV
+  delete baseEnv.CONDA_PREFIX
+  baseEnv.HOME = cwd
+  const resolved = await addon.resolvePython({ cwd, baseEnv })
+  assert.equal(resolved.source, 'path')
+  assert.equal(fs.realpathSync(resolved.path), fs.realpathSync(realPython()))
+  assert.match(resolved.version, /^3\.\d+\.\d+$/)
+  const reasons = resolved.skipped.map((s) => `${s.candidate}: ${s.reason}`).join('\n')
+  assert.match(reasons, /VIRTUAL_ENV: not set/)
+  assert.match(reasons, /cwd venv .*\.venv: .*does not exist/)
+  assert.match(reasons, /managed venv .*python-env: .*does not exist/)
+})
+
+test('checkPythonKernelAvailability says why when there is no Python', async () => {
+  const cwd = tempDir()
+  const none = await addon.checkPythonKernelAvailability({ cwd, baseEnv: { PATH: cwd, HOME: cwd } })
+  assert.equal(none.ok, false)
+  assert.match(none.reason, /no usable Python found/)
+  const some = await addon.checkPythonKernelAvailability({ cwd })
+  assert.equal(some.ok, true)
+  assert.ok(fs.existsSync(some.path))
+})

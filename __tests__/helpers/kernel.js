@@ -1,0 +1,85 @@
+'use strict'
+// Shared helpers for the kernel tests: real Python, real processes.
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { execFileSync } = require('node:child_process')
+
+const addon = require('../..')
+
+/** The interpreter the tests use: the test venv when scripts/test.js made one. */
+const python = process.env.PYKERNEL_TEST_PYTHON || undefined
+
+function startKernel(options = {}) {
+  return addon.Kernel.start({ interpreter: python, ...options })
+}
+
+/** Runs `code`, collecting the streamed events alongside the result. */
+async function run(kernel, code, options = {}) {
+  const events = []
+  const result = await kernel.execute(code, {
+    ...options,
+    onEvent: (e) => {
+      events.push(e)
+      if (options.onEvent) options.onEvent(e)
+    },
+  })
+  return { result, events }
+}
+
+/** Live (non-zombie) pids whose process group is `pgid`, read from /proc. */
+function groupMembers(pgid) {
+  const members = []
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    let stat
+    try {
+      stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8')
+    } catch {
+      continue
+    }
+    // Fields after the parenthesised command: state ppid pgrp session ...
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    if (Number(rest[2]) === pgid && rest[0] !== 'Z') members.push(Number(entry))
+  }
+  return members
+}
+
+/** Whether `pid` is a live process (zombies count as gone). */
+function isAlive(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z'
+  } catch {
+    return false
+  }
+}
+
+async function waitFor(predicate, { timeoutMs = 5000, intervalMs = 25 } = {}) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    if (await predicate()) return true
+    if (Date.now() > deadline) return false
+    await new Promise((r) => setTimeout(r, intervalMs))
+  }
+}
+
+function tempDir(prefix = 'pykernel-test-') {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+}
+
+/** The real executable behind `python` (what the kernel would run). */
+function realPython() {
+  const exe = python || 'python3'
+  return execFileSync(exe, ['-S', '-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' }).trim()
+}
+
+/** A shell script standing in for Python: it passes the probe (`-S -c ...`) as Python
+ *  3.11.7 living at its own path, and runs `body` when started as the kernel. */
+function fakeInterpreter(dir, body) {
+  const exe = path.join(dir, 'fake-python')
+  fs.writeFileSync(exe, `#!/bin/sh\nif [ "$1" = "-S" ]; then echo "$0"; echo 3.11.7; exit 0; fi\n${body}\n`, { mode: 0o755 })
+  return exe
+}
+
+module.exports = { addon, python, startKernel, run, groupMembers, isAlive, waitFor, tempDir, realPython, fakeInterpreter }

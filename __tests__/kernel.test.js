@@ -1,0 +1,201 @@
+'use strict'
+// The foundation: one kernel, its cells, its streams, its errors. Real Python throughout.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { startKernel, run, isAlive } = require('./helpers/kernel')
+
+test('kernel basics', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+
+  await t.test('the first cell counts 1 and its value is the result', async () => {
+    assert.equal(kernel.executionCount, 0)
+    const { result } = await run(kernel, '1+1')
+    assert.equal(result.status, 'ok')
+    assert.equal(result.executionCount, 1)
+    assert.deepEqual(result.result, { 'text/plain': '2' })
+    assert.equal(kernel.executionCount, 1)
+  })
+
+  await t.test('state persists across cells and `_` holds the last result', async () => {
+    await run(kernel, 'x = 41')
+    const { result } = await run(kernel, 'x + 1')
+    assert.equal(result.result['text/plain'], '42')
+    const underscore = await run(kernel, '_ * 2')
+    assert.equal(underscore.result.result['text/plain'], '84')
+  })
+
+  await t.test('a trailing semicolon or a None value gives no result', async () => {
+    assert.equal((await run(kernel, '1+1;')).result.result, undefined)
+    assert.equal((await run(kernel, 'None')).result.result, undefined)
+  })
+
+  await t.test('stdout streams in order, before the promise resolves', async () => {
+    const seen = []
+    let resolved = false
+    const promise = kernel.execute('import time\nfor i in range(3):\n    print(i)\n    time.sleep(0.05)', {
+      onEvent: (e) => {
+        assert.equal(resolved, false, 'an event arrived after the promise resolved')
+        seen.push(e)
+      },
+    })
+    const result = await promise
+    resolved = true
+    assert.equal(seen.map((e) => e.text).join(''), '0\n1\n2\n')
+    assert.ok(seen.length >= 2, 'the output arrived in more than one chunk (it streamed)')
+    assert.ok(seen.every((e) => e.type === 'stdout'))
+    assert.equal(result.stdout, '0\n1\n2\n')
+  })
+
+  await t.test('a partial line printed before a display comes before it', async () => {
+    const { events } = await run(kernel, "print('a', end='')\ndisplay(5)")
+    assert.deepEqual(
+      events.map((e) => e.type),
+      ['stdout', 'display'],
+    )
+    assert.equal(events[0].text, 'a')
+    assert.equal(events[1].bundle['text/plain'], '5')
+  })
+
+  await t.test('child processes, C-level writes and threads are captured in their streams', async () => {
+    const { result } = await run(
+      kernel,
+      [
+        'import os, subprocess, threading',
+        "os.system('echo child')",
+        "subprocess.run(['sh', '-c', 'echo e 1>&2'])",
+        "t = threading.Thread(target=lambda: print('from thread'))",
+        't.start(); t.join()',
+        "os.write(1, b'raw fd\\n')",
+      ].join('\n'),
+    )
+    assert.equal(result.status, 'ok')
+    assert.match(result.stdout, /child\n/)
+    assert.match(result.stdout, /from thread\n/)
+    assert.match(result.stdout, /raw fd\n/)
+    assert.match(result.stderr, /^e\n$/m)
+  })
+
+  await t.test('an exception reports ename, evalue and a traceback of user frames only', async () => {
+    const { result, events } = await run(kernel, "def f():\n    raise ValueError('boom')\nf()")
+    assert.equal(result.status, 'error')
+    assert.equal(result.error.ename, 'ValueError')
+    assert.equal(result.error.evalue, 'boom')
+    const tb = result.error.traceback.join('')
+    assert.match(tb, /<cell \d+>/)
+    assert.match(tb, /raise ValueError\('boom'\)/)
+    assert.doesNotMatch(tb, /runner\.py|prelude\.py/)
+    assert.equal(events.at(-1).type, 'error')
+  })
+
+  await t.test('a SyntaxError shows the line and its caret', async () => {
+    const { result } = await run(kernel, 'x = (1,\ny = 2 +')
+    assert.equal(result.error.ename, 'SyntaxError')
+    const tb = result.error.traceback.join('')
+    assert.match(tb, /\^/)
+    assert.doesNotMatch(tb, /runner\.py/)
+  })
+
+  await t.test('input() fails at once and says stdin was requested', async () => {
+    const started = Date.now()
+    const { result } = await run(kernel, "name = input('name? ')")
+    assert.ok(Date.now() - started < 1000, 'input() must not block')
+    assert.equal(result.status, 'error')
+    assert.equal(result.stdinRequested, true)
+    assert.equal(result.error.ename, 'StdinNotImplementedError')
+    assert.match(result.error.evalue, /no interactive stdin/)
+    const next = await run(kernel, 'import sys; sys.stdin.read()')
+    assert.equal(next.result.stdinRequested, true)
+    assert.equal((await run(kernel, '1')).result.stdinRequested, false)
+  })
+
+  await t.test('exit(), quit() and sys.exit() end the cell, not the kernel', async () => {
+    await run(kernel, 'kept = 7')
+    const exited = await run(kernel, 'exit()')
+    assert.equal(exited.result.status, 'ok')
+    assert.equal((await run(kernel, 'quit()')).result.status, 'ok')
+    const failed = await run(kernel, 'import sys; sys.exit(3)')
+    assert.equal(failed.result.status, 'error')
+    assert.equal(failed.result.error.ename, 'SystemExit')
+    assert.equal(failed.result.error.evalue, '3')
+    assert.equal((await run(kernel, 'kept')).result.result['text/plain'], '7')
+    assert.equal(kernel.alive, true)
+  })
+
+  await t.test('top-level await works and its results survive to later cells', async () => {
+    await run(kernel, 'import asyncio\nasync def twice(v):\n    await asyncio.sleep(0.01)\n    return v * 2')
+    const { result } = await run(kernel, 'value = await twice(21)\nvalue')
+    assert.equal(result.result['text/plain'], '42')
+    const again = await run(kernel, 'await twice(value)')
+    assert.equal(again.result.result['text/plain'], '84')
+  })
+
+  await t.test('silent cells do not count', async () => {
+    const before = kernel.executionCount
+    const { result } = await run(kernel, '5', { silent: true })
+    assert.equal(result.result, undefined)
+    assert.equal(kernel.executionCount, before)
+  })
+
+  await t.test('per-request cwd and env apply and persist', async () => {
+    const { result } = await run(kernel, 'import os; (os.getcwd(), os.environ.get("PK_A"))', {
+      cwd: '/tmp',
+      env: { PK_A: 'yes' },
+    })
+    assert.equal(result.result['text/plain'], "('/tmp', 'yes')")
+    const unset = await run(kernel, 'import os; os.environ.get("PK_A")', { env: { PK_A: null } })
+    assert.equal(unset.result.result, undefined)
+  })
+
+  await t.test('values JSON cannot hold still give valid frames', async () => {
+    const { result } = await run(kernel, "print('\\ud800 lone'); display({'a': float('nan')}); b'\\xff\\x00'")
+    assert.equal(result.status, 'ok')
+    assert.match(result.stdout, /lone/)
+    assert.equal(result.result['text/plain'], "b'\\xff\\x00'")
+  })
+
+  await t.test('matplotlib defaults to the Agg backend', async () => {
+    const { result } = await run(kernel, "import os; os.environ.get('MPLBACKEND')")
+    assert.equal(result.result['text/plain'], "'Agg'")
+  })
+
+  await t.test('the kernel runs in its own session and process group', async () => {
+    const { result } = await run(kernel, 'import os; (os.getsid(0) == os.getpid(), os.getpgrp() == os.getpid())')
+    assert.equal(result.result['text/plain'], '(True, True)')
+  })
+
+  await t.test('os._exit ends the kernel and the result says so', async () => {
+    const { result } = await run(kernel, 'import os; os._exit(3)')
+    assert.equal(result.kernelDied, true)
+    assert.equal(result.status, 'error')
+    assert.match(result.error.evalue, /exit code 3/)
+    assert.equal(kernel.alive, false)
+    await assert.rejects(kernel.execute('1'), (err) => err.code === 'ERR_KERNEL_DEAD' && /exit code 3/.test(err.message))
+    assert.equal(isAlive(kernel.pid), false)
+  })
+})
+
+test('a kernel that is killed from outside is reported with its signal', async () => {
+  const kernel = await startKernel()
+  const { result } = await run(kernel, 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)')
+  assert.equal(result.kernelDied, true)
+  assert.match(result.error.evalue, /SIGKILL/)
+  assert.match(result.error.evalue, /possibly out of memory/)
+  const shut = await kernel.shutdown()
+  assert.equal(shut.confirmed, true)
+  assert.equal(shut.signal, 'SIGKILL')
+})
+
+test('cells queue: concurrent executes run one at a time in arrival order', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  await run(kernel, 'order = []')
+  const results = await Promise.all(
+    [0, 1, 2, 3, 4].map((i) => kernel.execute(`import time; time.sleep(0.01); order.append(${i}); ${i}`)),
+  )
+  assert.deepEqual(
+    results.map((r) => r.result['text/plain']),
+    ['0', '1', '2', '3', '4'],
+  )
+  assert.equal((await run(kernel, 'order')).result.result['text/plain'], '[0, 1, 2, 3, 4]')
+})

@@ -1,0 +1,149 @@
+'use strict'
+// Interrupts, timeouts, shutdown, and kernels never outliving their host.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const { startKernel, run, groupMembers, isAlive, waitFor, python } = require('./helpers/kernel')
+
+test('a timeout interrupts the cell and the kernel stays usable', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  await run(kernel, 'kept = "state"')
+  const started = Date.now()
+  const { result } = await run(kernel, 'import time; time.sleep(30)', { timeoutMs: 300 })
+  const elapsed = Date.now() - started
+  assert.ok(elapsed < 1000, `cancelled after ${elapsed} ms`)
+  assert.equal(result.cancelled, true)
+  assert.equal(result.timedOut, true)
+  assert.equal(result.kernelDied, false)
+  assert.equal(result.error.ename, 'KeyboardInterrupt')
+  assert.equal((await run(kernel, 'kept')).result.result['text/plain'], "'state'")
+})
+
+test('an AbortSignal cancels the cell; an already aborted one cancels at once', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const controller = new AbortController()
+  setTimeout(() => controller.abort(), 200)
+  const { result } = await run(kernel, 'import time; time.sleep(30)', { signal: controller.signal })
+  assert.equal(result.cancelled, true)
+  assert.equal(result.timedOut, false)
+  const again = await run(kernel, 'import time; time.sleep(30)', { signal: controller.signal })
+  assert.equal(again.result.cancelled, true)
+  const reused = new AbortController()
+  for (let i = 0; i < 3; i++) {
+    const r = await run(kernel, `${i}`, { signal: reused.signal })
+    assert.equal(r.result.cancelled, false)
+  }
+  assert.equal((await run(kernel, '2*3')).result.result['text/plain'], '6')
+})
+
+test('interrupt() reaches shell children of the cell', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const promise = run(kernel, "import subprocess\nsubprocess.run(['sh', '-c', 'sleep 30'])")
+  const childStarted = await waitFor(() => groupMembers(kernel.pid).length > 2, { timeoutMs: 3000 })
+  assert.ok(childStarted, 'sh and sleep started in the kernel group')
+  const started = Date.now()
+  kernel.interrupt()
+  const { result } = await promise
+  assert.ok(Date.now() - started < 1000)
+  assert.equal(result.cancelled, true)
+  assert.ok(await waitFor(() => groupMembers(kernel.pid).length === 1, { timeoutMs: 2000 }), 'the children are gone')
+  assert.equal((await run(kernel, '1')).result.status, 'ok')
+})
+
+test('SIGINT between cells is ignored', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  kernel.interrupt()
+  await new Promise((r) => setTimeout(r, 100))
+  assert.equal(kernel.alive, true)
+  assert.equal((await run(kernel, '3')).result.result['text/plain'], '3')
+})
+
+test('a cell that ignores SIGINT is killed after the escalation window', { timeout: 20000 }, async () => {
+  const kernel = await startKernel()
+  const started = Date.now()
+  const { result } = await run(
+    kernel,
+    'import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(0.01)',
+    { timeoutMs: 300 },
+  )
+  const elapsed = Date.now() - started
+  assert.ok(elapsed < 300 + 5000 + 3000, `took ${elapsed} ms`)
+  assert.equal(result.timedOut, true)
+  assert.equal(result.kernelDied, true)
+  assert.match(result.error.evalue, /did not respond to the interrupt/)
+  assert.equal(kernel.alive, false)
+})
+
+test('shutdown is confirmed and leaves nothing of the group behind', async () => {
+  const kernel = await startKernel()
+  const pid = kernel.pid
+  await run(kernel, "import subprocess; p = subprocess.Popen(['sleep', '30'])")
+  assert.ok(groupMembers(pid).length >= 2)
+  const started = Date.now()
+  const result = await kernel.shutdown()
+  assert.ok(Date.now() - started < 2000)
+  assert.equal(result.confirmed, true)
+  assert.equal(result.exitCode, 0)
+  assert.equal(kernel.alive, false)
+  assert.ok(await waitFor(() => groupMembers(pid).length === 0, { timeoutMs: 2000 }))
+  assert.deepEqual(await kernel.shutdown(), result, 'shutdown is idempotent')
+})
+
+test('a kernel that ignores exit and SIGTERM is SIGKILLed and still confirmed', async () => {
+  const kernel = await startKernel()
+  await run(kernel, 'import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)')
+  // Busy in a cell, it cannot read the exit frame.
+  const busy = kernel.execute('import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(0.01)')
+  await new Promise((r) => setTimeout(r, 100))
+  const result = await kernel.shutdown({ graceMs: 200 })
+  assert.equal(result.confirmed, true)
+  assert.equal(result.signal, 'SIGKILL')
+  assert.equal((await busy).kernelDied, true)
+})
+
+/** Starts a Node child that starts a kernel, reports its pid, then ends as `how` says. */
+function hostChild(how) {
+  const script = `
+    const { Kernel } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    Kernel.start({ interpreter: ${JSON.stringify(python || null)} || undefined }).then(async (k) => {
+      await k.execute('x = 1');
+      process.stdout.write(String(k.pid) + '\\n');
+      ${how}
+    });
+  `
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const pid = new Promise((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d) => {
+      out += d
+      if (out.includes('\n')) resolve(Number(out.trim()))
+    })
+    child.on('exit', () => (out.includes('\n') ? null : reject(new Error('host child exited without a pid'))))
+  })
+  return { child, pid }
+}
+
+test('process.exit() of the host leaves no kernel behind', async () => {
+  const { pid } = hostChild('process.exit(0)')
+  const kernelPid = await pid
+  assert.ok(await waitFor(() => !isAlive(kernelPid), { timeoutMs: 3000 }), 'kernel gone within 3 s')
+})
+
+test('a host that just finishes leaves no kernel behind', async () => {
+  const { pid } = hostChild('/* nothing keeps the loop alive */')
+  const kernelPid = await pid
+  assert.ok(await waitFor(() => !isAlive(kernelPid), { timeoutMs: 3000 }), 'kernel gone within 3 s')
+})
+
+test('a SIGKILLed host leaves no kernel behind', async () => {
+  const { child, pid } = hostChild('setInterval(() => {}, 1000)')
+  const kernelPid = await pid
+  child.kill('SIGKILL')
+  assert.ok(await waitFor(() => !isAlive(kernelPid), { timeoutMs: 12000 }), 'kernel gone within 12 s')
+  assert.equal(groupMembers(kernelPid).length, 0)
+})

@@ -1,0 +1,54 @@
+#!/usr/bin/env node
+'use strict'
+// `npm test`: build the addon, make the test venv, run the Bun smoke test, then the
+// node:test suites (last, so their summary closes the output).
+const { execFileSync, spawnSync } = require('node:child_process')
+const crypto = require('node:crypto')
+const fs = require('node:fs')
+const path = require('node:path')
+
+const root = path.resolve(__dirname, '..')
+const venv = path.join(root, '.venv-test')
+const requirements = path.join(root, '__tests__', 'requirements.txt')
+
+function sh(cmd, args, options = {}) {
+  console.log(`$ ${cmd} ${args.join(' ')}`)
+  execFileSync(cmd, args, { stdio: 'inherit', cwd: root, ...options })
+}
+
+function ensureVenv() {
+  const stamp = path.join(venv, '.requirements-sha256')
+  const want = crypto.createHash('sha256').update(fs.readFileSync(requirements)).digest('hex')
+  const python = path.join(venv, 'bin', 'python')
+  if (fs.existsSync(python) && fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === want) return python
+  const base = process.env.PYTHON || 'python3'
+  sh(base, ['-m', 'venv', '--clear', venv])
+  sh(python, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '-r', requirements])
+  fs.writeFileSync(stamp, want)
+  return python
+}
+
+function testFiles(dir) {
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) => (e.isDirectory() ? testFiles(path.join(dir, e.name)) : e.name.endsWith('.test.js') ? [path.join(dir, e.name)] : []))
+    .sort()
+}
+
+sh('npx', ['napi', 'build', '--platform', '--release'])
+const python = ensureVenv()
+const env = { ...process.env, PYKERNEL_TEST_PYTHON: python }
+
+const bun = spawnSync(path.join(root, 'node_modules', '.bin', 'bun'), [path.join(root, '__tests__', 'bun', 'smoke.mjs')], {
+  stdio: 'inherit',
+  env,
+})
+if (bun.status !== 0) {
+  console.error(`Bun smoke test failed (status ${bun.status}${bun.error ? `, ${bun.error.message}` : ''})`)
+  process.exit(1)
+}
+
+const only = process.argv.slice(2)
+const files = only.length ? only : testFiles(path.join(root, '__tests__'))
+const node = spawnSync(process.execPath, ['--test', '--test-concurrency=2', ...files], { stdio: 'inherit', env })
+process.exit(node.status ?? 1)

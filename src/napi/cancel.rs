@@ -1,0 +1,115 @@
+//! Cancellation and event delivery across the JavaScript boundary.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+
+use super::kernel::EventCallback;
+use crate::events::KernelEvent;
+use crate::kernel::AbortHandle;
+
+/// The `abort` listener added to a caller's AbortSignal, removed when the cell ends so a
+/// signal reused for many cells does not collect listeners.
+pub(super) struct AbortListener {
+    signal: ObjectRef<false>,
+    listener: FunctionRef<(), ()>,
+}
+
+impl AbortListener {
+    pub(super) fn remove(self, env: &Env) {
+        let removed = (|| -> Result<()> {
+            let signal = self.signal.get_value(env)?;
+            let listener = self.listener.borrow_back(env)?;
+            let remove: Function<FnArgs<(&str, Function<(), ()>)>, Unknown> =
+                signal.get_named_property("removeEventListener")?;
+            remove.apply(signal, ("abort", listener).into())?;
+            Ok(())
+        })();
+        if let Err(err) = removed {
+            tracing::debug!("could not remove the abort listener: {err}");
+        }
+        let _ = self.signal.unref(env);
+    }
+}
+
+/// Connects an AbortSignal to an [`AbortHandle`]; an already aborted signal aborts at once.
+pub(super) fn watch_signal(
+    env: &Env,
+    signal: &Object,
+) -> Result<(Arc<AbortHandle>, Option<AbortListener>)> {
+    let handle = AbortHandle::new();
+    if signal.get::<bool>("aborted")?.unwrap_or(false) {
+        handle.abort();
+        return Ok((handle, None));
+    }
+    let on_abort = handle.clone();
+    let callback = env.create_function_from_closure("onAbort", move |_| {
+        on_abort.abort();
+        Ok(())
+    })?;
+    let add: Function<FnArgs<(&str, Function<(), ()>)>, Unknown> =
+        signal.get_named_property("addEventListener")?;
+    add.apply(signal, ("abort", callback).into())?;
+    let listener = AbortListener {
+        signal: signal.create_ref()?,
+        listener: callback.create_ref()?,
+    };
+    Ok((handle, Some(listener)))
+}
+
+/// Delivers events to `onEvent` as they come, and knows when JavaScript has run them all:
+/// each call reports back once the callback returned, and `finish` waits for the last
+/// report, so the execute promise never resolves before its events.
+pub(super) struct EventSink {
+    callback: Option<EventCallback>,
+    sent: u64,
+    delivered: Arc<Delivered>,
+}
+
+#[derive(Default)]
+struct Delivered {
+    count: std::sync::atomic::AtomicU64,
+    notify: tokio::sync::Notify,
+}
+
+impl EventSink {
+    pub(super) fn new(callback: Option<EventCallback>) -> Self {
+        Self {
+            callback,
+            sent: 0,
+            delivered: Arc::default(),
+        }
+    }
+
+    pub(super) fn push(&mut self, event: KernelEvent) {
+        let Some(callback) = &self.callback else {
+            return;
+        };
+        let delivered = self.delivered.clone();
+        // A throwing onEvent must not fail the cell; the throw is ignored here.
+        let status = callback.call_with_return_value(
+            event.to_json(),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |_, _| {
+                delivered.count.fetch_add(1, Ordering::SeqCst);
+                delivered.notify.notify_waiters();
+                Ok(())
+            },
+        );
+        if status == Status::Ok {
+            self.sent += 1;
+        }
+    }
+
+    pub(super) async fn finish(self) {
+        loop {
+            let notified = self.delivered.notify.notified();
+            if self.delivered.count.load(Ordering::SeqCst) >= self.sent {
+                return;
+            }
+            notified.await;
+        }
+    }
+}

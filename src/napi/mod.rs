@@ -1,0 +1,56 @@
+//! The JavaScript surface. Only argument conversion and delegation live here: every
+//! behaviour is in the napi-free modules, where Rust unit tests reach it.
+//!
+//! - `kernel`: the `Kernel` class and its option and result objects.
+//! - `cancel`: AbortSignal -> [`crate::kernel::AbortHandle`], and ordered event delivery.
+//! - `python`: `resolvePython`, `checkPythonKernelAvailability`, `filterEnv`.
+//! - `output`: `renderBundle`, `clampLine` and the preview helpers.
+
+// The exports are registered with Node, which unit-test builds do not see.
+#![cfg_attr(test, allow(dead_code))]
+
+mod cancel;
+mod kernel;
+mod output;
+mod python;
+
+use std::path::PathBuf;
+
+use napi::bindgen_prelude::*;
+
+use crate::error::KernelError;
+
+/// A JavaScript `Error` whose `code` is the stable code of `err`.
+pub(crate) fn js_error(env: &Env, err: &KernelError) -> Error {
+    let build = || -> Result<Error> {
+        let mut obj = env.create_error(Error::new(Status::GenericFailure, err.to_string()))?;
+        obj.set_named_property("code", err.code())?;
+        Ok(Error::from(obj.to_unknown()))
+    };
+    build().unwrap_or_else(|e| e)
+}
+
+/// Runs `fut` on the runtime and settles the promise with its value, or with a coded
+/// `Error`.
+pub(crate) fn promise<'env, T, F>(env: &'env Env, fut: F) -> Result<PromiseRaw<'env, T>>
+where
+    T: 'static + Send + ToNapiValue,
+    F: 'static + Send + std::future::Future<Output = std::result::Result<T, KernelError>>,
+{
+    env.spawn_future_with_callback(async move { Ok(fut.await) }, |env, result| {
+        result.map_err(|err| js_error(env, &err))
+    })
+}
+
+pub(crate) fn cwd_or_current(cwd: Option<String>) -> PathBuf {
+    cwd.map(PathBuf::from)
+        .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")))
+}
+
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> std::result::Result<T, KernelError> + Send + 'static,
+) -> std::result::Result<T, KernelError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| KernelError::io("background task", std::io::Error::other(e)))?
+}
