@@ -1,0 +1,245 @@
+'use strict'
+// The pykernel CLI (bin/pykernel.js), run as a child process against real Python.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { execFile, spawn } = require('node:child_process')
+
+const bin = path.join(__dirname, '..', 'bin', 'pykernel.js')
+const python = process.env.PYKERNEL_TEST_PYTHON || undefined
+const pythonArgs = python ? ['--python', python] : []
+
+// A 1x1 PNG.
+const TINY_PNG =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='
+const PNG_MAGIC = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+
+/** Runs the CLI to completion: { code, signal, stdout, stderr }. `input` is piped to stdin. */
+function cli(args, { input = '', cwd, timeout = 30000 } = {}) {
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, [bin, ...args], { cwd, timeout }, (err, stdout, stderr) => {
+      resolve({ code: err ? err.code : 0, signal: err ? err.signal : null, stdout, stderr })
+    })
+    child.stdin.end(input)
+  })
+}
+
+function tmpdir() {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-cli-test-'))
+}
+
+test('exec prints stdout', async () => {
+  const r = await cli(['exec', 'print(1+1)', ...pythonArgs])
+  assert.equal(r.stderr, '')
+  assert.equal(r.stdout, '2\n')
+  assert.equal(r.code, 0)
+})
+
+test('exec echoes a final expression after the output', async () => {
+  const r = await cli(['exec', 'print("a")\n1 + 1', ...pythonArgs])
+  assert.equal(r.stdout, 'a\n2\n')
+  assert.equal(r.code, 0)
+})
+
+test('exec sends stderr to stderr', async () => {
+  const r = await cli(['exec', 'import sys\nsys.stderr.write("oops\\n")\nprint("fine")', ...pythonArgs])
+  assert.equal(r.stdout, 'fine\n')
+  assert.match(r.stderr, /oops/)
+  assert.equal(r.code, 0)
+})
+
+test('exec streams output while the cell runs', async () => {
+  const code = 'import time\nprint("first", flush=True)\ntime.sleep(1.0)\nprint("second", flush=True)'
+  const child = spawn(process.execPath, [bin, 'exec', code, ...pythonArgs], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let firstAt
+  let secondAt
+  child.stdout.setEncoding('utf8')
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk
+    if (firstAt === undefined && stdout.includes('first')) firstAt = Date.now()
+    if (secondAt === undefined && stdout.includes('second')) secondAt = Date.now()
+  })
+  const exitedAt = await new Promise((resolve) => child.on('close', () => resolve(Date.now())))
+  assert.equal(stdout, 'first\nsecond\n')
+  assert.ok(firstAt < exitedAt, 'the first line arrives before the process exits')
+  // Live: the first line is not held back until the second one exists.
+  assert.ok(secondAt - firstAt >= 500, `first line arrived only ${secondAt - firstAt} ms before the second`)
+})
+
+test('an exception exits 1 with the traceback on stderr', async () => {
+  const r = await cli(['exec', "raise ValueError('x')", ...pythonArgs])
+  assert.equal(r.code, 1)
+  assert.equal(r.stdout, '')
+  assert.match(r.stderr, /Traceback \(most recent call last\)/)
+  assert.match(r.stderr, /ValueError: x/)
+})
+
+test('--json prints every event as NDJSON and ends with done', async () => {
+  const r = await cli(['exec', '--json', 'print("hi")\n40 + 2', ...pythonArgs])
+  assert.equal(r.code, 0)
+  assert.ok(r.stdout.endsWith('\n'))
+  const lines = r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l))
+  assert.deepEqual(lines[0], { type: 'stdout', text: 'hi\n' })
+  assert.deepEqual(lines[1], { type: 'result', bundle: { 'text/plain': '42' } })
+  const last = lines[lines.length - 1]
+  assert.equal(last.type, 'done')
+  assert.equal(last.result.status, 'ok')
+  assert.equal(last.result.executionCount, 1)
+  assert.deepEqual(last.result.result, { 'text/plain': '42' })
+  assert.equal(lines.length, 3)
+})
+
+test('--json with an error: error event, done with status error, exit 1', async () => {
+  const r = await cli(['exec', '--json', '1/0', ...pythonArgs])
+  assert.equal(r.code, 1)
+  const lines = r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l))
+  assert.equal(lines[0].type, 'error')
+  assert.equal(lines[0].ename, 'ZeroDivisionError')
+  assert.equal(lines.at(-1).type, 'done')
+  assert.equal(lines.at(-1).result.status, 'error')
+})
+
+test('run executes a file without changing the working directory', async () => {
+  const dir = tmpdir()
+  const cwd = tmpdir()
+  const file = path.join(dir, 'script.py')
+  fs.writeFileSync(file, 'import os\nprint("from file")\nprint(os.getcwd())\n')
+  const r = await cli(['run', file, ...pythonArgs], { cwd })
+  assert.equal(r.code, 0, r.stderr)
+  assert.equal(r.stdout, `from file\n${fs.realpathSync(cwd)}\n`)
+})
+
+test('run with a missing file exits 2', async () => {
+  const r = await cli(['run', path.join(os.tmpdir(), 'pykernel-no-such-file.py'), ...pythonArgs])
+  assert.equal(r.code, 2)
+  assert.equal(r.stdout, '')
+  assert.match(r.stderr, /pykernel: cannot read .*pykernel-no-such-file\.py: no such file/)
+})
+
+test('displayed images are saved to files and their paths printed', async () => {
+  const dir = tmpdir()
+  const imagesDir = path.join(dir, 'images')
+  const code = `print("before")\ndisplay({"image/png": "${TINY_PNG}", "text/plain": "<png>"}, raw=True)\nprint("after")`
+  const r = await cli(['exec', code, '--images-dir', imagesDir, ...pythonArgs])
+  assert.equal(r.code, 0, r.stderr)
+  const m = r.stdout.match(/^before\n\[image saved: (.+)\]\nafter\n$/)
+  assert.ok(m, `unexpected stdout: ${JSON.stringify(r.stdout)}`)
+  assert.equal(path.dirname(m[1]), imagesDir)
+  assert.equal(path.basename(m[1]), 'pykernel-image-1.png')
+  assert.deepEqual(fs.readFileSync(m[1]).subarray(0, 8), PNG_MAGIC)
+})
+
+test('images go to a new temporary folder by default', async () => {
+  const code = `display({"image/png": "${TINY_PNG}", "text/plain": "<png>"}, raw=True)`
+  const r = await cli(['exec', code, ...pythonArgs])
+  assert.equal(r.code, 0, r.stderr)
+  const m = r.stdout.match(/^\[image saved: (.+)\]\n$/)
+  assert.ok(m, `unexpected stdout: ${JSON.stringify(r.stdout)}`)
+  assert.ok(m[1].startsWith(path.join(os.tmpdir(), 'pykernel-images-')))
+  assert.deepEqual(fs.readFileSync(m[1]).subarray(0, 8), PNG_MAGIC)
+  fs.rmSync(path.dirname(m[1]), { recursive: true, force: true })
+})
+
+test('REPL with piped stdin runs cells and shows Out[N]', async () => {
+  const r = await cli([...pythonArgs], { input: 'x = 5\nx * 2\n' })
+  assert.equal(r.code, 0, r.stderr)
+  assert.equal(r.stdout, 'Out[2]: 10\n')
+})
+
+test('REPL splits blocks: colon lines wait for a blank line, brackets for closing', async () => {
+  const input = [
+    'for i in range(2):',
+    '    print(i)',
+    '',
+    'total = (1 +',
+    '         2)',
+    'total',
+    'def f(a):',
+    '    return a * 3',
+    '',
+    'f(total)',
+    'exit',
+    'print("not reached")',
+  ].join('\n')
+  const r = await cli([...pythonArgs], { input })
+  assert.equal(r.code, 0, r.stderr)
+  assert.equal(r.stdout, '0\n1\nOut[3]: 3\nOut[5]: 9\n')
+})
+
+test('REPL keeps going after an error and exits 1', async () => {
+  const r = await cli([...pythonArgs], { input: 'raise KeyError("k")\n"still here"\n' })
+  assert.equal(r.code, 1)
+  assert.match(r.stderr, /KeyError: 'k'/)
+  assert.equal(r.stdout, "Out[2]: 'still here'\n")
+})
+
+test('--timeout interrupts a long cell and exits 1', async () => {
+  const started = Date.now()
+  const r = await cli(['exec', 'import time\ntime.sleep(20)', '--timeout', '0.5', ...pythonArgs])
+  assert.equal(r.code, 1)
+  assert.match(r.stderr, /timed out after 0\.5 s/)
+  assert.ok(Date.now() - started < 10000)
+})
+
+test('SIGINT interrupts the running cell and exits 130', async () => {
+  const code = 'import time\nprint("start", flush=True)\ntime.sleep(30)'
+  const child = spawn(process.execPath, [bin, 'exec', code, ...pythonArgs], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (c) => (stdout += c))
+  child.stderr.on('data', (c) => (stderr += c))
+  const closed = new Promise((resolve) => child.on('close', (code) => resolve(code)))
+  // Wait until the cell runs (its first line, or at most 3 s), then press Ctrl-C.
+  const deadline = Date.now() + 3000
+  while (!stdout.includes('start') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25))
+  child.kill('SIGINT')
+  const exitCode = await closed
+  assert.equal(exitCode, 130)
+  assert.match(stderr, /KeyboardInterrupt/)
+})
+
+test('a dying kernel exits 1 with a clear message', async () => {
+  const r = await cli(['exec', 'import os\nos._exit(3)', ...pythonArgs])
+  assert.equal(r.code, 1)
+  assert.match(r.stderr, /pykernel: the Python kernel died/)
+})
+
+test('check reports the interpreter and its source', async () => {
+  const r = await cli(['check', ...pythonArgs])
+  assert.equal(r.code, 0, r.stderr)
+  assert.match(r.stdout, /^interpreter: \S+/m)
+  assert.match(r.stdout, /^source: +\w+/m)
+  assert.match(r.stdout, /^version: +3\.\d+/m)
+  if (python) {
+    assert.ok(r.stdout.includes(python))
+    assert.match(r.stdout, /^source: +explicit$/m)
+  }
+})
+
+test('check with an unusable interpreter exits 1', async () => {
+  const r = await cli(['check', '--python', '/nonexistent/python3'])
+  assert.equal(r.code, 1)
+  assert.match(r.stderr, /pykernel: .*\/nonexistent\/python3/)
+})
+
+test('a start-up error prints pykernel: <message> and exits 2', async () => {
+  const r = await cli(['exec', 'print(1)', '--python', '/nonexistent/python3'])
+  assert.equal(r.code, 2)
+  assert.match(r.stderr, /^pykernel: .*\/nonexistent\/python3/)
+  assert.equal(r.stdout, '')
+})
+
+test('--help prints usage; an unknown flag prints usage and exits 2', async () => {
+  const help = await cli(['--help'])
+  assert.equal(help.code, 0)
+  assert.match(help.stdout, /^Usage:/)
+  const bad = await cli(['exec', '--frobnicate', 'print(1)'])
+  assert.equal(bad.code, 2)
+  assert.match(bad.stderr, /unknown option '--frobnicate'/)
+  assert.match(bad.stderr, /Usage:/)
+  const badTimeout = await cli(['exec', 'print(1)', '--timeout', 'soon'])
+  assert.equal(badTimeout.code, 2)
+})
