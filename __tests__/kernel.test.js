@@ -191,11 +191,11 @@ test('cells queue: concurrent executes run one at a time in arrival order', asyn
   t.after(() => kernel.shutdown())
   await run(kernel, 'order = []')
   const results = await Promise.all(
-    [0, 1, 2, 3, 4].map((i) => kernel.execute(`import time; time.sleep(0.01); order.append(${i}); ${i}`)),
+    Array.from({ length: 10 }, (_, i) => i).map((i) => kernel.execute(`import time; time.sleep(0.01); order.append(${i}); ${i}`)),
   )
   assert.deepEqual(
     results.map((r) => r.result['text/plain']),
-    ['0', '1', '2', '3', '4'],
+    Array.from({ length: 10 }, (_, i) => String(i)),
   )
-  assert.equal((await run(kernel, 'order')).result.result['text/plain'], '[0, 1, 2, 3, 4]')
+  assert.equal((await run(kernel, 'order')).result.result['text/plain'], '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]')
 })

@@ -94,13 +94,14 @@ test('shutdown is confirmed and leaves nothing of the group behind', async () =>
   assert.deepEqual(await kernel.shutdown(), result, 'shutdown is idempotent')
 })
 
-test('a kernel that ignores exit and SIGTERM is SIGKILLed and still confirmed', async () => {
+test('a kernel that answers neither exit nor SIGTERM is SIGKILLed and still confirmed', async () => {
   const kernel = await startKernel()
-  await run(kernel, 'import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)')
-  // Busy in a cell, it cannot read the exit frame.
-  const busy = kernel.execute('import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(0.01)')
+  // A stopped process reads no exit frame and leaves SIGTERM pending; only SIGKILL ends it.
+  const busy = kernel.execute('import os, signal; os.kill(os.getpid(), signal.SIGSTOP)')
   await new Promise((r) => setTimeout(r, 100))
+  const started = Date.now()
   const result = await kernel.shutdown({ graceMs: 200 })
+  assert.ok(Date.now() - started >= 400, 'waited through the exit and SIGTERM steps')
   assert.equal(result.confirmed, true)
   assert.equal(result.signal, 'SIGKILL')
   assert.equal((await busy).kernelDied, true)

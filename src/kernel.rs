@@ -23,6 +23,7 @@ use crate::command::{build_command, LaunchSpec};
 use crate::env::{EnvFilter, DEFAULT_ENV_PREFIX};
 use crate::error::{KernelError, Result, StderrTail};
 use crate::events::{Collector, ErrorInfo, ExecuteOutcome, KernelEvent};
+use crate::fifo::{Fifo, Place};
 use crate::protocol::{decode, HostFrame, RunnerFrame};
 use crate::runner_script;
 use crate::runtime::{self, ResolveOptions, Resolved};
@@ -182,7 +183,8 @@ pub struct Kernel {
     exit: watch::Receiver<Option<ExitInfo>>,
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
     stderr_closed: watch::Receiver<bool>,
-    exec_lock: tokio::sync::Mutex<()>,
+    /// Executes run one at a time, in the order they were called.
+    queue: Arc<Fifo>,
     execution_count: AtomicU32,
     next_id: AtomicU64,
     bridge: Option<Arc<dyn Bridge>>,
@@ -296,7 +298,7 @@ impl Kernel {
             exit,
             stderr_tail,
             stderr_closed,
-            exec_lock: tokio::sync::Mutex::new(()),
+            queue: Fifo::new(),
             execution_count: AtomicU32::new(0),
             next_id: AtomicU64::new(1),
             bridge: config.bridge.clone(),
@@ -381,9 +383,31 @@ impl Kernel {
         &self,
         request: ExecuteRequest,
         abort: Option<Arc<AbortHandle>>,
+        on_event: impl FnMut(KernelEvent) + Send,
+    ) -> Result<ExecuteOutcome> {
+        self.execute_in_turn(self.queue(), request, abort, on_event)
+            .await
+    }
+
+    /// A place in this kernel's line of executes, taken now (see [`Fifo`]).
+    pub fn queue(&self) -> Place {
+        self.queue.join()
+    }
+
+    /// Whether a cell is running or waiting.
+    pub fn busy(&self) -> bool {
+        self.queue.busy()
+    }
+
+    /// [`Kernel::execute`] with a place taken earlier, e.g. when the call was made.
+    pub async fn execute_in_turn(
+        &self,
+        place: Place,
+        request: ExecuteRequest,
+        abort: Option<Arc<AbortHandle>>,
         mut on_event: impl FnMut(KernelEvent) + Send,
     ) -> Result<ExecuteOutcome> {
-        let _turn = self.exec_lock.lock().await;
+        let _turn = place.turn().await;
         if let Some(exit) = self.exit_info() {
             return Err(KernelError::KernelDead {
                 exit: exit.to_string(),

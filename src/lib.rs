@@ -6,6 +6,7 @@ pub mod env;
 pub mod error;
 pub mod events;
 pub mod executor;
+pub mod fifo;
 pub mod kernel;
 mod napi;
 pub mod output;

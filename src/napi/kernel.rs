@@ -220,6 +220,8 @@ impl JsKernel {
             },
         };
         let kernel = self.inner.clone();
+        // The place in line is taken now, so calls run in the order JavaScript made them.
+        let place = kernel.queue();
         let ParsedExecute {
             request,
             abort,
@@ -230,7 +232,7 @@ impl JsKernel {
             async move {
                 let mut sink = EventSink::new(on_event);
                 let outcome = kernel
-                    .execute(request, abort, |event| sink.push(event))
+                    .execute_in_turn(place, request, abort, |event| sink.push(event))
                     .await;
                 sink.finish().await;
                 Ok(outcome)

@@ -1,0 +1,707 @@
+#!/usr/bin/env node
+'use strict'
+// pykernel: run Python through a pykernel kernel from the command line.
+// Node 18+ built-ins and the addon only.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const readline = require('node:readline')
+
+const USAGE = `Usage:
+  pykernel exec "<code>" [options]   run one cell and print its output
+  pykernel run <file.py> [options]   run a file's contents as one cell (cwd unchanged)
+  pykernel [options]                 interactive REPL (one kernel); with stdin piped,
+                                     runs the piped text as a sequence of cells
+  pykernel check [--python <path>]   show which Python a kernel would use
+
+Options:
+  --python <path>      Python interpreter to use (default: discovery)
+  --timeout <seconds>  interrupt a cell that runs longer than this
+  --images-dir <dir>   where to save image/png and image/jpeg outputs
+                       (default: a new pykernel-images-* folder in the temp dir)
+  --json               print every event as one NDJSON line on stdout, then
+                       {"type":"done","result":<ExecuteResult>} per cell
+  -h, --help           show this help
+
+REPL input: a line is run at once unless it ends with ':' or '\\', starts with '@',
+leaves a bracket or a string open, or follows such a line; a block that had a ':'
+line (or an indented line) runs when a blank line is entered. 'exit', 'quit' or
+Ctrl-D ends the REPL.
+
+Exit codes: 0 ok; 1 the cell raised, timed out, or the kernel died (piped REPL: any
+cell failed); 2 usage error, missing file, or the kernel could not start;
+130 interrupted (Ctrl-C). Ctrl-C interrupts the running cell; a second Ctrl-C
+within 1 s exits.`
+
+class UsageError extends Error {}
+
+// ---------------------------------------------------------------------------
+// Arguments
+
+function parseArgs(argv) {
+  const opts = { json: false, help: false, python: undefined, timeoutMs: undefined, imagesDir: undefined }
+  const positional = []
+  const takeValue = (name, i, inline) => {
+    if (inline !== undefined) return [inline, i]
+    if (i + 1 >= argv.length) throw new UsageError(`${name} needs a value`)
+    return [argv[i + 1], i + 1]
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--') {
+      positional.push(...argv.slice(i + 1))
+      break
+    }
+    if (!arg.startsWith('-') || arg === '-') {
+      positional.push(arg)
+      continue
+    }
+    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1
+    const name = eq >= 0 ? arg.slice(0, eq) : arg
+    const inline = eq >= 0 ? arg.slice(eq + 1) : undefined
+    let value
+    switch (name) {
+      case '-h':
+      case '--help':
+        opts.help = true
+        break
+      case '--json':
+        if (inline !== undefined) throw new UsageError('--json takes no value')
+        opts.json = true
+        break
+      case '--python':
+        ;[value, i] = takeValue(name, i, inline)
+        if (!value) throw new UsageError('--python needs a path')
+        opts.python = value
+        break
+      case '--images-dir':
+        ;[value, i] = takeValue(name, i, inline)
+        if (!value) throw new UsageError('--images-dir needs a directory')
+        opts.imagesDir = path.resolve(value)
+        break
+      case '--timeout': {
+        ;[value, i] = takeValue(name, i, inline)
+        const seconds = Number(value)
+        if (!value.trim() || !Number.isFinite(seconds) || seconds <= 0) {
+          throw new UsageError(`--timeout must be a positive number of seconds, got '${value}'`)
+        }
+        opts.timeoutMs = Math.max(1, Math.round(seconds * 1000))
+        break
+      }
+      default:
+        throw new UsageError(`unknown option '${arg}'`)
+    }
+  }
+  return { opts, positional }
+}
+
+// ---------------------------------------------------------------------------
+// Output
+
+/** Tracks whether stdout ends at the start of a line, so results start on a fresh one. */
+const out = {
+  atLineStart: true,
+  write(text) {
+    if (!text) return
+    process.stdout.write(text)
+    this.atLineStart = text.endsWith('\n')
+  },
+  freshLine() {
+    if (!this.atLineStart) this.write('\n')
+  },
+  line(text) {
+    this.freshLine()
+    this.write(text.endsWith('\n') ? text : text + '\n')
+  },
+}
+
+function errLine(text) {
+  out.freshLine()
+  process.stderr.write(text.endsWith('\n') ? text : text + '\n')
+}
+
+/** Saves base64 images of bundles to files named pykernel-image-N.<ext>. */
+class ImageSaver {
+  constructor(dir) {
+    this.requestedDir = dir
+    this.dir = undefined
+    this.counter = 0
+  }
+
+  ensureDir() {
+    if (this.dir) return this.dir
+    if (this.requestedDir) {
+      fs.mkdirSync(this.requestedDir, { recursive: true })
+      this.dir = this.requestedDir
+    } else {
+      this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-images-'))
+    }
+    return this.dir
+  }
+
+  save(data, ext) {
+    const dir = this.ensureDir()
+    const bytes = Buffer.from(String(data), 'base64')
+    for (;;) {
+      this.counter += 1
+      const file = path.join(dir, `pykernel-image-${this.counter}.${ext}`)
+      try {
+        fs.writeFileSync(file, bytes, { flag: 'wx' }) // never overwrite earlier runs' images
+        return file
+      } catch (err) {
+        if (err.code !== 'EEXIST') throw err
+      }
+    }
+  }
+}
+
+const IMAGE_TYPES = [
+  ['image/png', 'png'],
+  ['image/jpeg', 'jpg'],
+]
+
+/** Text of a bundle: text/markdown, then text/plain. */
+function bundleText(bundle) {
+  for (const mime of ['text/markdown', 'text/plain']) {
+    const value = bundle[mime]
+    if (typeof value === 'string') return { mime, text: value }
+    if (Array.isArray(value)) return { mime, text: value.join('') }
+  }
+  return undefined
+}
+
+/**
+ * Renders a display/result bundle for a person. Images are saved and their paths printed;
+ * with an image present, a plain-text fallback (e.g. "<Figure ...>") is not printed.
+ * Returns the text lines to print (the caller adds an Out[N] prefix for REPL results).
+ */
+function renderBundle(bundle, images) {
+  const parts = []
+  let sawImage = false
+  for (const [mime, ext] of IMAGE_TYPES) {
+    if (bundle[mime] === undefined || bundle[mime] === null) continue
+    sawImage = true
+    try {
+      parts.push(`[image saved: ${images.save(bundle[mime], ext)}]`)
+    } catch (err) {
+      parts.push(`[image (${mime}) could not be saved: ${err.message}]`)
+    }
+  }
+  const text = bundleText(bundle)
+  if (text && !(sawImage && text.mime === 'text/plain')) parts.unshift(text.text)
+  if (!parts.length) {
+    if (bundle['application/json'] !== undefined) parts.push(JSON.stringify(bundle['application/json']))
+    else {
+      const mimes = Object.keys(bundle)
+      if (mimes.length) parts.push(`[output: ${mimes.join(', ')}]`)
+    }
+  }
+  return parts
+}
+
+/** Event printer for one cell. `repl` prefixes the result with Out[N]. */
+function makePrinter({ json, images, repl }) {
+  if (json) {
+    return {
+      onEvent(event) {
+        process.stdout.write(JSON.stringify(event) + '\n')
+      },
+      done(result) {
+        process.stdout.write(JSON.stringify({ type: 'done', result }) + '\n')
+      },
+    }
+  }
+  let resultBundle
+  return {
+    onEvent(event) {
+      switch (event.type) {
+        case 'stdout':
+          out.write(event.text)
+          break
+        case 'stderr':
+          out.freshLine()
+          process.stderr.write(event.text)
+          break
+        case 'display':
+          for (const part of renderBundle(event.bundle || {}, images)) out.line(part)
+          break
+        case 'result':
+          // Printed after the cell's output, when the promise resolves.
+          resultBundle = event.bundle
+          break
+        case 'error': {
+          const tb = Array.isArray(event.traceback) ? event.traceback.join('') : ''
+          errLine(tb || `${event.ename}: ${event.evalue}`)
+          break
+        }
+        default:
+          // status and clear events have no terminal rendering.
+          break
+      }
+    },
+    done(result) {
+      const bundle = resultBundle || result.result
+      if (bundle) {
+        const parts = renderBundle(bundle, images)
+        if (repl) {
+          const text = parts.join('\n')
+          const prefix = `Out[${result.executionCount}]: `
+          out.line(text.includes('\n') ? prefix + '\n' + text : prefix + text)
+        } else {
+          for (const part of parts) out.line(part)
+        }
+      }
+      out.freshLine()
+    },
+  }
+}
+
+/** Notices about how a cell ended, on stderr. Error events were already printed. */
+function reportEnding(result, { timeoutMs }) {
+  if (result.kernelDied) {
+    const why = (result.error && result.error.evalue) || 'the Python kernel died during the cell'
+    errLine(`pykernel: ${why}`)
+  } else if (result.timedOut) {
+    errLine(`pykernel: the cell timed out after ${timeoutMs / 1000} s and was interrupted`)
+  }
+  // Error events were printed (or emitted as JSON) as they arrived.
+}
+
+function exitCodeOf(result) {
+  if (result.kernelDied) return 1
+  if (result.timedOut) return 1
+  if (result.cancelled) return 130
+  return result.status === 'ok' ? 0 : 1
+}
+
+// ---------------------------------------------------------------------------
+// Kernel lifetime and signals
+
+function loadAddon() {
+  return require('..')
+}
+
+let kernel // the live kernel, if any
+let running = false // a cell is executing
+let lastInterrupt = 0
+let exiting = false
+
+async function shutdownKernel(graceMs) {
+  const k = kernel
+  kernel = undefined
+  if (!k) return
+  try {
+    await k.shutdown(graceMs === undefined ? undefined : { graceMs })
+  } catch {
+    // Nothing more we can do; the runner also exits when its parent goes away.
+  }
+}
+
+function flushAndExit(code) {
+  let pending = 2
+  const done = () => {
+    if (--pending === 0) process.exit(code)
+  }
+  for (const stream of [process.stdout, process.stderr]) {
+    if (stream.destroyed || stream.writableEnded) done()
+    else stream.write('', done)
+  }
+  setTimeout(() => process.exit(code), 1000).unref() // a stuck pipe must not keep us alive
+}
+
+// A reader that goes away (`pykernel exec ... | head -1`): stop quietly, like Python's
+// BrokenPipeError handling, after shutting the kernel down.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err) => {
+    if (err && err.code === 'EPIPE') exitNow(1)
+    else throw err
+  })
+}
+
+async function exitNow(code) {
+  if (exiting) return
+  exiting = true
+  await shutdownKernel(200)
+  flushAndExit(code)
+}
+
+/** Ctrl-C: interrupt the running cell; a second one within 1 s exits. Returns true when handled. */
+function onInterrupt() {
+  const now = Date.now()
+  const double = now - lastInterrupt < 1000
+  lastInterrupt = now
+  if (double || exiting) {
+    errLine('pykernel: interrupted twice; exiting')
+    exitNow(130)
+    return true
+  }
+  if (running && kernel) {
+    try {
+      kernel.interrupt()
+    } catch {
+      // The kernel is gone; execute() reports that.
+    }
+    return true
+  }
+  return false
+}
+
+function installSignalHandlers(onIdleInterrupt) {
+  process.on('SIGINT', () => {
+    if (!onInterrupt()) onIdleInterrupt()
+  })
+  for (const [sig, code] of [
+    ['SIGTERM', 143],
+    ['SIGHUP', 129],
+  ]) {
+    process.on(sig, () => exitNow(code))
+  }
+}
+
+async function startKernel(addon, opts) {
+  try {
+    return await addon.Kernel.start({ cwd: process.cwd(), interpreter: opts.python })
+  } catch (err) {
+    errLine(`pykernel: ${err && err.message ? err.message : String(err)}`)
+    flushAndExit(2)
+    return new Promise(() => {}) // never resolves; the process is exiting
+  }
+}
+
+async function runCell(code, opts, printer) {
+  running = true
+  try {
+    const result = await kernel.execute(code, { timeoutMs: opts.timeoutMs, onEvent: (e) => printer.onEvent(e) })
+    if (exiting) return result // leaving on a second Ctrl-C: no notices
+    printer.done(result)
+    reportEnding(result, opts)
+    return result
+  } finally {
+    running = false
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Commands
+
+async function cmdCheck(addon, opts) {
+  const resolveOpts = { cwd: process.cwd(), interpreter: opts.python }
+  let resolved
+  let resolveError
+  try {
+    resolved = await addon.resolvePython(resolveOpts)
+  } catch (err) {
+    resolveError = err
+  }
+  const availability = await addon.checkPythonKernelAvailability(resolveOpts)
+  const ok = Boolean(resolved && availability.ok)
+  if (opts.json) {
+    process.stdout.write(
+      JSON.stringify({
+        type: 'check',
+        ok,
+        python: resolved,
+        error: resolveError ? { code: resolveError.code, message: resolveError.message } : undefined,
+        availability,
+      }) + '\n',
+    )
+    return ok ? 0 : 1
+  }
+  if (resolved) {
+    out.line(`interpreter: ${resolved.path}`)
+    out.line(`version:     ${resolved.version}`)
+    out.line(`source:      ${resolved.source}`)
+    const envKeys = Object.keys(resolved.env || {})
+    if (envKeys.length) out.line(`env:         ${envKeys.join(', ')}`)
+    if (resolved.skipped && resolved.skipped.length) {
+      out.line('skipped:')
+      for (const s of resolved.skipped) out.line(`  ${s.candidate} (${s.source}): ${s.reason}`)
+    } else {
+      out.line('skipped:     (none)')
+    }
+  } else {
+    const code = resolveError && resolveError.code ? ` [${resolveError.code}]` : ''
+    errLine(`pykernel: ${resolveError ? resolveError.message : 'no interpreter found'}${code}`)
+  }
+  if (availability.ok) {
+    out.line(`kernel:      ok${availability.path ? ` (${availability.path})` : ''}`)
+  } else if (resolved || availability.reason !== (resolveError && resolveError.message)) {
+    errLine(`pykernel: a kernel cannot start: ${availability.reason || 'unknown reason'}`)
+  }
+  return ok ? 0 : 1
+}
+
+async function cmdCell(addon, code, opts) {
+  const images = new ImageSaver(opts.imagesDir)
+  installSignalHandlers(() => {
+    // Ctrl-C while the kernel starts: stop once it is up.
+    exitNow(130)
+  })
+  kernel = await startKernel(addon, opts)
+  if (exiting) return new Promise(() => {})
+  const printer = makePrinter({ json: opts.json, images, repl: false })
+  try {
+    return exitCodeOf(await runCell(code, opts, printer))
+  } catch (err) {
+    errLine(`pykernel: ${err && err.message ? err.message : String(err)}`)
+    return 1
+  }
+}
+
+// -- REPL ---------------------------------------------------------------------
+
+/**
+ * A small scan of Python source, line by line (no tokenizer; f-string nesting ignored):
+ * bracket depth and open string at the end, whether the last line ends with '\', and
+ * whether the lines form a block: a logical line that ends with ':', starts indented or
+ * starts with '@'. Lines inside brackets or strings do not start logical lines.
+ */
+function scanSource(lines) {
+  let depth = 0
+  let quote = null // "'", '"', "'''", '"""'
+  let continued = false // the previous line ended with a backslash
+  let block = false
+  for (const line of lines) {
+    const logicalStart = depth === 0 && quote === null && !continued
+    if (logicalStart && /^(\s+\S|\s*@)/.test(line)) block = true
+    let lastSignificant = ''
+    for (let i = 0; i < line.length; i++) {
+      const c = line[i]
+      if (quote) {
+        if (c === '\\') i++
+        else if (quote.length === 3 ? line.startsWith(quote, i) : c === quote) {
+          i += quote.length - 1
+          quote = null
+          lastSignificant = c
+        }
+        continue
+      }
+      if (c === '#') break
+      if (c === '"' || c === "'") {
+        quote = line.startsWith(c.repeat(3), i) ? c.repeat(3) : c
+        i += quote.length - 1
+      } else if ('([{'.includes(c)) depth++
+      else if (')]}'.includes(c)) depth = Math.max(0, depth - 1)
+      if (c.trim()) lastSignificant = c
+    }
+    // An unterminated one-line string ends at the line end (Python reports the error).
+    if (quote && quote.length === 1 && !line.endsWith('\\')) quote = null
+    continued = quote === null && lastSignificant === '\\'
+    if (depth === 0 && quote === null && lastSignificant === ':') block = true
+  }
+  return { depth, openString: quote !== null, continued, block }
+}
+
+/**
+ * Whether the lines collected so far form a cell to run:
+ * - open brackets, an open (triple-quoted) string, or a trailing '\' => more lines;
+ * - a block (a line ending with ':', an indented line, a decorator '@...') runs once a
+ *   blank line is entered;
+ * - anything else runs as soon as its line is complete.
+ */
+function isComplete(lines) {
+  const { depth, openString, continued, block } = scanSource(lines)
+  if (depth > 0 || openString || continued) return false
+  if (lines[lines.length - 1].trim() === '') return true // a blank line ends any block
+  return !block
+}
+
+const EXIT_WORDS = new Set(['exit', 'quit', 'exit()', 'quit()'])
+
+/** Collects lines into cells; `feed` returns a cell's code when one is complete. */
+class CellCollector {
+  constructor() {
+    this.lines = []
+  }
+  get pending() {
+    return this.lines.length > 0
+  }
+  feed(line) {
+    if (!this.lines.length && line.trim() === '') return undefined
+    this.lines.push(line)
+    if (!isComplete(this.lines)) return undefined
+    return this.take()
+  }
+  take() {
+    const code = this.lines.join('\n').replace(/\s+$/, '')
+    this.lines = []
+    return code.trim() ? code : undefined
+  }
+  reset() {
+    this.lines = []
+  }
+}
+
+async function cmdRepl(addon, opts) {
+  const interactive = Boolean(process.stdin.isTTY)
+  const images = new ImageSaver(opts.imagesDir)
+  let rl
+  installSignalHandlers(() => {
+    if (!kernel) exitNow(130) // still starting
+    else if (!interactive) exitNow(130)
+    else if (rl) rl.emit('SIGINT')
+  })
+  kernel = await startKernel(addon, opts)
+  if (exiting) return new Promise(() => {})
+
+  let anyFailed = false
+  const execute = async (code) => {
+    const printer = makePrinter({ json: opts.json, images, repl: true })
+    let result
+    try {
+      result = await runCell(code, opts, printer)
+    } catch (err) {
+      errLine(`pykernel: ${err && err.message ? err.message : String(err)}`)
+      result = { kernelDied: !kernel || !kernel.alive }
+    }
+    if (result.status !== 'ok') anyFailed = true
+    if (result.kernelDied || (kernel && !kernel.alive)) {
+      await shutdownKernel()
+      errLine('pykernel: starting a new kernel (all variables are lost)')
+      kernel = await startKernel(addon, opts)
+    }
+  }
+
+  if (!interactive) {
+    // Piped stdin: the whole input, split into cells like typed lines would be.
+    const chunks = []
+    for await (const chunk of process.stdin) chunks.push(chunk)
+    const input = Buffer.concat(chunks).toString('utf8').replace(/\r\n/g, '\n')
+    const lines = input.split('\n')
+    if (lines.length && lines[lines.length - 1] === '') lines.pop()
+    const collector = new CellCollector()
+    for (const line of lines) {
+      if (!collector.pending && EXIT_WORDS.has(line.trim())) break
+      const code = collector.feed(line)
+      if (code !== undefined) await execute(code)
+      if (exiting) return new Promise(() => {})
+    }
+    const rest = collector.take()
+    if (rest !== undefined) await execute(rest)
+    return anyFailed ? 1 : 0
+  }
+
+  // Interactive: readline, prompts, a queue so type-ahead lines wait for the running cell.
+  const output = opts.json ? process.stderr : process.stdout
+  rl = readline.createInterface({ input: process.stdin, output, terminal: true, historySize: 1000 })
+  const collector = new CellCollector()
+  const promptNext = () => {
+    const n = (kernel ? kernel.executionCount : 0) + 1
+    if (!opts.json) out.freshLine()
+    rl.setPrompt(collector.pending ? '   ...: ' : `In [${n}]: `)
+    rl.prompt()
+  }
+  const queue = []
+  let wake
+  let closed = false
+  rl.on('line', (line) => {
+    queue.push(line)
+    if (wake) wake()
+  })
+  rl.on('close', () => {
+    closed = true
+    if (wake) wake()
+  })
+  rl.on('SIGINT', () => {
+    if (onInterrupt()) return
+    // Idle at the prompt: drop the partial input, like IPython.
+    collector.reset()
+    queue.length = 0
+    output.write('^C\nKeyboardInterrupt (Ctrl-C again within 1 s, Ctrl-D or "exit" to quit)\n')
+    if (!opts.json) out.atLineStart = true
+    promptNext()
+  })
+
+  promptNext()
+  for (;;) {
+    if (!queue.length) {
+      if (closed) break
+      await new Promise((resolve) => (wake = resolve))
+      wake = undefined
+      continue
+    }
+    const line = queue.shift()
+    if (!collector.pending && EXIT_WORDS.has(line.trim())) break
+    const code = collector.feed(line)
+    if (code !== undefined) {
+      await execute(code)
+      if (exiting) return new Promise(() => {})
+      if (!opts.json) out.write('\n')
+    }
+    if (!closed) promptNext()
+  }
+  if (closed && !opts.json) output.write('\n')
+  rl.close()
+  return 0
+}
+
+// ---------------------------------------------------------------------------
+
+async function main(argv) {
+  let parsed
+  try {
+    parsed = parseArgs(argv)
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err
+    process.stderr.write(`pykernel: ${err.message}\n\n${USAGE}\n`)
+    return 2
+  }
+  const { opts, positional } = parsed
+  if (opts.help) {
+    process.stdout.write(USAGE + '\n')
+    return 0
+  }
+  const [command, ...args] = positional
+  const usageError = (message) => {
+    process.stderr.write(`pykernel: ${message}\n\n${USAGE}\n`)
+    return 2
+  }
+
+  switch (command) {
+    case undefined:
+    case 'repl':
+      if (args.length) return usageError(`unexpected argument '${args[0]}'`)
+      return cmdRepl(loadAddon(), opts)
+    case 'exec':
+      if (args.length !== 1) return usageError('exec takes exactly one argument: the code to run (quote it)')
+      return cmdCell(loadAddon(), args[0], opts)
+    case 'run': {
+      if (args.length !== 1) return usageError('run takes exactly one argument: the file to run')
+      let code
+      try {
+        code = fs.readFileSync(args[0], 'utf8')
+      } catch (err) {
+        const why =
+          err.code === 'ENOENT' ? 'no such file' : err.code === 'EISDIR' ? 'is a directory' : err.message
+        process.stderr.write(`pykernel: cannot read ${args[0]}: ${why}\n`)
+        return 2
+      }
+      return cmdCell(loadAddon(), code, opts)
+    }
+    case 'check':
+      if (args.length) return usageError(`unexpected argument '${args[0]}'`)
+      return cmdCheck(loadAddon(), opts)
+    case 'help':
+      process.stdout.write(USAGE + '\n')
+      return 0
+    default:
+      return usageError(`unknown command '${command}'`)
+  }
+}
+
+main(process.argv.slice(2)).then(
+  async (code) => {
+    if (exiting) return
+    exiting = true
+    await shutdownKernel()
+    flushAndExit(code)
+  },
+  async (err) => {
+    if (exiting) return
+    exiting = true
+    process.stderr.write(`pykernel: ${err && err.stack ? err.stack : String(err)}\n`)
+    await shutdownKernel()
+    flushAndExit(1)
+  },
+)
