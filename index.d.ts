@@ -31,6 +31,17 @@ export interface ExecuteOptions {
   storeHistory?: boolean
 }
 
+export interface EvaluateOptions {
+  /** Per cell; on expiry the cell is interrupted (and the kernel killed 5 s later if it
+   *  does not stop). No timeout by default. */
+  timeoutMs?: number
+  signal?: AbortSignal
+  /** Every event of every cell, in order, with the index of its cell. */
+  onEvent?: (cellIndex: number, event: KernelEvent) => void
+  /** When output is cut, the full sanitized text is written to a file here. */
+  artifactsDir?: string
+}
+
 /**
  * Which binding artifact the generated loader actually loaded: `'native'` for
  * a native addon, otherwise the `platformArchABI` of the WASI flavor. Every
@@ -53,6 +64,11 @@ export declare class Kernel {
    * when the promise resolves.
    */
   execute(code: string, options?: ExecuteOptions): Promise<ExecuteResult>
+  /**
+   * Runs cells in order (stopping at the first that fails) and returns the agent-ready
+   * result: sanitized, annotated, truncated `output`, plus images, JSON and statuses.
+   */
+  evaluate(cells: EvalCell[], options?: EvaluateOptions): Promise<EvalResult>
   /** SIGINT to the kernel's process group (the cell and its shell children). */
   interrupt(): void
   /** exit -> grace -> SIGTERM -> grace -> SIGKILL; `confirmed` once the process is reaped. */
@@ -91,6 +107,35 @@ export interface ErrorInfo {
   traceback: Array<string>
 }
 
+export interface EvalCell {
+  code: string
+  /** Named in the failure notice ("cell 2 of 3 (title) failed"). */
+  title?: string
+}
+
+export interface EvalResult {
+  cells: Array<ExecuteResult>
+  /** Index of the cell that failed; later cells did not run. */
+  failedCell?: number
+  /** What the agent reads: notices first (`[...]`), then the sanitized, truncated text. */
+  output: string
+  /** 0 ok, 1 failed, null cancelled. */
+  exitCode: 0 | 1 | null
+  cancelled: boolean
+  timedOut: boolean
+  /** The kernel did not stop on interrupt and was killed. */
+  kernelKilled: boolean
+  /** The kernel died during the request. */
+  kernelDied: boolean
+  /** A dead kernel was replaced and the cell retried (pool only). */
+  kernelRestarted: boolean
+  annotations: Array<string>
+  images: Array<ImageOutput>
+  json: unknown[]
+  statuses: Array<StatusInfo>
+  truncated?: TruncationInfo
+}
+
 export interface ExecuteResult {
   status: 'ok' | 'error'
   executionCount: number
@@ -105,6 +150,8 @@ export interface ExecuteResult {
   statuses: Array<StatusInfo>
   result?: MimeBundle
   error?: ErrorInfo
+  /** The cell's title, in results of `evaluate` and `KernelPool.execute`. */
+  title?: string
 }
 
 /**
@@ -116,6 +163,12 @@ export declare function filterEnv(env: Record<string, string>, options?: FilterE
 export interface FilterEnvOptions {
   /** @default "PYKERNEL_" */
   envPrefix?: string
+}
+
+export interface ImageOutput {
+  mime: 'image/png' | 'image/jpeg'
+  /** Base64. */
+  data: string
 }
 
 export interface KernelOptions {
@@ -216,4 +269,11 @@ export declare function streamingPreview(text: string | string[], options?: Stre
 export interface StreamingPreviewOptions {
   /** @default 100 */
   maxLines?: number
+}
+
+export interface TruncationInfo {
+  totalBytes: number
+  totalLines: number
+  /** The file holding the full output, when `artifactsDir` was given. */
+  artifactPath?: string
 }

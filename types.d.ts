@@ -30,3 +30,14 @@ export interface ExecuteOptions {
   /** @default true */
   storeHistory?: boolean
 }
+
+export interface EvaluateOptions {
+  /** Per cell; on expiry the cell is interrupted (and the kernel killed 5 s later if it
+   *  does not stop). No timeout by default. */
+  timeoutMs?: number
+  signal?: AbortSignal
+  /** Every event of every cell, in order, with the index of its cell. */
+  onEvent?: (cellIndex: number, event: KernelEvent) => void
+  /** When output is cut, the full sanitized text is written to a file here. */
+  artifactsDir?: string
+}

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::events::{ExecuteOutcome, KernelEvent};
+use crate::fifo::Turn;
 use crate::kernel::{AbortHandle, ExecuteRequest, Kernel};
 use crate::output::{render_bundle, ArtifactSink, Image, OutputAccumulator, OutputLimits};
 
@@ -128,9 +129,11 @@ impl AgentView<'_> {
     }
 }
 
-/// Runs `cells` in order on `kernel`, stopping at the first that fails.
+/// Runs `cells` in order on `kernel`, stopping at the first that fails; `turn` is the
+/// kernel's, held for all of them.
 pub async fn evaluate(
     kernel: &Kernel,
+    turn: &Turn,
     cells: Vec<Cell>,
     options: EvalOptions,
     mut on_event: impl FnMut(usize, &KernelEvent) + Send,
@@ -160,7 +163,7 @@ pub async fn evaluate(
             ..Default::default()
         };
         let outcome = kernel
-            .execute(request, options.abort.clone(), |event| {
+            .execute_holding(turn, request, options.abort.clone(), |event| {
                 view.add(&event);
                 on_event(index, &event);
             })

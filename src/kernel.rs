@@ -23,7 +23,7 @@ use crate::command::{build_command, LaunchSpec};
 use crate::env::{EnvFilter, DEFAULT_ENV_PREFIX};
 use crate::error::{KernelError, Result, StderrTail};
 use crate::events::{Collector, ErrorInfo, ExecuteOutcome, KernelEvent};
-use crate::fifo::{Fifo, Place};
+use crate::fifo::{Fifo, Place, Turn};
 use crate::protocol::{decode, HostFrame, RunnerFrame};
 use crate::runner_script;
 use crate::runtime::{self, ResolveOptions, Resolved};
@@ -357,6 +357,10 @@ impl Kernel {
         self.resolved.path.to_str().unwrap_or_default()
     }
 
+    pub fn status_mime(&self) -> &str {
+        &self.status_mime
+    }
+
     pub fn python_version(&self) -> &str {
         &self.resolved.version
     }
@@ -405,9 +409,21 @@ impl Kernel {
         place: Place,
         request: ExecuteRequest,
         abort: Option<Arc<AbortHandle>>,
+        on_event: impl FnMut(KernelEvent) + Send,
+    ) -> Result<ExecuteOutcome> {
+        let turn = place.turn().await;
+        self.execute_holding(&turn, request, abort, on_event).await
+    }
+
+    /// Runs one cell while the caller holds this kernel's turn (several cells of one
+    /// request run under one turn, so no other call gets in between).
+    pub async fn execute_holding(
+        &self,
+        _turn: &Turn,
+        request: ExecuteRequest,
+        abort: Option<Arc<AbortHandle>>,
         mut on_event: impl FnMut(KernelEvent) + Send,
     ) -> Result<ExecuteOutcome> {
-        let _turn = place.turn().await;
         if let Some(exit) = self.exit_info() {
             return Err(KernelError::KernelDead {
                 exit: exit.to_string(),

@@ -4,10 +4,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi::threadsafe_function::{
+    ThreadsafeFunction, ThreadsafeFunctionCallMode, UnknownReturnValue,
+};
 
-use super::kernel::EventCallback;
-use crate::events::KernelEvent;
 use crate::kernel::AbortHandle;
 
 /// The `abort` listener added to a caller's AbortSignal, removed when the cell ends so a
@@ -62,10 +62,22 @@ pub(super) fn watch_signal(
 /// Delivers events to `onEvent` as they come, and knows when JavaScript has run them all:
 /// each call reports back once the callback returned, and `finish` waits for the last
 /// report, so the execute promise never resolves before its events.
-pub(super) struct EventSink {
-    callback: Option<EventCallback>,
+pub(super) struct EventSink<T: 'static + JsValuesTupleIntoVec> {
+    callback: Option<Callback<T>>,
     sent: u64,
     delivered: Arc<Delivered>,
+}
+
+/// A JavaScript callback taking `T` (a value, or `FnArgs` for several arguments).
+pub(super) type Callback<T> = ThreadsafeFunction<T, UnknownReturnValue, T, Status, false>;
+
+/// Makes a [`Callback`] of a JavaScript function.
+pub(super) fn callback<T: 'static + JsValuesTupleIntoVec>(
+    f: Function<T, UnknownReturnValue>,
+) -> Result<Callback<T>> {
+    f.build_threadsafe_function::<T>()
+        .callee_handled::<false>()
+        .build()
 }
 
 #[derive(Default)]
@@ -74,8 +86,8 @@ struct Delivered {
     notify: tokio::sync::Notify,
 }
 
-impl EventSink {
-    pub(super) fn new(callback: Option<EventCallback>) -> Self {
+impl<T: 'static + JsValuesTupleIntoVec> EventSink<T> {
+    pub(super) fn new(callback: Option<Callback<T>>) -> Self {
         Self {
             callback,
             sent: 0,
@@ -83,14 +95,14 @@ impl EventSink {
         }
     }
 
-    pub(super) fn push(&mut self, event: KernelEvent) {
+    pub(super) fn push(&mut self, value: T) {
         let Some(callback) = &self.callback else {
             return;
         };
         let delivered = self.delivered.clone();
-        // A throwing onEvent must not fail the cell; the throw is ignored here.
+        // A throwing callback must not fail the cell; the throw is ignored here.
         let status = callback.call_with_return_value(
-            event.to_json(),
+            value,
             ThreadsafeFunctionCallMode::NonBlocking,
             move |_, _| {
                 delivered.count.fetch_add(1, Ordering::SeqCst);

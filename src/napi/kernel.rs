@@ -1,21 +1,23 @@
 //! The `Kernel` class: one Python process.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::{ThreadsafeFunction, UnknownReturnValue};
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::cancel::{watch_signal, AbortListener, EventSink};
+use super::cancel::{Callback, EventSink};
+use super::eval::{EvalCell, EvalResult};
+use super::options::{Cancellation, OptionReader};
 use super::{cwd_or_current, js_error, promise};
 use crate::error::KernelError;
 use crate::events::ExecuteOutcome;
+use crate::executor::{self, Cell, EvalOptions};
 use crate::kernel::{
-    AbortHandle, ExecuteRequest, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_STARTUP_TIMEOUT,
+    ExecuteRequest, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STARTUP_TIMEOUT,
 };
 
 #[napi(object)]
@@ -100,6 +102,8 @@ pub struct ExecuteResult {
     #[napi(ts_type = "MimeBundle")]
     pub result: Option<Value>,
     pub error: Option<ErrorInfo>,
+    /// The cell's title, in results of `evaluate` and `KernelPool.execute`.
+    pub title: Option<String>,
 }
 
 impl From<ExecuteOutcome> for ExecuteResult {
@@ -128,6 +132,7 @@ impl From<ExecuteOutcome> for ExecuteResult {
                 evalue: e.evalue,
                 traceback: e.traceback,
             }),
+            title: None,
         }
     }
 }
@@ -146,8 +151,6 @@ pub struct ShutdownOptions {
     /// Wait for each step (exit, SIGTERM, SIGKILL). @default 1000
     pub grace_ms: Option<u32>,
 }
-
-pub(super) type EventCallback = ThreadsafeFunction<Value, UnknownReturnValue, Value, Status, false>;
 
 /// One Python process.
 #[napi(js_name = "Kernel")]
@@ -203,46 +206,88 @@ impl JsKernel {
         code: String,
         options: Option<Object<'env>>,
     ) -> Result<PromiseRaw<'env, ExecuteResult>> {
-        let parsed = match options {
-            Some(obj) => match parse_execute_options(env, &obj, code) {
-                Ok(parsed) => parsed,
-                Err(err) => return promise(env, async move { Err(err) }),
-            },
-            None => ParsedExecute {
-                request: ExecuteRequest {
-                    code,
-                    store_history: true,
-                    ..Default::default()
-                },
-                abort: None,
-                on_event: None,
-                listener: None,
-            },
+        let reader = OptionReader::new(env, options.as_ref());
+        let (request, on_event, cancellation) = match parse_execute_options(&reader, code) {
+            Ok(parsed) => parsed,
+            Err(err) => return promise(env, async move { Err(err) }),
         };
+        let (abort, cancellation) = cancellation.split();
         let kernel = self.inner.clone();
         // The place in line is taken now, so calls run in the order JavaScript made them.
         let place = kernel.queue();
-        let ParsedExecute {
-            request,
-            abort,
-            on_event,
-            listener,
-        } = parsed;
         env.spawn_future_with_callback(
             async move {
                 let mut sink = EventSink::new(on_event);
                 let outcome = kernel
-                    .execute_in_turn(place, request, abort, |event| sink.push(event))
+                    .execute_in_turn(place, request, abort, |event| sink.push(event.to_json()))
                     .await;
                 sink.finish().await;
                 Ok(outcome)
             },
             move |env, outcome| {
-                if let Some(listener) = listener {
-                    listener.remove(env);
-                }
+                cancellation.release(env);
                 outcome
                     .map(ExecuteResult::from)
+                    .map_err(|err| js_error(env, &err))
+            },
+        )
+    }
+
+    /// Runs cells in order (stopping at the first that fails) and returns the agent-ready
+    /// result: sanitized, annotated, truncated `output`, plus images, JSON and statuses.
+    #[napi(
+        ts_args_type = "cells: EvalCell[], options?: EvaluateOptions",
+        ts_return_type = "Promise<EvalResult>"
+    )]
+    pub fn evaluate<'env>(
+        &self,
+        env: &'env Env,
+        cells: Vec<EvalCell>,
+        options: Option<Object<'env>>,
+    ) -> Result<PromiseRaw<'env, EvalResult>> {
+        let reader = OptionReader::new(env, options.as_ref());
+        let parsed = (|| {
+            let artifacts_dir: Option<String> = reader.get("artifactsDir", "a string")?;
+            let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
+            let eval = EvalOptions {
+                timeout: reader.millis("timeoutMs")?,
+                artifacts_dir: artifacts_dir.map(PathBuf::from),
+                status_mime: self.inner.status_mime().to_string(),
+                ..Default::default()
+            };
+            Ok::<_, KernelError>((eval, on_event, reader.signal()?))
+        })();
+        let (mut eval, on_event, cancellation) = match parsed {
+            Ok(parsed) => parsed,
+            Err(err) => return promise(env, async move { Err(err) }),
+        };
+        let (abort, cancellation) = cancellation.split();
+        eval.abort = abort;
+        let cells = cells
+            .into_iter()
+            .map(|c| Cell {
+                code: c.code,
+                title: c.title,
+            })
+            .collect();
+        let kernel = self.inner.clone();
+        let place = kernel.queue();
+        env.spawn_future_with_callback(
+            async move {
+                let mut sink = EventSink::new(on_event);
+                let turn = place.turn().await;
+                let result = executor::evaluate(&kernel, &turn, cells, eval, |index, event| {
+                    sink.push((index as u32, event.to_json()).into())
+                })
+                .await;
+                drop(turn);
+                sink.finish().await;
+                Ok(result)
+            },
+            move |env, result| {
+                cancellation.release(env);
+                result
+                    .map(EvalResult::from)
                     .map_err(|err| js_error(env, &err))
             },
         )
@@ -284,78 +329,21 @@ fn signal_name(sig: i32) -> String {
         .unwrap_or_else(|_| sig.to_string())
 }
 
-struct ParsedExecute {
-    request: ExecuteRequest,
-    abort: Option<Arc<AbortHandle>>,
-    on_event: Option<EventCallback>,
-    listener: Option<AbortListener>,
-}
-
-/// Reads `ExecuteOptions`. A wrong type is an `ERR_INVALID_ARG` naming the option.
+/// Reads `ExecuteOptions`.
 fn parse_execute_options(
-    env: &Env,
-    obj: &Object,
+    options: &OptionReader,
     code: String,
-) -> std::result::Result<ParsedExecute, KernelError> {
-    fn option<T: FromNapiValue + ValidateNapiValue>(
-        obj: &Object,
-        name: &'static str,
-        expected: &str,
-    ) -> std::result::Result<Option<T>, KernelError> {
-        obj.get::<T>(name)
-            .map_err(|_| KernelError::InvalidArgument {
-                name,
-                reason: format!("must be {expected}"),
-            })
-    }
-    let timeout = match option::<f64>(obj, "timeoutMs", "a number")? {
-        Some(ms) if ms.is_finite() && ms >= 0.0 => Some(Duration::from_millis(ms as u64)),
-        Some(ms) => {
-            return Err(KernelError::InvalidArgument {
-                name: "timeoutMs",
-                reason: format!("must be a non-negative number of milliseconds, got {ms}"),
-            })
-        }
-        None => None,
-    };
+) -> std::result::Result<(ExecuteRequest, Option<Callback<Value>>, Cancellation), KernelError> {
     let env_changes =
-        option::<HashMap<String, Option<String>>>(obj, "env", "an object of strings or nulls")?;
+        options.get::<HashMap<String, Option<String>>>("env", "an object of strings or nulls")?;
     let request = ExecuteRequest {
         code,
-        silent: option(obj, "silent", "a boolean")?.unwrap_or(false),
-        store_history: option(obj, "storeHistory", "a boolean")?.unwrap_or(true),
-        cwd: option(obj, "cwd", "a string")?,
+        silent: options.get("silent", "a boolean")?.unwrap_or(false),
+        store_history: options.get("storeHistory", "a boolean")?.unwrap_or(true),
+        cwd: options.get("cwd", "a string")?,
         env: env_changes.map(|m| m.into_iter().collect::<BTreeMap<_, _>>()),
-        timeout,
+        timeout: options.millis("timeoutMs")?,
         max_captured_bytes: None,
     };
-    let napi_failure = |name: &'static str| {
-        move |e: Error| KernelError::InvalidArgument {
-            name,
-            reason: e.reason.clone(),
-        }
-    };
-    let on_event =
-        match option::<Function<Value, UnknownReturnValue>>(obj, "onEvent", "a function")? {
-            Some(f) => Some(
-                f.build_threadsafe_function::<Value>()
-                    .callee_handled::<false>()
-                    .build()
-                    .map_err(napi_failure("onEvent"))?,
-            ),
-            None => None,
-        };
-    let mut abort = None;
-    let mut listener = None;
-    if let Some(signal) = option::<Object>(obj, "signal", "an AbortSignal")? {
-        let (handle, added) = watch_signal(env, &signal).map_err(napi_failure("signal"))?;
-        abort = Some(handle);
-        listener = added;
-    }
-    Ok(ParsedExecute {
-        request,
-        abort,
-        on_event,
-        listener,
-    })
+    Ok((request, options.callback("onEvent")?, options.signal()?))
 }

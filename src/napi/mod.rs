@@ -2,7 +2,9 @@
 //! behaviour is in the napi-free modules, where Rust unit tests reach it.
 //!
 //! - `kernel`: the `Kernel` class and its option and result objects.
+//! - `eval`: the agent-ready `EvalResult` objects.
 //! - `cancel`: AbortSignal -> [`crate::kernel::AbortHandle`], and ordered event delivery.
+//! - `options`: reading option objects that hold functions and signals.
 //! - `python`: `resolvePython`, `checkPythonKernelAvailability`, `filterEnv`.
 //! - `output`: `renderBundle`, `clampLine` and the preview helpers.
 
@@ -10,7 +12,9 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod cancel;
+mod eval;
 mod kernel;
+mod options;
 mod output;
 mod python;
 

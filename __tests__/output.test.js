@@ -1,0 +1,175 @@
+'use strict'
+// The agent-ready result: sanitized, annotated, truncated output with artifacts, and the
+// rendering helpers for TUIs. Real Python throughout.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { addon, startKernel, tempDir } = require('./helpers/kernel')
+
+const cell = (code, title) => ({ code, title })
+
+test('evaluate', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+
+  await t.test('200,000 printed lines: bounded output, exact totals, a complete artifact', async () => {
+    const artifactsDir = tempDir()
+    const r = await kernel.evaluate([cell('for i in range(200000):\n    print(f"line {i}")')], { artifactsDir })
+    assert.equal(r.exitCode, 0)
+    assert.ok(Buffer.byteLength(r.output) < 75 * 1024, `output is ${Buffer.byteLength(r.output)} bytes`)
+    assert.match(r.output, /^line 0\n/)
+    assert.match(r.output, /\[…\d+ lines elided…\]\n/)
+    assert.match(r.output, /line 199999\n$/)
+    const expectedBytes = Array.from({ length: 200000 }, (_, i) => `line ${i}\n`).join('').length
+    assert.equal(r.truncated.totalLines, 200000)
+    assert.equal(r.truncated.totalBytes, expectedBytes)
+    const artifact = fs.readFileSync(r.truncated.artifactPath, 'utf8')
+    assert.equal(artifact.length, expectedBytes)
+    assert.ok(artifact.startsWith('line 0\nline 1\n') && artifact.endsWith('line 199999\n'))
+    assert.ok(r.cells[0].stdout.length <= 1024 * 1024, 'per-cell capture is bounded')
+  })
+
+  await t.test('a 5 MB line without newline is capped in the output, whole in the artifact', async () => {
+    const artifactsDir = tempDir()
+    const r = await kernel.evaluate([cell("import sys\nsys.stdout.write('x' * 5_000_000);")], { artifactsDir })
+    assert.ok(Buffer.byteLength(r.output) < 2000, `output is ${Buffer.byteLength(r.output)} bytes`)
+    assert.match(r.output, /^x+…$/m)
+    const artifact = fs.readFileSync(r.truncated.artifactPath, 'utf8')
+    assert.ok(artifact === 'x'.repeat(5_000_000), `artifact: ${artifact.length} chars, ends ${JSON.stringify(artifact.slice(-20))}`)
+  })
+
+  await t.test('progress bars keep their final state and colours are stripped', async () => {
+    const code = [
+      "import sys",
+      "for p in range(0, 101, 10):",
+      "    sys.stdout.write(f'\\rprogress {p:3d}%')",
+      "sys.stdout.write('\\n')",
+      "print('\\x1b[31mred\\x1b[0m and \\x1b[1;32mbold green\\x1b[0m')",
+    ].join('\n')
+    const r = await kernel.evaluate([cell(code)])
+    assert.equal(r.output, 'progress 100%\nred and bold green\n')
+    assert.equal(r.truncated, undefined)
+  })
+
+  await t.test('no text says so; images alone are counted', async () => {
+    assert.equal((await kernel.evaluate([cell('x = 1')])).output, '(no output)')
+    const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='
+    const r = await kernel.evaluate([cell(`display({'image/png': '${png}', 'text/plain': '<img>'}, raw=True)`)])
+    assert.equal(r.output, '(displayed 1 image(s); no text output)')
+    assert.deepEqual(r.images, [{ mime: 'image/png', data: png }])
+  })
+
+  await t.test('results, displays, JSON and statuses land in their places', async () => {
+    const code = [
+      "print('before')",
+      "display({'application/json': {'k': [1, 2]}, 'text/plain': \"{'k': [1, 2]}\"}, raw=True)",
+      "display({'text/markdown': '# Title', 'text/plain': 'Title'}, raw=True)",
+      "_emit_status('phase', name='load')",
+      '40 + 2',
+    ].join('\n')
+    const r = await kernel.evaluate([cell(code)])
+    assert.equal(r.output, "before\n{'k': [1, 2]}\n# Title\n42\n")
+    assert.deepEqual(r.json, [{ k: [1, 2] }])
+    assert.deepEqual(r.statuses, [{ op: 'phase', data: { name: 'load' } }])
+  })
+
+  await t.test('an error: the traceback, exit code 1 and the closing line', async () => {
+    const r = await kernel.evaluate([cell("raise ValueError('boom')")])
+    assert.equal(r.exitCode, 1)
+    assert.equal(r.failedCell, 0)
+    assert.match(r.output, /ValueError: boom\n/)
+    assert.match(r.output, /Command exited with code 1\n$/)
+  })
+
+  await t.test('a failing cell stops the rest and is named', async () => {
+    const seen = []
+    const r = await kernel.evaluate(
+      [cell('kept = 1', 'setup'), cell("raise RuntimeError('no')", 'load'), cell('never = 1', 'after')],
+      { onEvent: (index, event) => seen.push([index, event.type]) },
+    )
+    assert.equal(r.failedCell, 1)
+    assert.equal(r.cells.length, 2)
+    assert.equal(r.cells[1].title, 'load')
+    assert.match(r.output, /^\[cell 2 of 3 \(load\) failed\]\n/)
+    assert.deepEqual(seen, [[1, 'error']])
+    const after = await kernel.execute("('never' in globals(), kept)")
+    assert.equal(after.result['text/plain'], '(False, 1)')
+  })
+
+  await t.test('stdin requests and timeouts are stated first', async () => {
+    const stdin = await kernel.evaluate([cell('input()')])
+    assert.match(stdin.output, /^\[Kernel requested stdin; interactive input is not supported\.\]\n/)
+    assert.equal(stdin.exitCode, 1)
+    const slow = await kernel.evaluate([cell('import time; time.sleep(30)')], { timeoutMs: 1000 })
+    assert.equal(slow.exitCode, null)
+    assert.equal(slow.cancelled, true)
+    assert.equal(slow.timedOut, true)
+    assert.match(
+      slow.output,
+      /^\[eval cell timed out after 1s; kernel interrupted but remains running\. Reset the kernel via \{ reset: true \} if state appears corrupted\.\]\n/,
+    )
+  })
+})
+
+test('renderBundle', () => {
+  assert.equal(addon.renderBundle({ 'text/markdown': '**md**', 'text/plain': 'plain' }).text, '**md**')
+  assert.equal(addon.renderBundle({ 'text/plain': 'plain', 'text/html': '<b>x</b>' }).text, 'plain')
+  assert.equal(addon.renderBundle({ 'text/html': '<p><strong>Hello</strong></p>' }).text, '**Hello**\n')
+  const table = addon.renderBundle({
+    'text/html': '<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>1</td><td>2</td></tr></tbody></table>',
+  }).text
+  assert.match(table, /\|\s*a\s*\|\s*b\s*\|/)
+  assert.match(table, /\|\s*-+\s*\|\s*-+\s*\|/)
+  assert.match(table, /\|\s*1\s*\|\s*2\s*\|/)
+  const list = addon.renderBundle({ 'text/html': '<ul><li>one</li><li><em>two</em></li></ul>' }).text
+  assert.match(list, /^[-*] one$/m)
+  assert.match(list, /^[-*] [_*]two[_*]$/m)
+  const status = addon.renderBundle({ 'application/x-pykernel-status': { op: 'cd', path: '/tmp' } })
+  assert.equal(status.text, '')
+  assert.deepEqual(status.status, { op: 'cd', path: '/tmp' })
+  const image = addon.renderBundle({ 'image/png': 'AAAA', 'text/plain': '<Figure>' })
+  assert.deepEqual(image.images, [{ mime: 'image/png', data: 'AAAA' }])
+  assert.deepEqual(addon.renderBundle({ 'application/json': { a: 1 }, 'text/plain': '{}' }).json, { a: 1 })
+  assert.equal(addon.renderBundle({ data: { 'text/plain': 'wrapped' } }).text, 'wrapped')
+})
+
+test('clampLine counts visible columns: ANSI 0, CJK and emoji 2', () => {
+  assert.equal(addon.clampLine('short'), 'short')
+  const cjk = '漢'.repeat(3000) // 6000 columns
+  const clamped = addon.clampLine(cjk)
+  const m = clamped.match(/… \[(\d+) visible columns omitted\]$/)
+  assert.ok(m, clamped.slice(-60))
+  const kept = clamped.slice(0, clamped.indexOf('…'))
+  assert.equal(kept.length * 2 + Number(m[1]), 6000)
+  assert.ok(kept.length * 2 + m[0].length <= 4000)
+  const colored = '\x1b[31m' + 'a'.repeat(100) + '\x1b[0m'
+  assert.equal(addon.clampLine(colored, 100), colored, 'escape sequences take no columns')
+  const emoji = '😀'.repeat(60) // 120 columns
+  const e = addon.clampLine(emoji, 100)
+  const em = e.match(/… \[(\d+) visible columns omitted\]$/)
+  assert.ok(em)
+  const keptEmoji = [...e.slice(0, e.indexOf('…'))].length
+  assert.equal(keptEmoji * 2 + Number(em[1]), 120)
+})
+
+test('previews for TUIs', () => {
+  const lines = Array.from({ length: 150 }, (_, i) => `l${i}`).join('\n') + '\n'
+  const streaming = addon.streamingPreview(lines)
+  assert.match(streaming, /^… 50 earlier lines dropped while streaming\n/)
+  assert.match(streaming, /l149$/m)
+  const collapsed = addon.collapsedPreview(lines, { mode: 'tool' })
+  assert.match(collapsed, /^l0\n/)
+  assert.match(collapsed, /… 140 more lines$/)
+  assert.match(addon.collapsedPreview(lines, { mode: 'interactive' }), /… 130 more lines$/)
+})
+
+test('artifacts go only where asked, and only when something was cut', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const dir = tempDir()
+  await kernel.evaluate([cell("print('small')")], { artifactsDir: dir })
+  assert.deepEqual(fs.readdirSync(dir), [])
+  const r = await kernel.evaluate([cell("print('y' * 100_000)")], { artifactsDir: path.join(dir, 'nested') })
+  assert.ok(r.truncated.artifactPath.startsWith(path.join(dir, 'nested')))
+})

@@ -1,0 +1,99 @@
+//! The agent-ready result objects (`EvalResult`), shared by `Kernel.evaluate` and the pool.
+
+use napi_derive::napi;
+use serde_json::Value;
+
+use super::kernel::{ExecuteResult, StatusInfo};
+use crate::executor;
+
+#[napi(object)]
+pub struct EvalCell {
+    pub code: String,
+    /// Named in the failure notice ("cell 2 of 3 (title) failed").
+    pub title: Option<String>,
+}
+
+#[napi(object)]
+pub struct ImageOutput {
+    #[napi(ts_type = "'image/png' | 'image/jpeg'")]
+    pub mime: String,
+    /// Base64.
+    pub data: String,
+}
+
+#[napi(object)]
+pub struct TruncationInfo {
+    pub total_bytes: f64,
+    pub total_lines: f64,
+    /// The file holding the full output, when `artifactsDir` was given.
+    pub artifact_path: Option<String>,
+}
+
+#[napi(object)]
+pub struct EvalResult {
+    pub cells: Vec<ExecuteResult>,
+    /// Index of the cell that failed; later cells did not run.
+    pub failed_cell: Option<u32>,
+    /// What the agent reads: notices first (`[...]`), then the sanitized, truncated text.
+    pub output: String,
+    /// 0 ok, 1 failed, null cancelled.
+    #[napi(ts_type = "0 | 1 | null")]
+    pub exit_code: Value,
+    pub cancelled: bool,
+    pub timed_out: bool,
+    /// The kernel did not stop on interrupt and was killed.
+    pub kernel_killed: bool,
+    /// The kernel died during the request.
+    pub kernel_died: bool,
+    /// A dead kernel was replaced and the cell retried (pool only).
+    pub kernel_restarted: bool,
+    pub annotations: Vec<String>,
+    pub images: Vec<ImageOutput>,
+    #[napi(ts_type = "unknown[]")]
+    pub json: Vec<Value>,
+    pub statuses: Vec<StatusInfo>,
+    pub truncated: Option<TruncationInfo>,
+}
+
+impl From<executor::EvalResult> for EvalResult {
+    fn from(r: executor::EvalResult) -> Self {
+        EvalResult {
+            cells: r
+                .cells
+                .into_iter()
+                .map(|c| ExecuteResult {
+                    title: c.title,
+                    ..ExecuteResult::from(c.outcome)
+                })
+                .collect(),
+            failed_cell: r.failed_cell.map(|i| i as u32),
+            output: r.output,
+            exit_code: r.exit_code.map_or(Value::Null, Value::from),
+            cancelled: r.cancelled,
+            timed_out: r.timed_out,
+            kernel_killed: r.kernel_killed,
+            kernel_died: r.kernel_died,
+            kernel_restarted: r.kernel_restarted,
+            annotations: r.annotations,
+            images: r
+                .images
+                .into_iter()
+                .map(|i| ImageOutput {
+                    mime: i.mime.to_string(),
+                    data: i.data,
+                })
+                .collect(),
+            json: r.json,
+            statuses: r
+                .statuses
+                .into_iter()
+                .map(|(op, data)| StatusInfo { op, data })
+                .collect(),
+            truncated: r.truncated.map(|t| TruncationInfo {
+                total_bytes: t.total_bytes as f64,
+                total_lines: t.total_lines as f64,
+                artifact_path: t.artifact_path.map(|p| p.display().to_string()),
+            }),
+        }
+    }
+}
