@@ -99,12 +99,29 @@ def _safe_repr(obj):
         return "<repr failed: %s: %s>" % (type(exc).__name__, _safe_str(exc))
 
 
-def _build_bundle(obj):
+_PLAIN_TYPES = (str, int, float, bool, type(None))
+_RUNNER_DIR = os.path.dirname(os.path.abspath(__file__))
+_display = None     # the pykernel_display module, once something needs it
+
+
+def _build_bundle(obj, raw=False):
     """Return the MIME bundle for *obj*; the one place bundles are made.
 
+    Plain values get their repr here; anything else is left to
+    pykernel_display (rich reprs, figures, images), imported on first use.
+    With *raw*, *obj* is a bundle already and is only made safe to send.
     Never raises, except KeyboardInterrupt, so an interrupt still stops a
     slow repr.
     """
+    if raw or type(obj) not in _PLAIN_TYPES:
+        try:
+            display = _display_module()
+        except Exception as exc:
+            _diag("rich display is unavailable: %s" % _safe_str(exc))
+        else:
+            return display.clean_bundle(obj) if raw else display.build_bundle(obj)
+        if raw:
+            return obj
     try:
         text = repr(obj)
     except KeyboardInterrupt:
@@ -112,6 +129,32 @@ def _build_bundle(obj):
     except BaseException as exc:
         text = "<repr failed: %s: %s>" % (type(exc).__name__, _safe_str(exc))
     return {"text/plain": text}
+
+
+def _display_module():
+    """pykernel_display, imported and set up on first use."""
+    global _display
+    if _display is None:
+        # _init turned sys.path[0] into '' (imports from the cwd); at the end
+        # the runner's directory shadows nothing, and the name is ours alone.
+        if _RUNNER_DIR not in sys.path:
+            sys.path.append(_RUNNER_DIR)
+        import pykernel_display
+        pykernel_display.setup(_jsonable, _send_display)
+        _display = pykernel_display
+    return _display
+
+
+def _send_display(bundle):
+    _kernel.send_display(bundle)
+
+
+def _patch_pyplot(module):
+    """plt.show() displays the figures inline; never fails the import."""
+    try:
+        _display_module().patch_pyplot(module)
+    except Exception as exc:
+        _diag("could not patch matplotlib.pyplot.show: %s" % _safe_str(exc))
 
 
 # -- JSON lines ---------------------------------------------------------------
@@ -793,7 +836,8 @@ class _Kernel:
             module.getpass = _refuse_getpass
 
         _PatchOnImport.install({"_posixsubprocess": patch_fork_exec,
-                                "getpass": patch_getpass})
+                                "getpass": patch_getpass,
+                                "matplotlib.pyplot": _patch_pyplot})
         os.register_at_fork(before=self._output.flush,
                             after_in_child=self._after_fork_in_child)
         try:
@@ -1092,6 +1136,8 @@ class _Kernel:
         outcome = self._run_cell(request, filename)
         if self._forked:
             _os_exit(0)     # a fork() in the cell returned here: end the child
+        if not request.get("silent"):
+            self._show_open_figures(run, outcome)
         if run in self._interrupted_runs:
             self._abort_calls(run)
         self._emit({"type": "done", "id": run, "status": outcome.status,
@@ -1100,6 +1146,25 @@ class _Kernel:
                     "stdinRequested": self._stdin_requested})
         self._main_thread.__dict__[_RUN_ATTR] = None
         self.running = None
+
+    def _show_open_figures(self, run, outcome):
+        """Display the pyplot figures the cell left open, as part of the cell
+        (even one that failed, as Jupyter does); interruptible like it."""
+        if _display is None and "matplotlib.pyplot" not in sys.modules:
+            return      # nothing to show, and matplotlib stays unimported
+        try:
+            try:
+                self._interruptible = True
+                _display_module().end_cell()
+            finally:
+                self._interruptible = False
+        except KeyboardInterrupt as exc:
+            if not outcome.cancelled:
+                outcome.status = "error"
+                outcome.cancelled = True
+                self._report(run, exc)
+        except BaseException as exc:
+            _diag("showing the open figures failed: %s" % _safe_str(exc))
 
     def _run_cell(self, request, filename):
         """Run one cell; report its result or error.  Never raises."""

@@ -73,11 +73,9 @@ pub struct EvalResult {
 /// Folds events into the agent's view: text in order, images, JSON and statuses aside.
 struct AgentView<'a> {
     status_mime: &'a str,
-    text: OutputAccumulator,
-    has_text: bool,
-    images: Vec<Image>,
-    json: Vec<Value>,
-    statuses: Vec<(String, Value)>,
+    text: &'a mut OutputAccumulator,
+    has_text: &'a mut bool,
+    result: &'a mut EvalResult,
 }
 
 impl AgentView<'_> {
@@ -91,11 +89,12 @@ impl AgentView<'_> {
                 if !text_is_fallback {
                     self.push_line(&rendered.text);
                 }
-                self.images.extend(rendered.images);
-                self.json.extend(rendered.json);
+                self.result.images.extend(rendered.images);
+                self.result.json.extend(rendered.json);
             }
             KernelEvent::Status { op, data } => {
-                self.statuses
+                self.result
+                    .statuses
                     .push((op.clone(), Value::Object(data.clone())));
             }
             KernelEvent::Clear { .. } => {}
@@ -112,7 +111,7 @@ impl AgentView<'_> {
 
     fn push_text(&mut self, text: &str) {
         if !text.is_empty() {
-            self.has_text = true;
+            *self.has_text = true;
             self.text.push(text);
         }
     }
@@ -136,39 +135,119 @@ pub async fn evaluate(
     turn: &Turn,
     cells: Vec<Cell>,
     options: EvalOptions,
-    mut on_event: impl FnMut(usize, &KernelEvent) + Send,
+    on_event: impl FnMut(usize, &KernelEvent) + Send,
 ) -> Result<EvalResult> {
-    let mut result = EvalResult {
-        annotations: options.annotations.clone(),
-        ..Default::default()
-    };
-    let mut view = AgentView {
-        status_mime: &options.status_mime,
-        text: OutputAccumulator::new(
+    let mut evaluation = Evaluation::new(cells, options);
+    evaluation.run(kernel, turn, on_event).await?;
+    Ok(evaluation.finish())
+}
+
+/// One request's cells and what they produced so far. A request may span two kernels:
+/// when one dies under a cell, the pool starts another and calls [`Evaluation::run`]
+/// again, which retries that cell and goes on from there.
+pub struct Evaluation {
+    cells: Vec<Cell>,
+    /// The next cell to run.
+    next: usize,
+    options: EvalOptions,
+    result: EvalResult,
+    text: OutputAccumulator,
+    has_text: bool,
+}
+
+impl Evaluation {
+    pub fn new(cells: Vec<Cell>, options: EvalOptions) -> Self {
+        let text = OutputAccumulator::new(
             options.limits,
             options.artifacts_dir.clone().map(ArtifactSink::in_dir),
-        ),
-        has_text: false,
-        images: Vec::new(),
-        json: Vec::new(),
-        statuses: Vec::new(),
-    };
-    let total = cells.len();
-    for (index, cell) in cells.into_iter().enumerate() {
-        let request = ExecuteRequest {
-            code: cell.code,
-            store_history: true,
-            timeout: options.timeout,
-            max_captured_bytes: Some(CELL_CAPTURE_BYTES),
-            ..Default::default()
-        };
-        let outcome = kernel
-            .execute_holding(turn, request, options.abort.clone(), |event| {
-                view.add(&event);
-                on_event(index, &event);
-            })
-            .await?;
-        let failed = !outcome.ok;
+        );
+        Evaluation {
+            cells,
+            next: 0,
+            result: EvalResult {
+                annotations: options.annotations.clone(),
+                ..Default::default()
+            },
+            options,
+            text,
+            has_text: false,
+        }
+    }
+
+    pub fn annotate(&mut self, notice: impl Into<String>) {
+        self.result.annotations.push(notice.into());
+    }
+
+    /// The cell that failed, with whether the kernel died under it (not killed by us).
+    pub fn died_on_its_own(&self) -> Option<usize> {
+        let index = self.result.failed_cell?;
+        let outcome = &self.result.cells.last()?.outcome;
+        (outcome.kernel_died && !outcome.timed_out && !outcome.cancelled).then_some(index)
+    }
+
+    /// Forgets the failure of the last cell so it can be retried in a fresh kernel; its
+    /// first attempt is kept in `cells`.
+    pub fn prepare_retry(&mut self) {
+        if let Some(index) = self.result.failed_cell.take() {
+            self.next = index;
+            self.result.kernel_died = false;
+            self.result
+                .annotations
+                .retain(|a| !a.ends_with(DIED_NOTICE_END));
+        }
+    }
+
+    pub fn result_mut(&mut self) -> &mut EvalResult {
+        &mut self.result
+    }
+
+    /// Runs the cells from the next one, stopping at the first that fails.
+    pub async fn run(
+        &mut self,
+        kernel: &Kernel,
+        turn: &Turn,
+        mut on_event: impl FnMut(usize, &KernelEvent) + Send,
+    ) -> Result<()> {
+        let total = self.cells.len();
+        while self.next < total {
+            let index = self.next;
+            let cell = self.cells[index].clone();
+            let request = ExecuteRequest {
+                code: cell.code,
+                store_history: true,
+                timeout: self.options.timeout,
+                max_captured_bytes: Some(CELL_CAPTURE_BYTES),
+                ..Default::default()
+            };
+            let mut view = AgentView {
+                status_mime: &self.options.status_mime,
+                text: &mut self.text,
+                has_text: &mut self.has_text,
+                result: &mut self.result,
+            };
+            let outcome = kernel
+                .execute_holding(turn, request, self.options.abort.clone(), |event| {
+                    view.add(&event);
+                    on_event(index, &event);
+                })
+                .await?;
+            self.next += 1;
+            let failed = !outcome.ok;
+            self.record(&outcome);
+            self.result.cells.push(CellResult {
+                outcome,
+                title: cell.title.clone(),
+            });
+            if failed {
+                self.result.failed_cell = Some(index);
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, outcome: &ExecuteOutcome) {
+        let result = &mut self.result;
         result.cancelled |= outcome.cancelled;
         result.timed_out |= outcome.timed_out;
         result.kernel_died |= outcome.kernel_died;
@@ -179,76 +258,75 @@ pub async fn evaluate(
         }
         if outcome.timed_out {
             result.annotations.push(timeout_notice(
-                options.timeout.unwrap_or_default(),
+                self.options.timeout.unwrap_or_default(),
                 outcome.kernel_died,
             ));
             result.kernel_killed |= outcome.kernel_died;
-        } else if outcome.kernel_died {
+        } else if outcome.kernel_died && !outcome.cancelled {
             let why = outcome
                 .error
                 .as_ref()
                 .map_or(String::new(), |e| e.evalue.clone());
-            result.annotations.push(format!(
-                "{why}; the kernel's state was lost and it will be recreated on the next call."
-            ));
+            result.annotations.push(format!("{why}{DIED_NOTICE_END}"));
         }
-        result.cells.push(CellResult {
-            outcome,
-            title: cell.title.clone(),
-        });
-        if failed {
-            result.failed_cell = Some(index);
+    }
+
+    /// The agent-ready result: notices first, then the text, or what stands for none.
+    pub fn finish(mut self) -> EvalResult {
+        let total = self.cells.len();
+        let mut result = self.result;
+        if let Some(index) = result.failed_cell {
             if total > 1 {
-                let title = cell.title.map_or(String::new(), |t| format!(" ({t})"));
+                let title = self.cells[index]
+                    .title
+                    .as_ref()
+                    .map_or(String::new(), |t| format!(" ({t})"));
                 result
                     .annotations
                     .push(format!("cell {} of {total}{title} failed", index + 1));
             }
-            break;
+            if !result.cancelled {
+                self.has_text = true;
+                self.text.push("Command exited with code 1\n");
+            }
         }
+        let truncated = self.text.finish();
+        let mut output: String = result
+            .annotations
+            .iter()
+            .map(|a| format!("[{a}]\n"))
+            .collect();
+        if self.has_text {
+            output.push_str(&truncated.text);
+        } else if !result.images.is_empty() {
+            output.push_str(&format!(
+                "(displayed {} image(s); no text output)",
+                result.images.len()
+            ));
+        } else {
+            output.push_str("(no output)");
+        }
+        result.output = output;
+        if truncated.truncated {
+            result.truncated = Some(TruncationInfo {
+                total_bytes: truncated.total_bytes,
+                total_lines: truncated.total_lines,
+                artifact_path: truncated.artifact_path,
+            });
+        }
+        result.exit_code = if result.cancelled {
+            None
+        } else if result.failed_cell.is_some() {
+            Some(1)
+        } else {
+            Some(0)
+        };
+        result
     }
-
-    let failed = result.failed_cell.is_some();
-    if failed && !result.cancelled {
-        view.push_line("Command exited with code 1");
-    }
-    let has_text = view.has_text;
-    let truncated = view.text.finish();
-    let mut output: String = result
-        .annotations
-        .iter()
-        .map(|a| format!("[{a}]\n"))
-        .collect();
-    if has_text {
-        output.push_str(&truncated.text);
-    } else if !view.images.is_empty() {
-        output.push_str(&format!(
-            "(displayed {} image(s); no text output)",
-            view.images.len()
-        ));
-    } else {
-        output.push_str("(no output)");
-    }
-    result.output = output;
-    if truncated.truncated {
-        result.truncated = Some(TruncationInfo {
-            total_bytes: truncated.total_bytes,
-            total_lines: truncated.total_lines,
-            artifact_path: truncated.artifact_path,
-        });
-    }
-    result.exit_code = if result.cancelled {
-        None
-    } else if failed {
-        Some(1)
-    } else {
-        Some(0)
-    };
-    result.images = view.images;
-    result.json = view.json;
-    result.statuses = view.statuses;
-    Ok(result)
 }
+
+const DIED_NOTICE_END: &str =
+    "; the kernel's state was lost and it will be recreated on the next call.";
 
 /// The notice for a cell that hit its timeout (SPEC 10's exact wording).
 pub fn timeout_notice(timeout: Duration, killed: bool) -> String {
@@ -274,29 +352,26 @@ mod tests {
         assert!(timeout_notice(Duration::from_secs(1), true).contains("has been killed"));
     }
 
-    fn view(status_mime: &str) -> AgentView<'_> {
-        AgentView {
-            status_mime,
-            text: OutputAccumulator::new(OutputLimits::default(), None),
-            has_text: false,
-            images: Vec::new(),
-            json: Vec::new(),
-            statuses: Vec::new(),
-        }
-    }
-
     #[test]
     fn images_replace_their_plain_text_stand_in() {
-        let mut v = view("application/x-pykernel-status");
+        let mut text = OutputAccumulator::new(OutputLimits::default(), None);
+        let mut has_text = false;
+        let mut result = EvalResult::default();
+        let mut v = AgentView {
+            status_mime: "application/x-pykernel-status",
+            text: &mut text,
+            has_text: &mut has_text,
+            result: &mut result,
+        };
         v.add(&KernelEvent::Display {
             bundle: serde_json::json!({"image/png": "iVBOR", "text/plain": "<Figure size 640x480>"}),
             display_id: None,
             update: false,
         });
-        assert!(!v.has_text);
-        assert_eq!(v.images.len(), 1);
+        assert!(!*v.has_text);
+        assert_eq!(v.result.images.len(), 1);
         v.add(&KernelEvent::Result(serde_json::json!({"text/plain": "2"})));
         v.add(&KernelEvent::Stdout("\x1b[31mred\x1b[0m\n".into()));
-        assert_eq!(v.text.finish().text, "2\nred\n");
+        assert_eq!(text.finish().text, "2\nred\n");
     }
 }
