@@ -42,6 +42,24 @@ export interface EvaluateOptions {
   artifactsDir?: string
 }
 
+export interface EvalRequest {
+  /** Run in order in one kernel; the first failure stops the rest. */
+  cells: EvalCell[]
+  /** Session key parts: session id, else session file, else cwd. */
+  sessionId?: string
+  sessionFile?: string
+  cwd?: string
+  interpreter?: string
+  /** Explicit owner; default: the session id (or the session's file or cwd). */
+  ownerId?: string
+  /** Per cell. @default 30, clamped to 1..3600 with a notice; 0 = no timeout. */
+  timeoutSeconds?: number
+  /** A fresh kernel before the first cell. */
+  reset?: boolean
+  signal?: AbortSignal
+  onEvent?: (cellIndex: number, event: KernelEvent) => void
+}
+
 /**
  * Which binding artifact the generated loader actually loaded: `'native'` for
  * a native addon, otherwise the `platformArchABI` of the WASI flavor. Every
@@ -76,11 +94,34 @@ export declare class Kernel {
 }
 export type JsKernel = Kernel
 
+/** Sessions of kernels: the engine behind an agent's eval tool. */
+export declare class KernelPool {
+  constructor(options?: PoolOptions | undefined | null)
+  /** Runs a request's cells in its session's kernel and returns the agent-ready result. */
+  execute(request: EvalRequest): Promise<EvalResult>
+  /**
+   * Disposes every kernel whose last owner this was. Idempotent; bounded by the budget
+   * even when a cell is stuck.
+   */
+  disposeOwner(ownerId: string, options?: DisposeOptions | undefined | null): Promise<void>
+  /** Disposes every kernel and refuses new work; for the host's signal handlers. */
+  disposeAll(options?: DisposeOptions | undefined | null): Promise<void>
+  get sessions(): Array<SessionInfo>
+}
+export type JsKernelPool = KernelPool
+
 export interface Availability {
   ok: boolean
   path?: string
   version?: string
   reason?: string
+}
+
+export interface BackendSettings {
+  /** @default true */
+  py?: boolean
+  /** @default true */
+  js?: boolean
 }
 
 /** Whether a kernel can start here; never throws. Probes are cached per interpreter and cwd. */
@@ -101,10 +142,47 @@ export interface CollapsedPreviewOptions {
   mode?: 'tool' | 'interactive'
 }
 
+export interface DisposeOptions {
+  /** Upper bound for the whole disposal. @default 3000 */
+  budgetMs?: number
+}
+
 export interface ErrorInfo {
   ename: string
   evalue: string
   traceback: Array<string>
+}
+
+/** Which eval backends a host tool should expose, with the Python preflight done. */
+export declare function evalBackends(options?: EvalBackendsOptions | undefined | null): Promise<EvalBackendsResult>
+
+export interface EvalBackendsOptions {
+  /** The host tool's own settings (`eval.py`, `eval.js`). */
+  settings?: BackendSettings
+  /**
+   * Where the flags are read, and the environment of the Python preflight.
+   * @default process.env
+   */
+  env?: Record<string, string>
+  /** @default "PYKERNEL_" */
+  envPrefix?: string
+  /**
+   * `'boolean'`: `<PREFIX>PY` / `<PREFIX>JS` are booleans overriding their own setting;
+   * `'mode'`: `<PREFIX>PY` = 0/bash (JS only), 1/py (Python only), mix/both.
+   * @default 'boolean'
+   */
+  flagStyle?: 'boolean' | 'mode'
+  /** For the preflight. */
+  cwd?: string
+  interpreter?: string
+}
+
+export interface EvalBackendsResult {
+  /** Python cells can run. */
+  py: boolean
+  js: boolean
+  /** Python was asked for but is not usable here: the error to give Python cells. */
+  pythonError?: string
 }
 
 export interface EvalCell {
@@ -190,6 +268,25 @@ export interface KernelOptions {
   memoryLimitBytes?: number
 }
 
+export interface PoolOptions {
+  /** @default 'session' */
+  mode?: 'session' | 'per-call'
+  /** @default 4 */
+  maxSessions?: number
+  /** Idle sessions are evicted after this long. @default 300000 */
+  idleTimeoutMs?: number
+  /** Idle kernels are pinged this often; 0 turns it off. @default 5000 */
+  heartbeatIntervalMs?: number
+  /** A ping unanswered this long marks the kernel wedged. @default 2000 */
+  heartbeatTimeoutMs?: number
+  /** Each shutdown step waits this long. @default 1000 */
+  shutdownGraceMs?: number
+  /** Where full outputs are written when the agent's copy is cut. */
+  artifactsDir?: string
+  /** Defaults for every kernel (a request's cwd and interpreter override them). */
+  kernel?: KernelOptions
+}
+
 /** Renders a MIME bundle (or a Jupyter `{ data: bundle }` envelope) for an agent. */
 export declare function renderBundle(bundle: MimeBundle, options?: RenderBundleOptions): RenderedBundle
 
@@ -234,6 +331,17 @@ export interface ResolvePythonOptions {
   cwd?: string
   interpreter?: string
   baseEnv?: Record<string, string>
+}
+
+export interface SessionInfo {
+  key: string
+  pid?: number
+  owners: Array<string>
+  /** A call is running or waiting. */
+  busy: boolean
+  /** Milliseconds since the epoch. */
+  lastUsed: number
+  executionCount: number
 }
 
 export interface ShutdownOptions {

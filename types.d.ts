@@ -41,3 +41,21 @@ export interface EvaluateOptions {
   /** When output is cut, the full sanitized text is written to a file here. */
   artifactsDir?: string
 }
+
+export interface EvalRequest {
+  /** Run in order in one kernel; the first failure stops the rest. */
+  cells: EvalCell[]
+  /** Session key parts: session id, else session file, else cwd. */
+  sessionId?: string
+  sessionFile?: string
+  cwd?: string
+  interpreter?: string
+  /** Explicit owner; default: the session id (or the session's file or cwd). */
+  ownerId?: string
+  /** Per cell. @default 30, clamped to 1..3600 with a notice; 0 = no timeout. */
+  timeoutSeconds?: number
+  /** A fresh kernel before the first cell. */
+  reset?: boolean
+  signal?: AbortSignal
+  onEvent?: (cellIndex: number, event: KernelEvent) => void
+}

@@ -36,6 +36,12 @@ pub enum KernelError {
     #[error("cannot prepare the runner directory {path}: {reason}")]
     RunnerDir { path: PathBuf, reason: String },
 
+    #[error("this KernelPool is being disposed and takes no new work; create a new KernelPool.")]
+    PoolDisposed,
+
+    #[error("the session was disposed while this call waited for its turn; call again to get a fresh kernel.")]
+    SessionDisposed,
+
     #[error("invalid argument `{name}`: {reason}")]
     InvalidArgument { name: &'static str, reason: String },
 
@@ -58,6 +64,8 @@ impl KernelError {
             KernelError::KernelDead { .. } => "ERR_KERNEL_DEAD",
             KernelError::RunnerDir { .. } => "ERR_RUNNER_DIR",
             KernelError::InvalidArgument { .. } => "ERR_INVALID_ARG",
+            KernelError::PoolDisposed => "ERR_POOL_DISPOSED",
+            KernelError::SessionDisposed => "ERR_SESSION_DISPOSED",
             KernelError::Io { .. } => "ERR_IO",
         }
     }

@@ -54,6 +54,16 @@ impl Fifo {
         }
     }
 
+    /// The turn, if nobody has it and nobody waits; never waits.
+    pub fn try_join(self: &Arc<Self>) -> Option<Turn> {
+        let mut state = self.state.lock().unwrap();
+        if state.busy {
+            return None;
+        }
+        state.busy = true;
+        Some(Turn(self.clone()))
+    }
+
     /// Whether someone has the turn.
     pub fn busy(&self) -> bool {
         self.state.lock().unwrap().busy

@@ -325,7 +325,10 @@ impl Kernel {
         .await;
         kernel.routes.lock().unwrap().remove(INIT_ID);
         match ready {
-            Ok(true) => Ok(kernel),
+            Ok(true) => {
+                tracing::info!(pid, interpreter = %kernel.interpreter(), "kernel started");
+                Ok(kernel)
+            }
             Ok(false) => {
                 let exit = kernel.wait_for_exit(Duration::from_secs(2)).await;
                 if exit.is_none() {
@@ -431,6 +434,7 @@ impl Kernel {
             });
         }
         let id = format!("r{}", self.next_id.fetch_add(1, Ordering::SeqCst));
+        tracing::info!(pid = self.pid, id = %id, "execute");
         let (tx, mut rx) = mpsc::unbounded_channel();
         self.routes.lock().unwrap().insert(id.clone(), tx);
         let _route = RouteGuard {

@@ -1,6 +1,7 @@
 //! pykernel: run Python for AI coding agents. This file only declares modules; the
 //! JavaScript surface lives in `napi/`, everything with behaviour in the others.
 
+pub mod backends;
 pub mod command;
 pub mod env;
 pub mod error;
@@ -10,6 +11,7 @@ pub mod fifo;
 pub mod kernel;
 mod napi;
 pub mod output;
+pub mod pool;
 pub mod protocol;
 pub mod runner_script;
 pub mod runtime;

@@ -42,7 +42,7 @@ pub struct KernelOptions {
 }
 
 impl KernelOptions {
-    fn into_config(self) -> std::result::Result<KernelConfig, KernelError> {
+    pub(super) fn into_config(self) -> std::result::Result<KernelConfig, KernelError> {
         let mut config = KernelConfig::new(cwd_or_current(self.cwd));
         config.base_env = self.base_env;
         config.env = self.env.unwrap_or_default();
@@ -166,6 +166,7 @@ impl JsKernel {
         env: &'env Env,
         options: Option<KernelOptions>,
     ) -> Result<PromiseRaw<'env, JsKernel>> {
+        super::init_tracing();
         let config = options.unwrap_or_default().into_config();
         promise(env, async move {
             let inner = Kernel::start(config?).await?;

@@ -5,6 +5,7 @@
 //! - `eval`: the agent-ready `EvalResult` objects.
 //! - `cancel`: AbortSignal -> [`crate::kernel::AbortHandle`], and ordered event delivery.
 //! - `options`: reading option objects that hold functions and signals.
+//! - `pool`: the `KernelPool` class.
 //! - `python`: `resolvePython`, `checkPythonKernelAvailability`, `filterEnv`.
 //! - `output`: `renderBundle`, `clampLine` and the preview helpers.
 
@@ -16,6 +17,7 @@ mod eval;
 mod kernel;
 mod options;
 mod output;
+mod pool;
 mod python;
 
 use std::path::PathBuf;
@@ -23,6 +25,21 @@ use std::path::PathBuf;
 use napi::bindgen_prelude::*;
 
 use crate::error::KernelError;
+
+/// With `PYKERNEL_TRACE=1`, lifecycle events (start, execute, evict, restart, dispose)
+/// are logged to stderr; off otherwise, at the cost of one variable lookup.
+pub(crate) fn init_tracing() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("PYKERNEL_TRACE").is_some_and(|v| v == "1") {
+            let _ = tracing_subscriber::fmt()
+                .with_writer(std::io::stderr)
+                .with_target(false)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .try_init();
+        }
+    });
+}
 
 /// A JavaScript `Error` whose `code` is the stable code of `err`.
 pub(crate) fn js_error(env: &Env, err: &KernelError) -> Error {

@@ -6,7 +6,9 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::{blocking, cwd_or_current, promise};
+use crate::backends;
 use crate::env::DEFAULT_ENV_PREFIX;
+use crate::error::KernelError;
 use crate::runtime::{self, ResolveOptions};
 
 #[napi(object)]
@@ -135,4 +137,96 @@ pub fn filter_env(
         .and_then(|o| o.env_prefix)
         .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
     crate::env::filter_env(&env, &prefix).into_iter().collect()
+}
+
+#[napi(object)]
+pub struct BackendSettings {
+    /// @default true
+    pub py: Option<bool>,
+    /// @default true
+    pub js: Option<bool>,
+}
+
+#[napi(object)]
+pub struct EvalBackendsOptions {
+    /// The host tool's own settings (`eval.py`, `eval.js`).
+    pub settings: Option<BackendSettings>,
+    /// Where the flags are read, and the environment of the Python preflight.
+    /// @default process.env
+    pub env: Option<HashMap<String, String>>,
+    /// @default "PYKERNEL_"
+    pub env_prefix: Option<String>,
+    /// `'boolean'`: `<PREFIX>PY` / `<PREFIX>JS` are booleans overriding their own setting;
+    /// `'mode'`: `<PREFIX>PY` = 0/bash (JS only), 1/py (Python only), mix/both.
+    /// @default 'boolean'
+    #[napi(ts_type = "'boolean' | 'mode'")]
+    pub flag_style: Option<String>,
+    /// For the preflight.
+    pub cwd: Option<String>,
+    pub interpreter: Option<String>,
+}
+
+#[napi(object)]
+pub struct EvalBackendsResult {
+    /// Python cells can run.
+    pub py: bool,
+    pub js: bool,
+    /// Python was asked for but is not usable here: the error to give Python cells.
+    pub python_error: Option<String>,
+}
+
+/// Which eval backends a host tool should expose, with the Python preflight done.
+#[napi(ts_return_type = "Promise<EvalBackendsResult>")]
+pub fn eval_backends<'env>(
+    env: &'env Env,
+    options: Option<EvalBackendsOptions>,
+) -> Result<PromiseRaw<'env, EvalBackendsResult>> {
+    let options = options.unwrap_or(EvalBackendsOptions {
+        settings: None,
+        env: None,
+        env_prefix: None,
+        flag_style: None,
+        cwd: None,
+        interpreter: None,
+    });
+    let vars = options.env.unwrap_or_else(|| std::env::vars().collect());
+    let style = match options.flag_style.as_deref() {
+        None | Some("boolean") => backends::FlagStyle::Boolean,
+        Some("mode") => backends::FlagStyle::Mode,
+        Some(other) => {
+            let err = KernelError::InvalidArgument {
+                name: "flagStyle",
+                reason: format!("expected 'boolean' or 'mode', got '{other}'"),
+            };
+            return promise(env, async move { Err(err) });
+        }
+    };
+    let settings = backends::Backends {
+        py: options.settings.as_ref().and_then(|s| s.py).unwrap_or(true),
+        js: options.settings.as_ref().and_then(|s| s.js).unwrap_or(true),
+    };
+    let prefix = options
+        .env_prefix
+        .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
+    let chosen = backends::select(settings, &vars, &prefix, style);
+    let opts = ResolveOptions {
+        cwd: cwd_or_current(options.cwd),
+        interpreter: options.interpreter,
+        base_env: vars,
+    };
+    promise(env, async move {
+        let python_error = if chosen.py {
+            blocking(move || runtime::resolve(&opts))
+                .await
+                .err()
+                .map(|e| format!("The Python backend is not available: {e}"))
+        } else {
+            None
+        };
+        Ok(EvalBackendsResult {
+            py: chosen.py && python_error.is_none(),
+            js: chosen.js,
+            python_error,
+        })
+    })
 }

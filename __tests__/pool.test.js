@@ -1,0 +1,239 @@
+'use strict'
+// Sessions: keys, turns, eviction, heartbeat, crash and retry, owners. Real Python.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { addon, python, isAlive, groupMembers, waitFor, tempDir } = require('./helpers/kernel')
+
+const { KernelPool } = addon
+const kernel = { interpreter: python }
+const cell = (code, title) => ({ code, title })
+const value = (r) => r.cells.at(-1).result?.['text/plain']
+
+test('two calls on one session share a kernel and its state', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const a = await pool.execute({ sessionId: 's', cells: [cell('import os; x = 41; os.getpid()')] })
+  const b = await pool.execute({ sessionId: 's', cells: [cell('import os; (x + 1, os.getpid())')] })
+  assert.equal(value(b), `(42, ${value(a)})`)
+  const [info] = pool.sessions
+  assert.match(info.key, /^session:s @ /)
+  assert.equal(info.pid, Number(value(a)))
+  assert.deepEqual(info.owners, ['s'])
+  assert.equal(info.busy, false)
+  assert.equal(info.executionCount, 2)
+  assert.ok(Date.now() - info.lastUsed < 10_000)
+})
+
+test('per-call mode: a fresh kernel each time, shut down after', async (t) => {
+  const pool = new KernelPool({ mode: 'per-call', kernel })
+  t.after(() => pool.disposeAll())
+  const a = await pool.execute({ cells: [cell('import os; x = 1; os.getpid()')] })
+  const b = await pool.execute({ cells: [cell("import os; ('x' in globals(), os.getpid())")] })
+  const [inB, pidB] = value(b).slice(1, -1).split(', ')
+  assert.equal(inB, 'False')
+  assert.notEqual(pidB, value(a))
+  assert.ok(await waitFor(() => !isAlive(Number(value(a))), { timeoutMs: 3000 }))
+  assert.deepEqual(pool.sessions, [])
+})
+
+test('sessions run at once; calls on one session keep their order', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const sessions = ['a', 'b', 'c', 'd']
+  await Promise.all(sessions.map((s) => pool.execute({ sessionId: s, cells: [cell('seen = []')] })))
+  // Two sessions each sleep 0.5 s at once: together well under 1 s.
+  const started = Date.now()
+  await Promise.all(['a', 'b'].map((s) => pool.execute({ sessionId: s, cells: [cell('import time; time.sleep(0.5)')] })))
+  assert.ok(Date.now() - started < 950, `took ${Date.now() - started} ms`)
+  const calls = Array.from({ length: 100 }, (_, i) => {
+    const s = sessions[i % 4]
+    return pool
+      .execute({ sessionId: s, cells: [cell(`seen.append(${i}); (${JSON.stringify(s)}, ${i}, len(seen))`)] })
+      .then((r) => ({ s, i, r }))
+  })
+  for (const { s, i, r } of await Promise.all(calls)) {
+    assert.equal(value(r), `('${s}', ${i}, ${Math.floor(i / 4) + 1})`)
+  }
+  for (const [n, s] of sessions.entries()) {
+    const r = await pool.execute({ sessionId: s, cells: [cell('seen')] })
+    const expected = Array.from({ length: 25 }, (_, k) => 4 * k + n)
+    assert.equal(value(r), `[${expected.join(', ')}]`)
+  }
+})
+
+test('a fifth session evicts the least recently used idle one, never a busy one', async (t) => {
+  const pool = new KernelPool({ kernel, maxSessions: 4 })
+  t.after(() => pool.disposeAll())
+  const pids = {}
+  for (const s of ['s1', 's2', 's3', 's4']) {
+    pids[s] = Number(value(await pool.execute({ sessionId: s, cells: [cell('import os; os.getpid()')] })))
+  }
+  // s1 is the oldest but busy; s2 is the least recently used idle one.
+  const busy = pool.execute({ sessionId: 's1', cells: [cell('import time; time.sleep(1.5); 1')] })
+  await waitFor(() => pool.sessions.find((s) => s.key.startsWith('session:s1')).busy)
+  await pool.execute({ sessionId: 's5', cells: [cell('1')] })
+  const keys = pool.sessions.map((s) => s.key.split(' ')[0]).sort()
+  assert.deepEqual(keys, ['session:s1', 'session:s3', 'session:s4', 'session:s5'])
+  assert.ok(await waitFor(() => !isAlive(pids.s2), { timeoutMs: 4000 }), 'the evicted kernel is gone')
+  assert.equal(value(await busy), '1')
+  assert.ok(isAlive(pids.s1))
+})
+
+test('idle sessions are evicted after the idle timeout', async (t) => {
+  const pool = new KernelPool({ kernel, idleTimeoutMs: 300 })
+  t.after(() => pool.disposeAll())
+  const pid = Number(value(await pool.execute({ sessionId: 'idle', cells: [cell('import os; os.getpid()')] })))
+  assert.ok(await waitFor(() => pool.sessions.length === 0, { timeoutMs: 3000 }))
+  assert.ok(await waitFor(() => !isAlive(pid), { timeoutMs: 3000 }))
+})
+
+test('the heartbeat replaces a kernel that died or hangs while idle, and the next call is told', async (t) => {
+  const pool = new KernelPool({ kernel, heartbeatIntervalMs: 100, heartbeatTimeoutMs: 300 })
+  t.after(() => pool.disposeAll())
+  const pid = Number(value(await pool.execute({ sessionId: 'hb', cells: [cell('import os; x = 1; os.getpid()')] })))
+  process.kill(pid, 'SIGKILL')
+  await new Promise((r) => setTimeout(r, 600)) // several heartbeats
+  const after = await pool.execute({ sessionId: 'hb', cells: [cell("import os; ('x' in globals(), os.getpid())")] })
+  assert.match(after.output, /^\[The Python kernel ended while idle \(killed by signal 9 \(SIGKILL\)\); a new one was started and earlier state is gone\.\]/)
+  assert.match(value(after), /^\(False, \d+\)$/)
+
+  // A stopped kernel answers no ping: wedged.
+  const pid2 = Number(value(after).match(/(\d+)\)$/)[1])
+  process.kill(pid2, 'SIGSTOP')
+  assert.ok(await waitFor(() => !isAlive(pid2), { timeoutMs: 5000 }), 'the wedged kernel was killed')
+  const third = await pool.execute({ sessionId: 'hb', cells: [cell('1')] })
+  assert.match(third.output, /stopped answering while idle and was replaced/)
+})
+
+test('a kernel that dies under a cell once is replaced and the cell retried', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const marker = path.join(tempDir(), 'died-once')
+  const code = [
+    'import os, signal',
+    `if not os.path.exists(${JSON.stringify(marker)}):`,
+    `    open(${JSON.stringify(marker)}, 'w').close()`,
+    '    os.kill(os.getpid(), signal.SIGKILL)',
+    "'survived'",
+  ].join('\n')
+  await pool.execute({ sessionId: 'crash', cells: [cell('before = 1')] })
+  const r = await pool.execute({ sessionId: 'crash', cells: [cell(code)] })
+  assert.equal(r.kernelRestarted, true)
+  assert.equal(r.exitCode, 0)
+  assert.equal(value(r), "'survived'")
+  assert.match(r.output, /killed by signal 9 \(SIGKILL\); possibly out of memory\)\. The kernel was restarted and cell 1 was run again in it: the namespace was lost/)
+  assert.equal(r.cells.length, 2, 'both attempts are reported')
+  const lost = await pool.execute({ sessionId: 'crash', cells: [cell("'before' in globals()")] })
+  assert.equal(value(lost), 'False')
+})
+
+test('a cell that always kills its kernel fails with the signal stated; the next call works', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const r = await pool.execute({ sessionId: 'doom', cells: [cell('import os; os._exit(7)')] })
+  assert.equal(r.kernelRestarted, true)
+  assert.equal(r.exitCode, 1)
+  assert.equal(r.kernelDied, true)
+  assert.match(r.output, /the Python kernel died during the cell \(exit code 7\); the kernel's state was lost/)
+  const next = await pool.execute({ sessionId: 'doom', cells: [cell('2 + 2')] })
+  assert.equal(value(next), '4')
+})
+
+test('owners: idempotent disposal, shared kernels live until the last owner goes', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const pid = Number(value(await pool.execute({ sessionId: 'shared', ownerId: 'agent-1', cells: [cell('import os; os.getpid()')] })))
+  await pool.execute({ sessionId: 'shared', ownerId: 'agent-2', cells: [cell('1')] })
+  assert.deepEqual(pool.sessions[0].owners, ['agent-1', 'agent-2'])
+  await pool.disposeOwner('agent-1')
+  await pool.disposeOwner('agent-1')
+  assert.ok(isAlive(pid))
+  assert.deepEqual(pool.sessions[0].owners, ['agent-2'])
+  await pool.disposeOwner('agent-2')
+  assert.ok(await waitFor(() => !isAlive(pid), { timeoutMs: 3000 }))
+  assert.deepEqual(pool.sessions, [])
+  await pool.disposeOwner('agent-2')
+  await pool.disposeOwner('nobody')
+  // The fallback owner is the session id.
+  const own = Number(value(await pool.execute({ sessionId: 'mine', cells: [cell('import os; os.getpid()')] })))
+  await pool.disposeOwner('mine')
+  assert.ok(await waitFor(() => !isAlive(own), { timeoutMs: 3000 }))
+})
+
+test('disposing while a cell spins returns within the budget and leaves no process', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const pid = Number(value(await pool.execute({ sessionId: 'spin', cells: [cell('import os; os.getpid()')] })))
+  const spinning = pool.execute({ sessionId: 'spin', cells: [cell('import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass')] })
+  await new Promise((r) => setTimeout(r, 200))
+  const started = Date.now()
+  await pool.disposeOwner('spin', { budgetMs: 1500 })
+  assert.ok(Date.now() - started < 1500 + 300, `took ${Date.now() - started} ms`)
+  assert.ok(await waitFor(() => groupMembers(pid).length === 0, { timeoutMs: 1000 }))
+  const r = await spinning
+  assert.equal(r.kernelDied || r.cancelled, true)
+})
+
+test('multi-cell requests stop at the first failure and keep earlier state', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const r = await pool.execute({
+    sessionId: 'cells',
+    cells: [cell('kept = 1', 'setup'), cell('1/0', 'divide'), cell('never = 1', 'after')],
+  })
+  assert.equal(r.failedCell, 1)
+  assert.equal(r.cells.length, 2)
+  assert.match(r.output, /^\[cell 2 of 3 \(divide\) failed\]\n/)
+  assert.match(r.output, /ZeroDivisionError/)
+  const after = await pool.execute({ sessionId: 'cells', cells: [cell("(kept, 'never' in globals())")] })
+  assert.equal(value(after), '(1, False)')
+})
+
+test('reset gives a fresh kernel; concurrent resets coalesce', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const pid = Number(value(await pool.execute({ sessionId: 'r', cells: [cell('import os; x = 1; os.getpid()')] })))
+  const [a, b] = await Promise.all([
+    pool.execute({ sessionId: 'r', reset: true, cells: [cell("import os; y = 2; ('x' in globals(), os.getpid())")] }),
+    pool.execute({ sessionId: 'r', reset: true, cells: [cell("import os; ('y' in globals(), os.getpid())")] }),
+  ])
+  const [, pidA] = value(a).slice(1, -1).split(', ')
+  assert.equal(value(a), `(False, ${pidA})`)
+  assert.notEqual(Number(pidA), pid)
+  assert.equal(value(b), `(True, ${pidA})`, 'the second reset shared the first one')
+})
+
+test('timeouts: default, clamp notice, 0 = none; a queued call aborted before its turn', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const clamped = await pool.execute({ sessionId: 't', timeoutSeconds: 99999, cells: [cell('1')] })
+  assert.match(clamped.output, /^\[Timeout clamped to 3600s \(requested 99999s; allowed range 1-3600s\)\.\]\n/)
+  const none = await pool.execute({ sessionId: 't', timeoutSeconds: 0, cells: [cell('import time; time.sleep(1.2); 5')] })
+  assert.equal(value(none), '5')
+  assert.doesNotMatch(none.output, /clamped/)
+  const timedOut = await pool.execute({ sessionId: 't', timeoutSeconds: 1, cells: [cell('import time; time.sleep(30)')] })
+  assert.equal(timedOut.timedOut, true)
+  assert.match(timedOut.output, /timed out after 1s/)
+
+  const first = pool.execute({ sessionId: 't', cells: [cell('import time; time.sleep(0.5)')] })
+  const controller = new AbortController()
+  const queued = pool.execute({ sessionId: 't', signal: controller.signal, cells: [cell('queued_ran = True')] })
+  controller.abort()
+  const q = await queued
+  assert.equal(q.cancelled, true)
+  assert.equal(q.output, '')
+  assert.equal(q.exitCode, null)
+  await first
+  assert.equal(value(await pool.execute({ sessionId: 't', cells: [cell("'queued_ran' in globals()")] })), 'False')
+})
+
+test('bad requests get coded errors; disposeAll refuses new work', async () => {
+  const pool = new KernelPool({ kernel })
+  await assert.rejects(pool.execute({}), (e) => e.code === 'ERR_INVALID_ARG' && /cells/.test(e.message))
+  await assert.rejects(pool.execute({ cells: [cell('1')], cwd: '/no/such/dir' }), (e) => e.code === 'ERR_CWD_INVALID')
+  assert.throws(() => new KernelPool({ mode: 'cluster' }), (e) => e.code === 'ERR_INVALID_ARG')
+  await pool.execute({ cells: [cell('1')] })
+  await pool.disposeAll()
+  await assert.rejects(pool.execute({ cells: [cell('1')] }), (e) => e.code === 'ERR_POOL_DISPOSED')
+})

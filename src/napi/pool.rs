@@ -1,0 +1,230 @@
+//! The `KernelPool` class: sessions of kernels behind an agent's eval tool.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::Value;
+
+use super::cancel::EventSink;
+use super::eval::{EvalCell, EvalResult};
+use super::kernel::KernelOptions;
+use super::options::OptionReader;
+use super::{js_error, promise};
+use crate::error::KernelError;
+use crate::executor::Cell;
+use crate::pool::{Pool, PoolConfig, PoolMode, PoolRequest};
+
+#[napi(object)]
+#[derive(Default)]
+pub struct PoolOptions {
+    /// @default 'session'
+    #[napi(ts_type = "'session' | 'per-call'")]
+    pub mode: Option<String>,
+    /// @default 4
+    pub max_sessions: Option<u32>,
+    /// Idle sessions are evicted after this long. @default 300000
+    pub idle_timeout_ms: Option<u32>,
+    /// Idle kernels are pinged this often; 0 turns it off. @default 5000
+    pub heartbeat_interval_ms: Option<u32>,
+    /// A ping unanswered this long marks the kernel wedged. @default 2000
+    pub heartbeat_timeout_ms: Option<u32>,
+    /// Each shutdown step waits this long. @default 1000
+    pub shutdown_grace_ms: Option<u32>,
+    /// Where full outputs are written when the agent's copy is cut.
+    pub artifacts_dir: Option<String>,
+    /// Defaults for every kernel (a request's cwd and interpreter override them).
+    pub kernel: Option<KernelOptions>,
+}
+
+#[napi(object)]
+pub struct SessionInfo {
+    pub key: String,
+    pub pid: Option<u32>,
+    pub owners: Vec<String>,
+    /// A call is running or waiting.
+    pub busy: bool,
+    /// Milliseconds since the epoch.
+    pub last_used: f64,
+    pub execution_count: u32,
+}
+
+#[napi(object)]
+pub struct DisposeOptions {
+    /// Upper bound for the whole disposal. @default 3000
+    pub budget_ms: Option<u32>,
+}
+
+fn millis(ms: Option<u32>, default: Duration) -> Duration {
+    ms.map_or(default, |ms| Duration::from_millis(ms.into()))
+}
+
+fn budget(options: Option<DisposeOptions>, pool: &Pool) -> Duration {
+    millis(options.and_then(|o| o.budget_ms), pool.default_budget())
+}
+
+/// Sessions of kernels: the engine behind an agent's eval tool.
+#[napi(js_name = "KernelPool")]
+pub struct JsKernelPool {
+    inner: Arc<Pool>,
+}
+
+#[napi]
+impl JsKernelPool {
+    #[napi(constructor)]
+    pub fn new(env: Env, options: Option<PoolOptions>) -> Result<Self> {
+        super::init_tracing();
+        let options = options.unwrap_or_default();
+        let build = || -> std::result::Result<PoolConfig, KernelError> {
+            let kernel = options.kernel.unwrap_or_default().into_config()?;
+            let mut config = PoolConfig::new(kernel);
+            config.mode = match options.mode.as_deref() {
+                None | Some("session") => PoolMode::Session,
+                Some("per-call") => PoolMode::PerCall,
+                Some(other) => {
+                    return Err(KernelError::InvalidArgument {
+                        name: "mode",
+                        reason: format!("expected 'session' or 'per-call', got '{other}'"),
+                    })
+                }
+            };
+            if let Some(max) = options.max_sessions {
+                config.max_sessions = (max as usize).max(1);
+            }
+            config.idle_timeout = millis(options.idle_timeout_ms, config.idle_timeout);
+            config.heartbeat_interval =
+                millis(options.heartbeat_interval_ms, config.heartbeat_interval);
+            config.heartbeat_timeout =
+                millis(options.heartbeat_timeout_ms, config.heartbeat_timeout);
+            config.shutdown_grace = millis(options.shutdown_grace_ms, config.shutdown_grace);
+            config.artifacts_dir = options.artifacts_dir.map(PathBuf::from);
+            Ok(config)
+        };
+        let config = build().map_err(|err| js_error(&env, &err))?;
+        let pool = napi::bindgen_prelude::within_runtime_if_available(|| Pool::new(config));
+        Ok(Self {
+            inner: Arc::new(pool),
+        })
+    }
+
+    /// Runs a request's cells in its session's kernel and returns the agent-ready result.
+    #[napi(
+        ts_args_type = "request: EvalRequest",
+        ts_return_type = "Promise<EvalResult>"
+    )]
+    pub fn execute<'env>(
+        &self,
+        env: &'env Env,
+        request: Object<'env>,
+    ) -> Result<PromiseRaw<'env, EvalResult>> {
+        let reader = OptionReader::new(env, Some(&request));
+        let parsed = (|| {
+            let cells: Vec<EvalCell> = reader.get("cells", "an array of { code, title? }")?.ok_or(
+                KernelError::InvalidArgument {
+                    name: "cells",
+                    reason: "is required: an array of { code, title? }".into(),
+                },
+            )?;
+            let cancellation = reader.signal()?;
+            let request = PoolRequest {
+                cells: cells
+                    .into_iter()
+                    .map(|c| Cell {
+                        code: c.code,
+                        title: c.title,
+                    })
+                    .collect(),
+                session_id: reader.get("sessionId", "a string")?,
+                session_file: reader.get("sessionFile", "a string")?,
+                cwd: reader.get::<String>("cwd", "a string")?.map(PathBuf::from),
+                interpreter: reader.get("interpreter", "a string")?,
+                owner_id: reader.get("ownerId", "a string")?,
+                timeout_seconds: reader.get("timeoutSeconds", "a number")?,
+                reset: reader.get("reset", "a boolean")?.unwrap_or(false),
+                abort: None,
+            };
+            let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
+            Ok::<_, KernelError>((request, on_event, cancellation))
+        })();
+        let (mut request, on_event, cancellation) = match parsed {
+            Ok(parsed) => parsed,
+            Err(err) => return promise(env, async move { Err(err) }),
+        };
+        let (abort, cancellation) = cancellation.split();
+        request.abort = abort;
+        // Admitted now, so calls on one session run in the order JavaScript made them.
+        let admission = match self.inner.admit(request) {
+            Ok(admission) => admission,
+            Err(err) => return promise(env, async move { Err(err) }),
+        };
+        env.spawn_future_with_callback(
+            async move {
+                let mut sink = EventSink::new(on_event);
+                let result = admission
+                    .run(|index, event| sink.push((index as u32, event.to_json()).into()))
+                    .await;
+                sink.finish().await;
+                Ok(result)
+            },
+            move |env, result| {
+                cancellation.release(env);
+                result
+                    .map(EvalResult::from)
+                    .map_err(|err| js_error(env, &err))
+            },
+        )
+    }
+
+    /// Disposes every kernel whose last owner this was. Idempotent; bounded by the budget
+    /// even when a cell is stuck.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn dispose_owner<'env>(
+        &self,
+        env: &'env Env,
+        owner_id: String,
+        options: Option<DisposeOptions>,
+    ) -> Result<PromiseRaw<'env, ()>> {
+        let pool = self.inner.clone();
+        let budget = budget(options, &pool);
+        promise(env, async move {
+            pool.dispose_owner(&owner_id, budget).await;
+            Ok(())
+        })
+    }
+
+    /// Disposes every kernel and refuses new work; for the host's signal handlers.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn dispose_all<'env>(
+        &self,
+        env: &'env Env,
+        options: Option<DisposeOptions>,
+    ) -> Result<PromiseRaw<'env, ()>> {
+        let pool = self.inner.clone();
+        let budget = budget(options, &pool);
+        promise(env, async move {
+            pool.dispose_all(budget).await;
+            Ok(())
+        })
+    }
+
+    #[napi(getter)]
+    pub fn sessions(&self) -> Vec<SessionInfo> {
+        self.inner
+            .sessions()
+            .into_iter()
+            .map(|s| SessionInfo {
+                key: s.key,
+                pid: s.pid,
+                owners: s.owners,
+                busy: s.busy,
+                last_used: s
+                    .last_used
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_millis() as f64),
+                execution_count: s.execution_count,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,740 @@
+//! Sessions: which kernel a request runs on, and the life of those kernels (SPEC 10).
+//!
+//! `session` mode keeps one kernel per key (session id | session file | cwd, plus the real
+//! cwd and interpreter). Calls on one session take turns in call order ([`Fifo`]); calls
+//! on different sessions run at once. Idle sessions are evicted, the least recently used
+//! idle one gives way when there are too many, and a heartbeat replaces kernels that died
+//! or stopped answering while idle. A kernel that dies under a cell is replaced and the
+//! cell retried once; the result always says when state was lost. `per-call` mode starts
+//! a kernel per request and shuts it down after.
+//!
+//! The kernel slot of a session is only changed by whoever holds the session's turn (a
+//! call, or the heartbeat when the session is idle) or by disposal, which takes the
+//! kernel away and shuts it down.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::error::{KernelError, Result};
+use crate::events::KernelEvent;
+use crate::executor::{Cell, EvalOptions, EvalResult, Evaluation};
+use crate::fifo::{Fifo, Place, Turn};
+use crate::kernel::{AbortHandle, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE};
+
+pub const DEFAULT_TIMEOUT_SECONDS: f64 = 30.0;
+pub const MAX_TIMEOUT_SECONDS: f64 = 3600.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolMode {
+    Session,
+    PerCall,
+}
+
+#[derive(Clone)]
+pub struct PoolConfig {
+    pub mode: PoolMode,
+    pub max_sessions: usize,
+    pub idle_timeout: Duration,
+    /// Zero turns the heartbeat off.
+    pub heartbeat_interval: Duration,
+    pub heartbeat_timeout: Duration,
+    /// Each shutdown step (exit, SIGTERM, SIGKILL) waits this long.
+    pub shutdown_grace: Duration,
+    /// Defaults for every kernel; a request's cwd and interpreter override them.
+    pub kernel: KernelConfig,
+    pub artifacts_dir: Option<PathBuf>,
+}
+
+impl PoolConfig {
+    pub fn new(kernel: KernelConfig) -> Self {
+        Self {
+            mode: PoolMode::Session,
+            max_sessions: 4,
+            idle_timeout: Duration::from_secs(300),
+            heartbeat_interval: Duration::from_secs(5),
+            heartbeat_timeout: Duration::from_secs(2),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            kernel,
+            artifacts_dir: None,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct PoolRequest {
+    pub cells: Vec<Cell>,
+    pub session_id: Option<String>,
+    pub session_file: Option<String>,
+    pub cwd: Option<PathBuf>,
+    pub interpreter: Option<String>,
+    pub owner_id: Option<String>,
+    /// `None` is the default (30 s); 0 is no timeout.
+    pub timeout_seconds: Option<f64>,
+    pub reset: bool,
+    pub abort: Option<Arc<AbortHandle>>,
+}
+
+/// What identifies a session's kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionKey {
+    /// `session:<id>`, `file:<path>` or `cwd:<path>`.
+    pub identity: String,
+    pub cwd: PathBuf,
+    /// The requested interpreter's real path; empty for discovery.
+    pub interpreter: String,
+}
+
+impl std::fmt::Display for SessionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} @ {}", self.identity, self.cwd.display())?;
+        if !self.interpreter.is_empty() {
+            write!(f, " [{}]", self.interpreter)?;
+        }
+        Ok(())
+    }
+}
+
+/// A session as `sessions` reports it.
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    pub key: String,
+    pub pid: Option<u32>,
+    pub owners: Vec<String>,
+    pub busy: bool,
+    pub last_used: SystemTime,
+    pub execution_count: u32,
+}
+
+struct Session {
+    key: SessionKey,
+    config: KernelConfig,
+    turns: Arc<Fifo>,
+    kernel: Mutex<Option<Arc<Kernel>>>,
+    owners: Mutex<BTreeSet<String>>,
+    last_used: Mutex<(Instant, SystemTime)>,
+    disposed: AtomicBool,
+    resets: Mutex<Resets>,
+    /// The cell running now, so disposal can stop it.
+    running: Mutex<Option<Arc<AbortHandle>>>,
+    /// Told to the next call: the kernel was lost while idle.
+    lost_while_idle: Mutex<Option<String>>,
+}
+
+/// Resets asked for while an earlier one is pending or its call still runs are done once
+/// (they coalesce).
+#[derive(Default)]
+struct Resets {
+    requested: u64,
+    performed: u64,
+    /// A reset whose call has not finished; resets asked for meanwhile share it.
+    pending: Option<u64>,
+}
+
+impl Session {
+    fn touch(&self) {
+        *self.last_used.lock().unwrap() = (Instant::now(), SystemTime::now());
+    }
+
+    fn current_kernel(&self) -> Option<Arc<Kernel>> {
+        self.kernel.lock().unwrap().clone()
+    }
+
+    fn info(&self) -> SessionInfo {
+        let kernel = self.current_kernel();
+        SessionInfo {
+            key: self.key.to_string(),
+            pid: kernel.as_ref().filter(|k| k.alive()).map(|k| k.pid()),
+            owners: self.owners.lock().unwrap().iter().cloned().collect(),
+            busy: self.turns.busy(),
+            last_used: self.last_used.lock().unwrap().1,
+            execution_count: kernel.map_or(0, |k| k.execution_count()),
+        }
+    }
+}
+
+pub struct Pool {
+    inner: Arc<PoolInner>,
+}
+
+struct PoolInner {
+    config: PoolConfig,
+    sessions: Mutex<HashMap<SessionKey, Arc<Session>>>,
+    disposing: AtomicBool,
+    /// Kernels whose shutdown was not confirmed, retried on every maintenance tick.
+    unconfirmed: Mutex<Vec<Arc<Kernel>>>,
+    /// Admission runs on the caller's thread, outside the runtime; work it starts goes here.
+    runtime: tokio::runtime::Handle,
+}
+
+/// A request admitted at call time: its session and place in line are fixed.
+pub struct Admission {
+    pool: Arc<PoolInner>,
+    target: Target,
+    request: PoolRequest,
+    annotations: Vec<String>,
+    timeout: Option<Duration>,
+}
+
+enum Target {
+    Session {
+        session: Arc<Session>,
+        place: Place,
+        reset_epoch: Option<u64>,
+    },
+    PerCall(KernelConfig),
+}
+
+impl Pool {
+    /// Must be called inside a tokio runtime: it starts the maintenance task.
+    pub fn new(config: PoolConfig) -> Pool {
+        let inner = Arc::new(PoolInner {
+            config,
+            sessions: Mutex::default(),
+            disposing: AtomicBool::new(false),
+            unconfirmed: Mutex::default(),
+            runtime: tokio::runtime::Handle::current(),
+        });
+        if inner.config.mode == PoolMode::Session {
+            tokio::spawn(maintain(Arc::downgrade(&inner)));
+        }
+        Pool { inner }
+    }
+
+    /// Fixes the request's session and its place in that session's line, now.
+    pub fn admit(&self, request: PoolRequest) -> Result<Admission> {
+        let inner = &self.inner;
+        if inner.disposing.load(Ordering::SeqCst) {
+            return Err(KernelError::PoolDisposed);
+        }
+        let (timeout, clamp_notice) = clamp_timeout(request.timeout_seconds)?;
+        let mut config = inner.config.kernel.clone();
+        if let Some(cwd) = &request.cwd {
+            config.cwd = cwd.clone();
+        }
+        if request.interpreter.is_some() {
+            config.interpreter = request.interpreter.clone();
+        }
+        let target = match inner.config.mode {
+            PoolMode::PerCall => Target::PerCall(config),
+            PoolMode::Session => {
+                let key = session_key(&request, &config)?;
+                let owner = request
+                    .owner_id
+                    .clone()
+                    .or_else(|| request.session_id.clone())
+                    .unwrap_or_else(|| key.identity.clone());
+                let session = inner.session_for(key, config, owner);
+                let reset_epoch = request.reset.then(|| {
+                    let mut resets = session.resets.lock().unwrap();
+                    match resets.pending {
+                        Some(epoch) => epoch,
+                        None => {
+                            resets.requested += 1;
+                            resets.pending = Some(resets.requested);
+                            resets.requested
+                        }
+                    }
+                });
+                let place = session.turns.join();
+                Target::Session {
+                    session,
+                    place,
+                    reset_epoch,
+                }
+            }
+        };
+        Ok(Admission {
+            pool: inner.clone(),
+            target,
+            request,
+            annotations: clamp_notice.into_iter().collect(),
+            timeout,
+        })
+    }
+
+    pub async fn execute(
+        &self,
+        request: PoolRequest,
+        on_event: impl FnMut(usize, &KernelEvent) + Send,
+    ) -> Result<EvalResult> {
+        self.admit(request)?.run(on_event).await
+    }
+
+    /// Disposal's default bound: the three shutdown steps.
+    pub fn default_budget(&self) -> Duration {
+        self.inner.config.shutdown_grace * 3
+    }
+
+    pub fn sessions(&self) -> Vec<SessionInfo> {
+        let sessions: Vec<_> = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap()
+            .values()
+            .cloned()
+            .collect();
+        let mut infos: Vec<_> = sessions.iter().map(|s| s.info()).collect();
+        infos.sort_by(|a, b| a.key.cmp(&b.key));
+        infos
+    }
+
+    /// Disposes every session `owner` owned last. Idempotent; bounded by `budget` even
+    /// when a cell is stuck.
+    pub async fn dispose_owner(&self, owner: &str, budget: Duration) {
+        let sessions: Vec<_> = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap()
+            .values()
+            .cloned()
+            .collect();
+        let mut orphaned = Vec::new();
+        for session in sessions {
+            let mut owners = session.owners.lock().unwrap();
+            if owners.remove(owner) && owners.is_empty() {
+                orphaned.push(session.clone());
+            }
+        }
+        dispose_all_of(&self.inner, orphaned, budget).await;
+    }
+
+    /// Disposes every session and refuses new work; for hosts' signal handlers.
+    pub async fn dispose_all(&self, budget: Duration) {
+        let inner = &self.inner;
+        inner.disposing.store(true, Ordering::SeqCst);
+        let sessions: Vec<_> = inner.sessions.lock().unwrap().values().cloned().collect();
+        dispose_all_of(inner, sessions, budget).await;
+        inner.retry_unconfirmed(budget).await;
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // The maintenance task holds only a weak reference and ends with the pool; the
+        // kernels end with their last reference (their Drop kills them).
+        self.inner.disposing.store(true, Ordering::SeqCst);
+    }
+}
+
+impl PoolInner {
+    fn session_for(&self, key: SessionKey, config: KernelConfig, owner: String) -> Arc<Session> {
+        let mut sessions = self.sessions.lock().unwrap();
+        if let Some(session) = sessions.get(&key) {
+            session.owners.lock().unwrap().insert(owner);
+            return session.clone();
+        }
+        if sessions.len() >= self.config.max_sessions {
+            let idle_lru = sessions
+                .values()
+                .filter(|s| !s.turns.busy())
+                .min_by_key(|s| s.last_used.lock().unwrap().0)
+                .cloned();
+            if let Some(evicted) = idle_lru {
+                tracing::info!(key = %evicted.key, "evicting the least recently used session");
+                sessions.remove(&evicted.key);
+                let budget = self.config.shutdown_grace * 3;
+                self.runtime
+                    .spawn(async move { dispose_session(&evicted, budget).await });
+            }
+        }
+        let session = Arc::new(Session {
+            key: key.clone(),
+            config,
+            turns: Fifo::new(),
+            kernel: Mutex::default(),
+            owners: Mutex::new(BTreeSet::from([owner])),
+            last_used: Mutex::new((Instant::now(), SystemTime::now())),
+            disposed: AtomicBool::new(false),
+            resets: Mutex::default(),
+            running: Mutex::default(),
+            lost_while_idle: Mutex::default(),
+        });
+        sessions.insert(key, session.clone());
+        session
+    }
+
+    async fn dispose(&self, session: Arc<Session>, budget: Duration) {
+        {
+            let mut sessions = self.sessions.lock().unwrap();
+            if sessions
+                .get(&session.key)
+                .is_some_and(|s| Arc::ptr_eq(s, &session))
+            {
+                sessions.remove(&session.key);
+            }
+        }
+        if let Some(unconfirmed) = dispose_session(&session, budget).await {
+            self.unconfirmed.lock().unwrap().push(unconfirmed);
+        }
+    }
+
+    async fn retry_unconfirmed(&self, budget: Duration) {
+        let kernels = std::mem::take(&mut *self.unconfirmed.lock().unwrap());
+        for kernel in kernels {
+            if !kernel.shutdown(budget / 3).await.confirmed {
+                self.unconfirmed.lock().unwrap().push(kernel);
+            }
+        }
+    }
+}
+
+/// Stops the session's running cell and shuts its kernel down within `budget`. Returns
+/// the kernel when its end could not be confirmed.
+async fn dispose_session(session: &Session, budget: Duration) -> Option<Arc<Kernel>> {
+    tracing::info!(key = %session.key, "disposing session");
+    session.disposed.store(true, Ordering::SeqCst);
+    if let Some(abort) = session.running.lock().unwrap().clone() {
+        abort.abort();
+    }
+    let kernel = session.kernel.lock().unwrap().take()?;
+    let outcome = kernel.shutdown(budget / 3).await;
+    (!outcome.confirmed).then_some(kernel)
+}
+
+impl Admission {
+    /// Runs the request. Cancel safety: dropping the future gives up its place in line;
+    /// a cell already running is left to finish in the kernel.
+    pub async fn run(
+        self,
+        mut on_event: impl FnMut(usize, &KernelEvent) + Send,
+    ) -> Result<EvalResult> {
+        let Admission {
+            pool,
+            target,
+            request,
+            annotations,
+            timeout,
+        } = self;
+        let options = EvalOptions {
+            timeout,
+            abort: Some(request.abort.clone().unwrap_or_else(AbortHandle::new)),
+            artifacts_dir: pool.config.artifacts_dir.clone(),
+            status_mime: pool.config.kernel.status_mime.clone(),
+            annotations,
+            ..Default::default()
+        };
+        let abort = options.abort.clone().expect("set above");
+        match target {
+            Target::PerCall(config) => {
+                let grace = pool.config.shutdown_grace;
+                let kernel = Kernel::start(config).await?;
+                let turn = kernel.queue().turn().await;
+                let mut evaluation = Evaluation::new(request.cells, options);
+                let ran = evaluation.run(&kernel, &turn, &mut on_event).await;
+                drop(turn);
+                kernel.shutdown(grace).await;
+                ran?;
+                Ok(evaluation.finish())
+            }
+            Target::Session {
+                session,
+                place,
+                reset_epoch,
+            } => {
+                let turn = tokio::select! {
+                    turn = place.turn() => turn,
+                    _ = abort.aborted() => {
+                        // Aborted while waiting: nothing ran.
+                        return Ok(EvalResult { cancelled: true, ..Default::default() });
+                    }
+                };
+                *session.running.lock().unwrap() = Some(abort.clone());
+                let result = run_in_session(
+                    &pool,
+                    &session,
+                    &turn,
+                    reset_epoch,
+                    request.cells,
+                    options,
+                    &mut on_event,
+                )
+                .await;
+                session.running.lock().unwrap().take();
+                session.touch();
+                if let Some(epoch) = reset_epoch {
+                    // Resets asked for while this one was pending or running shared it;
+                    // later ones get a reset of their own.
+                    let mut resets = session.resets.lock().unwrap();
+                    if resets.pending == Some(epoch) {
+                        resets.pending = None;
+                    }
+                }
+                result
+            }
+        }
+    }
+}
+
+async fn run_in_session(
+    pool: &PoolInner,
+    session: &Session,
+    _turn: &Turn,
+    reset_epoch: Option<u64>,
+    cells: Vec<Cell>,
+    options: EvalOptions,
+    on_event: &mut (impl FnMut(usize, &KernelEvent) + Send),
+) -> Result<EvalResult> {
+    let disposed = || {
+        session
+            .disposed
+            .load(Ordering::SeqCst)
+            .then_some(KernelError::SessionDisposed)
+    };
+    if let Some(err) = disposed() {
+        return Err(err);
+    }
+    let grace = pool.config.shutdown_grace;
+    let mut evaluation = Evaluation::new(cells, options);
+    if let Some(notice) = session.lost_while_idle.lock().unwrap().take() {
+        evaluation.annotate(notice);
+    }
+    if let Some(epoch) = reset_epoch {
+        let due = {
+            let mut resets = session.resets.lock().unwrap();
+            let due = epoch > resets.performed;
+
+            resets.performed = resets.performed.max(epoch);
+            due
+        };
+        if due {
+            tracing::info!(key = %session.key, "resetting the kernel");
+            let old = session.kernel.lock().unwrap().take();
+            if let Some(old) = old {
+                old.shutdown(grace).await;
+            }
+        }
+    }
+    let kernel = match session.current_kernel() {
+        Some(kernel) if kernel.alive() => kernel,
+        previous => {
+            if let Some(dead) = previous {
+                let exit = dead.exit_info().map_or("ended".into(), |e| e.to_string());
+                evaluation.annotate(format!(
+                    "The Python kernel had ended since the last call ({exit}); a new one was started and earlier state is gone."
+                ));
+            }
+            start_kernel(session).await?
+        }
+    };
+    let turn = kernel.queue().turn().await;
+    evaluation.run(&kernel, &turn, &mut *on_event).await?;
+    drop(turn);
+
+    if let Some(index) = evaluation.died_on_its_own() {
+        session.kernel.lock().unwrap().take();
+        if let Some(err) = disposed() {
+            return Err(err);
+        }
+        tracing::info!(key = %session.key, cell = index, "kernel died under a cell; restarting");
+        let why = evaluation
+            .result_mut()
+            .cells
+            .last()
+            .and_then(|c| c.outcome.error.clone())
+            .map_or(String::new(), |e| e.evalue);
+        evaluation.prepare_retry();
+        let kernel = start_kernel(session).await?;
+        evaluation.annotate(format!(
+            "{why}. The kernel was restarted and cell {} was run again in it: the namespace was lost, so variables from earlier calls are gone.",
+            index + 1
+        ));
+        evaluation.result_mut().kernel_restarted = true;
+        let turn = kernel.queue().turn().await;
+        evaluation.run(&kernel, &turn, &mut *on_event).await?;
+    }
+    let result = evaluation.finish();
+    if result.kernel_died || result.kernel_killed {
+        // Replaced before the next call.
+        session.kernel.lock().unwrap().take();
+    }
+    Ok(result)
+}
+
+async fn start_kernel(session: &Session) -> Result<Arc<Kernel>> {
+    tracing::info!(key = %session.key, "starting kernel");
+    let kernel = Kernel::start(session.config.clone()).await?;
+    *session.kernel.lock().unwrap() = Some(kernel.clone());
+    Ok(kernel)
+}
+
+/// Idle eviction, the heartbeat and retries of unconfirmed shutdowns, until the pool goes.
+async fn maintain(pool: Weak<PoolInner>) {
+    let mut last_heartbeat = Instant::now();
+    loop {
+        let tick = match pool.upgrade() {
+            Some(inner) => {
+                let config = &inner.config;
+                let mut tick = (config.idle_timeout / 4).min(Duration::from_secs(1));
+                if !config.heartbeat_interval.is_zero() {
+                    tick = tick.min(config.heartbeat_interval);
+                }
+                tick.max(Duration::from_millis(10))
+            }
+            None => return,
+        };
+        tokio::time::sleep(tick).await;
+        let Some(inner) = pool.upgrade() else { return };
+        if inner.disposing.load(Ordering::SeqCst) {
+            return;
+        }
+        let sessions: Vec<_> = inner.sessions.lock().unwrap().values().cloned().collect();
+        let now = Instant::now();
+        for session in &sessions {
+            let idle_for = now.duration_since(session.last_used.lock().unwrap().0);
+            if idle_for >= inner.config.idle_timeout && !session.turns.busy() {
+                tracing::info!(key = %session.key, "evicting idle session");
+                inner
+                    .dispose(session.clone(), inner.config.shutdown_grace * 3)
+                    .await;
+            }
+        }
+        let heartbeat = inner.config.heartbeat_interval;
+        if !heartbeat.is_zero() && now.duration_since(last_heartbeat) >= heartbeat {
+            last_heartbeat = now;
+            for session in &sessions {
+                check_heartbeat(&inner, session).await;
+            }
+        }
+        inner
+            .retry_unconfirmed(inner.config.shutdown_grace * 3)
+            .await;
+    }
+}
+
+/// Pings an idle session's kernel; a dead or silent one is removed, and the next call is
+/// told its state was lost.
+async fn check_heartbeat(pool: &PoolInner, session: &Session) {
+    let Some(_turn) = session.turns.try_join() else {
+        return; // busy: its call will see how the kernel is doing
+    };
+    let Some(kernel) = session.current_kernel() else {
+        return;
+    };
+    let lost = if let Some(exit) = kernel.exit_info() {
+        format!("The Python kernel ended while idle ({exit}); a new one was started and earlier state is gone.")
+    } else if !kernel.ping(pool.config.heartbeat_timeout).await {
+        kernel.shutdown(pool.config.shutdown_grace).await;
+        "The Python kernel stopped answering while idle and was replaced; earlier state is gone."
+            .to_string()
+    } else {
+        return;
+    };
+    tracing::info!(key = %session.key, "heartbeat replaced the kernel");
+    session.kernel.lock().unwrap().take();
+    *session.lost_while_idle.lock().unwrap() = Some(lost);
+}
+
+fn session_key(request: &PoolRequest, config: &KernelConfig) -> Result<SessionKey> {
+    let cwd = std::fs::canonicalize(&config.cwd).map_err(|_| KernelError::CwdInvalid {
+        path: config.cwd.clone(),
+        reason: "does not exist",
+    })?;
+    if !cwd.is_dir() {
+        return Err(KernelError::CwdInvalid {
+            path: config.cwd.clone(),
+            reason: "is not a directory",
+        });
+    }
+    let identity = if let Some(id) = &request.session_id {
+        format!("session:{id}")
+    } else if let Some(file) = &request.session_file {
+        format!("file:{file}")
+    } else {
+        format!("cwd:{}", cwd.display())
+    };
+    let interpreter = config
+        .interpreter
+        .as_deref()
+        .map(|i| real_interpreter(i, &cwd))
+        .unwrap_or_default();
+    Ok(SessionKey {
+        identity,
+        cwd,
+        interpreter,
+    })
+}
+
+/// The interpreter's real path for the key; a path that does not resolve keys as given
+/// (starting it will report the problem).
+fn real_interpreter(interpreter: &str, cwd: &Path) -> String {
+    let expanded = match interpreter.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME")
+            .map_or(PathBuf::from(interpreter), |h| PathBuf::from(h).join(rest)),
+        None => PathBuf::from(interpreter),
+    };
+    let path = if expanded.is_absolute() {
+        expanded
+    } else {
+        cwd.join(expanded)
+    };
+    std::fs::canonicalize(&path)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// `timeoutSeconds`: default 30, 0 is none, otherwise clamped to 1..3600 with a notice.
+pub fn clamp_timeout(requested: Option<f64>) -> Result<(Option<Duration>, Option<String>)> {
+    let seconds = requested.unwrap_or(DEFAULT_TIMEOUT_SECONDS);
+    if seconds.is_nan() {
+        return Err(KernelError::InvalidArgument {
+            name: "timeoutSeconds",
+            reason: "must be a number of seconds (0 for none)".into(),
+        });
+    }
+    if seconds == 0.0 {
+        return Ok((None, None));
+    }
+    let clamped = seconds.clamp(1.0, MAX_TIMEOUT_SECONDS);
+    let notice = (clamped != seconds).then(|| {
+        format!(
+            "Timeout clamped to {}s (requested {}s; allowed range 1-{}s).",
+            clamped, seconds, MAX_TIMEOUT_SECONDS
+        )
+    });
+    Ok((Some(Duration::from_secs_f64(clamped)), notice))
+}
+
+/// Disposes `sessions` at the same time, so the whole takes one `budget`, not one each.
+async fn dispose_all_of(inner: &Arc<PoolInner>, sessions: Vec<Arc<Session>>, budget: Duration) {
+    let tasks: Vec<_> = sessions
+        .into_iter()
+        .map(|session| {
+            let inner = inner.clone();
+            tokio::spawn(async move { inner.dispose(session, budget).await })
+        })
+        .collect();
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_clamped_with_the_exact_notice() {
+        assert_eq!(
+            clamp_timeout(None).unwrap(),
+            (Some(Duration::from_secs(30)), None)
+        );
+        assert_eq!(clamp_timeout(Some(0.0)).unwrap(), (None, None));
+        let (t, notice) = clamp_timeout(Some(99999.0)).unwrap();
+        assert_eq!(t, Some(Duration::from_secs(3600)));
+        assert_eq!(
+            notice.unwrap(),
+            "Timeout clamped to 3600s (requested 99999s; allowed range 1-3600s)."
+        );
+        assert_eq!(
+            clamp_timeout(Some(0.2)).unwrap().0,
+            Some(Duration::from_secs(1))
+        );
+        assert!(clamp_timeout(Some(f64::NAN)).is_err());
+    }
+}
