@@ -131,11 +131,16 @@ test('a kernel that dies under a cell once is replaced and the cell retried', as
 test('a cell that always kills its kernel fails with the signal stated; the next call works', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())
-  const r = await pool.execute({ sessionId: 'doom', cells: [cell('import os; os._exit(7)')] })
+  const r = await pool.execute({ sessionId: 'doom', cells: [cell('import os, signal; os.kill(os.getpid(), signal.SIGKILL)')] })
   assert.equal(r.kernelRestarted, true)
   assert.equal(r.exitCode, 1)
   assert.equal(r.kernelDied, true)
-  assert.match(r.output, /the Python kernel died during the cell \(exit code 7\); the kernel's state was lost/)
+  assert.match(
+    r.output,
+    /\[the Python kernel died during the cell \(killed by signal 9 \(SIGKILL\); possibly out of memory\); the kernel's state was lost and it will be recreated on the next call\.\]/,
+  )
+  const exited = await pool.execute({ sessionId: 'doom', cells: [cell('import os; os._exit(7)')] })
+  assert.match(exited.output, /died during the cell \(exit code 7\)/)
   const next = await pool.execute({ sessionId: 'doom', cells: [cell('2 + 2')] })
   assert.equal(value(next), '4')
 })
