@@ -242,3 +242,18 @@ test('bad requests get coded errors; disposeAll refuses new work', async () => {
   await pool.disposeAll()
   await assert.rejects(pool.execute({ cells: [cell('1')] }), (e) => e.code === 'ERR_POOL_DISPOSED')
 })
+
+test('a call waiting on a session being disposed gets a clear error; the next gets a fresh kernel', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const pid = Number(value(await pool.execute({ sessionId: 'gone', cells: [cell('import os; os.getpid()')] })))
+  const running = pool.execute({ sessionId: 'gone', cells: [cell('import time; time.sleep(30)')] })
+  const waiting = pool.execute({ sessionId: 'gone', cells: [cell('1')] })
+  await new Promise((r) => setTimeout(r, 200))
+  await pool.disposeOwner('gone')
+  await assert.rejects(waiting, (e) => e.code === 'ERR_SESSION_DISPOSED' && /call again/.test(e.message))
+  const r = await running
+  assert.equal(r.exitCode === 0, false)
+  const fresh = await pool.execute({ sessionId: 'gone', cells: [cell('import os; os.getpid()')] })
+  assert.notEqual(Number(value(fresh)), pid)
+})
