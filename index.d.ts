@@ -60,6 +60,14 @@ export interface EvalRequest {
   onEvent?: (cellIndex: number, event: KernelEvent) => void
 }
 
+/** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */
+export interface BridgeCall {
+  name: string
+  args: unknown
+  /** The id of the cell that made the call (its worker threads share it). */
+  runId: string
+}
+
 /**
  * Which binding artifact the generated loader actually loaded: `'native'` for
  * a native addon, otherwise the `platformArchABI` of the WASI flavor. Every
@@ -109,6 +117,22 @@ export declare class KernelPool {
   get sessions(): Array<SessionInfo>
 }
 export type JsKernelPool = KernelPool
+
+/** A session's key-value store, shared with `kv` in the kernel. */
+export declare class KvStore {
+  constructor(artifactsDir: string, sessionId: string, options?: KvStoreOptions | undefined | null)
+  /** The store's file. */
+  get path(): string
+  /** The value, or undefined. */
+  get(key: string): unknown
+  /** Stores a JSON value (at most 256 KiB encoded; the store at most 4 MiB). */
+  set(key: string, value: unknown): void
+  /** Whether the key was there. */
+  delete(key: string): boolean
+  /** The keys, sorted. */
+  list(): Array<string>
+}
+export type JsKvStore = KvStore
 
 export interface Availability {
   ok: boolean
@@ -266,6 +290,19 @@ export interface KernelOptions {
   startupTimeoutMs?: number
   /** RLIMIT_AS for the kernel process, in bytes. */
   memoryLimitBytes?: number
+  /**
+   * Runs the kernel's bridge calls (`tool.x()`, `agent()`, ...). A rejection becomes
+   * a RuntimeError with its message in Python.
+   */
+  onCall?: (call: BridgeCall) => Promise<unknown>
+  /** With `sessionId`, where the session's kv store lives (`<dir>/kernel-store/`). */
+  artifactsDir?: string
+  sessionId?: string
+}
+
+export interface KvStoreOptions {
+  /** Names the file (`pykernel_<sha256>.json` for `PYKERNEL_`). @default "PYKERNEL_" */
+  envPrefix?: string
 }
 
 export interface PoolOptions {

@@ -59,3 +59,11 @@ export interface EvalRequest {
   signal?: AbortSignal
   onEvent?: (cellIndex: number, event: KernelEvent) => void
 }
+
+/** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */
+export interface BridgeCall {
+  name: string
+  args: unknown
+  /** The id of the cell that made the call (its worker threads share it). */
+  runId: string
+}

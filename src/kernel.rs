@@ -27,6 +27,7 @@ use crate::fifo::{Fifo, Place, Turn};
 use crate::protocol::{decode, HostFrame, RunnerFrame};
 use crate::runner_script;
 use crate::runtime::{self, ResolveOptions, Resolved};
+use crate::watchdog::Watchdog;
 
 pub const DEFAULT_STATUS_MIME: &str = "application/x-pykernel-status";
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_millis(10_000);
@@ -52,9 +53,23 @@ pub struct KernelConfig {
     /// Where the runner files are written; `$TMPDIR/pykernel-<uid>` by default.
     pub runner_dir: Option<PathBuf>,
     pub bridge: Option<Arc<dyn Bridge>>,
+    /// With `session_id`, where the session's kv store lives.
+    pub artifacts_dir: Option<PathBuf>,
+    pub session_id: Option<String>,
 }
 
 impl KernelConfig {
+    /// The session's kv store, when both the artifacts directory and the session are known.
+    pub fn kv_path(&self) -> Option<PathBuf> {
+        let dir = self.artifacts_dir.as_ref()?;
+        let session = self.session_id.as_ref()?;
+        Some(crate::kv::store_path(
+            dir,
+            &crate::kv::file_prefix(&self.env_prefix),
+            session,
+        ))
+    }
+
     pub fn new(cwd: PathBuf) -> Self {
         Self {
             cwd,
@@ -67,6 +82,8 @@ impl KernelConfig {
             memory_limit_bytes: None,
             runner_dir: None,
             bridge: None,
+            artifacts_dir: None,
+            session_id: None,
         }
     }
 }
@@ -311,6 +328,7 @@ impl Kernel {
             status_mime: config.status_mime.clone(),
             prelude: Some(files.prelude.display().to_string()),
             env_prefix: config.env_prefix.clone(),
+            kv_path: config.kv_path().map(|p| p.display().to_string()),
         };
         // A failed write means the runner is already gone; the wait below reports why.
         let _ = kernel.send(&init).await;
@@ -459,7 +477,9 @@ impl Kernel {
         // A dead pipe shows up below as the end of the frame stream.
         let _ = self.send(&frame).await;
 
-        let deadline = request.timeout.map(|t| Instant::now() + t);
+        let mut watchdog = Watchdog::new(request.timeout, std::time::Instant::now());
+        // Bridge calls report here when their reply is sent, to resume the watchdog.
+        let (call_done_tx, mut call_done_rx) = mpsc::unbounded_channel::<()>();
         // Set once the cell is to be stopped; the kernel is killed if it is still running then.
         let mut escalation: Option<Instant> = None;
         // The runner ignores SIGINT until it has started the cell, so an interrupt asked for
@@ -479,7 +499,13 @@ impl Kernel {
                             }
                         }
                         Some(RunnerFrame::Call { call_id, name, args, .. }) => {
-                            self.answer_call(&id, call_id, name, args);
+                            if escalation.is_some() {
+                                // The cell is being stopped: no new work for the host.
+                                self.refuse_call(call_id, &name);
+                            } else {
+                                watchdog.pause();
+                                self.answer_call(&id, call_id, name, args, call_done_tx.clone());
+                            }
                         }
                         Some(frame) => {
                             if let Some(event) = collector.apply(frame) {
@@ -493,8 +519,12 @@ impl Kernel {
                     }
                     false
                 }
-                _ = sleep_until(deadline.unwrap_or_else(Instant::now)),
-                    if deadline.is_some() && escalation.is_none() => {
+                Some(()) = call_done_rx.recv() => {
+                    watchdog.resume(std::time::Instant::now());
+                    false
+                }
+                _ = sleep_until(watchdog.deadline().map_or_else(Instant::now, Instant::from_std)),
+                    if watchdog.deadline().is_some() && escalation.is_none() => {
                     collector.outcome.timed_out = true;
                     true
                 }
@@ -619,44 +649,69 @@ impl Kernel {
         )
     }
 
-    fn answer_call(&self, run_id: &str, call_id: String, name: String, args: Value) {
-        let Some(bridge) = self.bridge.clone() else {
-            let reply = HostFrame::Reply {
-                call_id,
-                ok: false,
-                value: None,
-                error: Some("no host bridge is attached to this kernel".into()),
-            };
-            self.spawn_reply(async move { reply });
-            return;
-        };
+    /// Runs a bridge call on the host and replies; `done` is told when the reply is sent.
+    fn answer_call(
+        &self,
+        run_id: &str,
+        call_id: String,
+        name: String,
+        args: Value,
+        done: mpsc::UnboundedSender<()>,
+    ) {
+        let bridge = self.bridge.clone();
         let run_id = run_id.to_string();
-        self.spawn_reply(async move {
-            match bridge.call(name, args, run_id).await {
-                Ok(value) => HostFrame::Reply {
-                    call_id,
-                    ok: true,
-                    value: Some(value),
-                    error: None,
-                },
-                Err(error) => HostFrame::Reply {
-                    call_id,
-                    ok: false,
-                    value: None,
-                    error: Some(error),
-                },
-            }
-        });
+        self.spawn_reply(
+            async move {
+                let answer = match bridge {
+                    Some(bridge) => bridge.call(name, args, run_id).await,
+                    None => Err("no host bridge is attached to this kernel".to_string()),
+                };
+                match answer {
+                    Ok(value) => HostFrame::Reply {
+                        call_id,
+                        ok: true,
+                        value: Some(value),
+                        error: None,
+                    },
+                    Err(error) => HostFrame::Reply {
+                        call_id,
+                        ok: false,
+                        value: None,
+                        error: Some(error),
+                    },
+                }
+            },
+            Some(done),
+        );
+    }
+
+    fn refuse_call(&self, call_id: String, name: &str) {
+        let reply = HostFrame::Reply {
+            call_id,
+            ok: false,
+            value: None,
+            error: Some(format!(
+                "bridge call '{name}' aborted: eval cell was interrupted"
+            )),
+        };
+        self.spawn_reply(async move { reply }, None);
     }
 
     /// Replies are written from their own task so a slow call never holds up the cell's
     /// frames, and many calls can be in flight at once.
-    fn spawn_reply(&self, reply: impl std::future::Future<Output = HostFrame> + Send + 'static) {
+    fn spawn_reply(
+        &self,
+        reply: impl std::future::Future<Output = HostFrame> + Send + 'static,
+        done: Option<mpsc::UnboundedSender<()>>,
+    ) {
         let writer = self.writer.clone();
         tokio::spawn(async move {
             let frame = reply.await;
             // The kernel may have died meanwhile; its death is reported by the execute.
             let _ = writer.send(&frame).await;
+            if let Some(done) = done {
+                let _ = done.send(());
+            }
         });
     }
 

@@ -217,10 +217,19 @@ impl Pool {
         if request.interpreter.is_some() {
             config.interpreter = request.interpreter.clone();
         }
+        if config.artifacts_dir.is_none() {
+            config.artifacts_dir = inner.config.artifacts_dir.clone();
+        }
         let target = match inner.config.mode {
             PoolMode::PerCall => Target::PerCall(config),
             PoolMode::Session => {
                 let key = session_key(&request, &config)?;
+                config.session_id = Some(
+                    request
+                        .session_id
+                        .clone()
+                        .unwrap_or_else(|| key.identity.clone()),
+                );
                 let owner = request
                     .owner_id
                     .clone()

@@ -25,6 +25,9 @@ pub enum HostFrame {
         status_mime: String,
         prelude: Option<String>,
         env_prefix: String,
+        /// The session's kv store file (`kv` in the prelude); absent without one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kv_path: Option<String>,
     },
     Execute {
         id: String,

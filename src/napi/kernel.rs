@@ -16,11 +16,13 @@ use super::{cwd_or_current, js_error, promise};
 use crate::error::KernelError;
 use crate::events::ExecuteOutcome;
 use crate::executor::{self, Cell, EvalOptions};
+use napi::threadsafe_function::ThreadsafeFunction;
+
 use crate::kernel::{
-    ExecuteRequest, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STARTUP_TIMEOUT,
+    Bridge, ExecuteRequest, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STARTUP_TIMEOUT,
 };
 
-#[napi(object)]
+#[napi(object, object_to_js = false)]
 #[derive(Default)]
 pub struct KernelOptions {
     /// Working directory; must exist and be a directory. @default process.cwd()
@@ -39,11 +41,30 @@ pub struct KernelOptions {
     pub startup_timeout_ms: Option<u32>,
     /// RLIMIT_AS for the kernel process, in bytes.
     pub memory_limit_bytes: Option<f64>,
+    /// Runs the kernel's bridge calls (`tool.x()`, `agent()`, ...). A rejection becomes
+    /// a RuntimeError with its message in Python.
+    #[napi(ts_type = "(call: BridgeCall) => Promise<unknown>")]
+    pub on_call: Option<FunctionRef<Value, Promise<Value>>>,
+    /// With `sessionId`, where the session's kv store lives (`<dir>/kernel-store/`).
+    pub artifacts_dir: Option<String>,
+    pub session_id: Option<String>,
 }
 
 impl KernelOptions {
-    pub(super) fn into_config(self) -> std::result::Result<KernelConfig, KernelError> {
+    /// Call on the JavaScript thread: the bridge callback is bound to it here.
+    pub(super) fn into_config(self, env: &Env) -> std::result::Result<KernelConfig, KernelError> {
         let mut config = KernelConfig::new(cwd_or_current(self.cwd));
+        if let Some(on_call) = self.on_call {
+            config.bridge =
+                Some(
+                    JsBridge::new(env, &on_call).map_err(|e| KernelError::InvalidArgument {
+                        name: "onCall",
+                        reason: e.reason.clone(),
+                    })?,
+                );
+        }
+        config.artifacts_dir = self.artifacts_dir.map(PathBuf::from);
+        config.session_id = self.session_id;
         config.base_env = self.base_env;
         config.env = self.env.unwrap_or_default();
         config.interpreter = self.interpreter;
@@ -167,7 +188,7 @@ impl JsKernel {
         options: Option<KernelOptions>,
     ) -> Result<PromiseRaw<'env, JsKernel>> {
         super::init_tracing();
-        let config = options.unwrap_or_default().into_config();
+        let config = options.unwrap_or_default().into_config(env);
         promise(env, async move {
             let inner = Kernel::start(config?).await?;
             Ok(JsKernel { inner })
@@ -328,6 +349,47 @@ fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| sig.to_string())
+}
+
+/// The host side of the bridge: a JavaScript `onCall` run on the JavaScript thread.
+struct JsBridge {
+    /// Weak: a kernel waiting for cells must not keep the host's event loop alive.
+    on_call: Arc<ThreadsafeFunction<Value, Promise<Value>, Value, Status, false, true>>,
+}
+
+impl JsBridge {
+    fn new(env: &Env, on_call: &FunctionRef<Value, Promise<Value>>) -> Result<Arc<dyn Bridge>> {
+        let on_call = on_call
+            .borrow_back(env)?
+            .build_threadsafe_function::<Value>()
+            .callee_handled::<false>()
+            .weak::<true>()
+            .build()?;
+        Ok(Arc::new(JsBridge {
+            on_call: Arc::new(on_call),
+        }))
+    }
+}
+
+impl Bridge for JsBridge {
+    fn call(
+        &self,
+        name: String,
+        args: Value,
+        run_id: String,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = std::result::Result<Value, String>> + Send>,
+    > {
+        let call = serde_json::json!({ "name": name, "args": args, "runId": run_id });
+        let on_call = self.on_call.clone();
+        Box::pin(async move {
+            let promise = on_call
+                .call_async(call)
+                .await
+                .map_err(|e| e.reason.clone())?;
+            promise.await.map_err(|e| e.reason.clone())
+        })
+    }
 }
 
 /// Reads `ExecuteOptions`.

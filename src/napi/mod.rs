@@ -5,6 +5,7 @@
 //! - `eval`: the agent-ready `EvalResult` objects.
 //! - `cancel`: AbortSignal -> [`crate::kernel::AbortHandle`], and ordered event delivery.
 //! - `options`: reading option objects that hold functions and signals.
+//! - `kv`: the `KvStore` class.
 //! - `pool`: the `KernelPool` class.
 //! - `python`: `resolvePython`, `checkPythonKernelAvailability`, `filterEnv`.
 //! - `output`: `renderBundle`, `clampLine` and the preview helpers.
@@ -15,6 +16,7 @@
 mod cancel;
 mod eval;
 mod kernel;
+mod kv;
 mod options;
 mod output;
 mod pool;
@@ -43,9 +45,13 @@ pub(crate) fn init_tracing() {
 
 /// A JavaScript `Error` whose `code` is the stable code of `err`.
 pub(crate) fn js_error(env: &Env, err: &KernelError) -> Error {
+    coded_error(env, err.code(), &err.to_string())
+}
+
+pub(crate) fn coded_error(env: &Env, code: &str, message: &str) -> Error {
     let build = || -> Result<Error> {
-        let mut obj = env.create_error(Error::new(Status::GenericFailure, err.to_string()))?;
-        obj.set_named_property("code", err.code())?;
+        let mut obj = env.create_error(Error::new(Status::GenericFailure, message))?;
+        obj.set_named_property("code", code)?;
         Ok(Error::from(obj.to_unknown()))
     };
     build().unwrap_or_else(|e| e)

@@ -17,7 +17,7 @@ use crate::error::KernelError;
 use crate::executor::Cell;
 use crate::pool::{Pool, PoolConfig, PoolMode, PoolRequest};
 
-#[napi(object)]
+#[napi(object, object_to_js = false)]
 #[derive(Default)]
 pub struct PoolOptions {
     /// @default 'session'
@@ -78,7 +78,7 @@ impl JsKernelPool {
         super::init_tracing();
         let options = options.unwrap_or_default();
         let build = || -> std::result::Result<PoolConfig, KernelError> {
-            let kernel = options.kernel.unwrap_or_default().into_config()?;
+            let kernel = options.kernel.unwrap_or_default().into_config(&env)?;
             let mut config = PoolConfig::new(kernel);
             config.mode = match options.mode.as_deref() {
                 None | Some("session") => PoolMode::Session,

@@ -1,0 +1,111 @@
+'use strict'
+// The in-band bridge (Python -> host calls) and the watchdog that pauses for it.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { addon, python, startKernel, run } = require('./helpers/kernel')
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const call = (name, args) => `__pykernel__.bridge_call(${JSON.stringify(name)}, ${JSON.stringify(args)})`
+
+test('a call reaches onCall with its name, args and run id, and its value comes back', async (t) => {
+  const calls = []
+  const kernel = await startKernel({
+    onCall: async (c) => {
+      calls.push(c)
+      return { echoed: c.args, n: 42 }
+    },
+  })
+  t.after(() => kernel.shutdown())
+  const { result } = await run(kernel, call('echo', { path: 'artifact://21:3-4' }))
+  assert.equal(result.status, 'ok')
+  assert.equal(result.result['text/plain'], "{'echoed': {'path': 'artifact://21:3-4'}, 'n': 42}")
+  assert.equal(calls.length, 1)
+  assert.equal(calls[0].name, 'echo')
+  assert.deepEqual(calls[0].args, { path: 'artifact://21:3-4' })
+  assert.match(calls[0].runId, /^r\d+$/)
+})
+
+test('a rejection becomes a RuntimeError with its message; no handler says so', async (t) => {
+  const kernel = await startKernel({
+    onCall: async () => {
+      throw new Error('the tool exploded')
+    },
+  })
+  t.after(() => kernel.shutdown())
+  const { result } = await run(kernel, call('boom', {}))
+  assert.equal(result.error.ename, 'RuntimeError')
+  assert.match(result.error.evalue, /the tool exploded/)
+  assert.equal((await run(kernel, '1 + 1')).result.result['text/plain'], '2')
+
+  const bare = await startKernel()
+  t.after(() => bare.shutdown())
+  const none = await run(bare, call('x', {}))
+  assert.equal(none.result.error.ename, 'RuntimeError')
+  assert.equal(none.result.error.evalue, 'no host bridge is attached to this kernel')
+})
+
+test('calls from many threads run at once and each gets its own answer', async (t) => {
+  let inFlight = 0
+  let peak = 0
+  const kernel = await startKernel({
+    onCall: async (c) => {
+      inFlight++
+      peak = Math.max(peak, inFlight)
+      await sleep(200)
+      inFlight--
+      return c.args.i * 10
+    },
+  })
+  t.after(() => kernel.shutdown())
+  const code = [
+    'from concurrent.futures import ThreadPoolExecutor',
+    'with ThreadPoolExecutor(8) as ex:',
+    `    out = list(ex.map(lambda i: __pykernel__.bridge_call('f', {'i': i}), range(8)))`,
+    'out',
+  ].join('\n')
+  const started = Date.now()
+  const { result } = await run(kernel, code)
+  assert.equal(result.result['text/plain'], '[0, 10, 20, 30, 40, 50, 60, 70]')
+  assert.equal(peak, 8)
+  assert.ok(Date.now() - started < 1200, 'the calls overlapped')
+})
+
+test('the watchdog pauses while a call is in flight', async (t) => {
+  const kernel = await startKernel({ onCall: async () => (await sleep(2000), 'slow answer') })
+  t.after(() => kernel.shutdown())
+  const { result } = await run(kernel, call('slow', {}), { timeoutMs: 1000 })
+  assert.equal(result.timedOut, false)
+  assert.equal(result.result['text/plain'], "'slow answer'")
+  // A fresh window after the call: 0.6 s of work after a 2 s call fits in 1 s.
+  const after = await run(kernel, `${call('slow', {})}\nimport time; time.sleep(0.6); 'done'`, { timeoutMs: 1000 })
+  assert.equal(after.result.timedOut, false)
+  // Work alone still times out.
+  const busy = await run(kernel, 'import time; time.sleep(5)', { timeoutMs: 1000 })
+  assert.equal(busy.result.timedOut, true)
+})
+
+test('an abort during calls ends the cell cleanly; new calls are refused', async (t) => {
+  const seen = []
+  const kernel = await startKernel({
+    onCall: async (c) => {
+      seen.push(c.name)
+      await sleep(300)
+      return null
+    },
+  })
+  t.after(() => kernel.shutdown())
+  const controller = new AbortController()
+  setTimeout(() => controller.abort(), 150)
+  const code = `${call('first', {})}\n${call('second', {})}`
+  const { result } = await run(kernel, code, { signal: controller.signal })
+  assert.equal(result.cancelled, true)
+  assert.deepEqual(seen, ['first'])
+  assert.equal((await run(kernel, '"alive"')).result.result['text/plain'], "'alive'")
+})
+
+test('a pool passes its onCall to every kernel', async (t) => {
+  const pool = new addon.KernelPool({ kernel: { interpreter: python, onCall: async (c) => `pool saw ${c.name}` } })
+  t.after(() => pool.disposeAll())
+  const r = await pool.execute({ sessionId: 'b', cells: [{ code: call('hello', {}) }] })
+  assert.equal(r.cells[0].result['text/plain'], "'pool saw hello'")
+})

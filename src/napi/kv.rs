@@ -1,0 +1,80 @@
+//! The `KvStore` class: the session key-value store, as JavaScript sees it.
+
+use std::path::PathBuf;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::Value;
+
+use super::coded_error;
+use crate::env::DEFAULT_ENV_PREFIX;
+use crate::kv::{self, KvError};
+
+#[napi(object)]
+pub struct KvStoreOptions {
+    /// Names the file (`pykernel_<sha256>.json` for `PYKERNEL_`). @default "PYKERNEL_"
+    pub env_prefix: Option<String>,
+}
+
+/// A session's key-value store, shared with `kv` in the kernel.
+#[napi(js_name = "KvStore")]
+pub struct JsKvStore {
+    inner: kv::KvStore,
+}
+
+fn thrown(env: &Env, err: KvError) -> Error {
+    coded_error(env, err.code(), &err.to_string())
+}
+
+#[napi]
+impl JsKvStore {
+    #[napi(constructor)]
+    pub fn new(artifacts_dir: String, session_id: String, options: Option<KvStoreOptions>) -> Self {
+        let prefix = options
+            .and_then(|o| o.env_prefix)
+            .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
+        let path = kv::store_path(
+            &PathBuf::from(artifacts_dir),
+            &kv::file_prefix(&prefix),
+            &session_id,
+        );
+        Self {
+            inner: kv::KvStore::new(path),
+        }
+    }
+
+    /// The store's file.
+    #[napi(getter)]
+    pub fn path(&self) -> String {
+        self.inner.path().display().to_string()
+    }
+
+    /// The value, or undefined.
+    #[napi(ts_return_type = "unknown")]
+    pub fn get(&self, env: Env, key: String) -> Result<Option<Value>> {
+        self.inner.get(&key).map_err(|e| thrown(&env, e))
+    }
+
+    /// Stores a JSON value (at most 256 KiB encoded; the store at most 4 MiB).
+    #[napi]
+    pub fn set(
+        &self,
+        env: Env,
+        key: String,
+        #[napi(ts_arg_type = "unknown")] value: Value,
+    ) -> Result<()> {
+        self.inner.set(&key, value).map_err(|e| thrown(&env, e))
+    }
+
+    /// Whether the key was there.
+    #[napi]
+    pub fn delete(&self, env: Env, key: String) -> Result<bool> {
+        self.inner.delete(&key).map_err(|e| thrown(&env, e))
+    }
+
+    /// The keys, sorted.
+    #[napi]
+    pub fn list(&self, env: Env) -> Result<Vec<String>> {
+        self.inner.list().map_err(|e| thrown(&env, e))
+    }
+}
