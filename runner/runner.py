@@ -322,9 +322,13 @@ class _Channel:
         self._fd = fd
         self._lock = threading.Lock()
         self._on_broken = on_broken
+        self.divert = None          # %%capture: takes frames it keeps
 
     def send(self, frame):
         if self._fd is None:    # a forked child: the host is not ours
+            return
+        divert = self.divert
+        if divert is not None and divert(frame):
             return
         data = memoryview(_frame_bytes(frame))
         with _interrupts, self._lock:
@@ -743,6 +747,9 @@ class _PreludeAPI:
         self.hidden_names = kernel.hidden_names
         self.status_mime = kernel.status_mime
         self.env_prefix = kernel.env_prefix
+        self.namespace = kernel.namespace
+        self.capture_frames = kernel.capture_frames
+        self.reload_prelude = kernel.reload_prelude
 
     def __repr__(self):
         return "<pykernel runner API>"
@@ -794,6 +801,8 @@ class _Kernel:
         self.hidden_names = set()
         self.status_mime = "application/x-pykernel-status"
         self.env_prefix = "PYKERNEL_"
+        self._prelude_path = None
+        self._magics = None     # pykernel_magics.Magics, for the first magic
 
         self._redirect_fds()
         self._patch_process()
@@ -996,6 +1005,30 @@ class _Kernel:
         data["op"] = op
         self.send_display({self.status_mime: data})
 
+    def capture_frames(self, sink):
+        """Offer the running request's frames to *sink* (``%%capture``): a
+        frame for which it returns true is not sent.  Output written before
+        this call is sent first; calling the returned function sends what
+        is written until then to the sink, and ends the capture."""
+        run = _thread_run()
+        channel = self._channel
+        outer = channel.divert
+        self._drain_output(_DRAIN_TIMEOUT)
+
+        def divert(frame):
+            if frame.get("id") == run and sink(frame):
+                return True
+            return outer is not None and outer(frame)
+
+        def stop():
+            try:
+                self._drain_output(_DRAIN_TIMEOUT)
+            finally:
+                channel.divert = outer
+
+        channel.divert = divert
+        return stop
+
     # the bridge
 
     def bridge_call(self, name, args=None):
@@ -1105,11 +1138,17 @@ class _Kernel:
         with open(path, encoding="utf-8") as f:
             source = f.read()
         _INTERNAL_FILES.add(path)
+        self._prelude_path = path
         namespace = self.namespace
         before = set(namespace)
         namespace["__pykernel__"] = _PreludeAPI(self)
         exec(compile(source, path, "exec", dont_inherit=True), namespace)
         self.hidden_names.update(set(namespace) - before)
+
+    def reload_prelude(self):
+        """Run the prelude again, after ``%reset`` cleared its names."""
+        if self._prelude_path:
+            self._load_prelude(self._prelude_path)
 
     @staticmethod
     def _apply_cwd_env(request):
@@ -1204,6 +1243,8 @@ class _Kernel:
         """Compile *source* as (body, last expression or None, show result)."""
         import _ast
         self._remember_source(filename, source)
+        if _may_have_magics(source):
+            source = self._load_magics().transform(source)
         flags = self._compile_flags | _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         tree = compile(source, filename, "exec", flags | _ast.PyCF_ONLY_AST,
                        dont_inherit=True)
@@ -1217,6 +1258,17 @@ class _Kernel:
         # `from __future__ import annotations` lasts for the session
         self._compile_flags |= body.co_flags & _FUTURE_ANNOTATIONS
         return body, last, show
+
+    def _load_magics(self):
+        """pykernel_magics, imported for the first cell that may hold a
+        magic (at the end of sys.path, as pykernel_display is)."""
+        if self._magics is None:
+            if _RUNNER_DIR not in sys.path:
+                sys.path.append(_RUNNER_DIR)
+            import pykernel_magics
+            _INTERNAL_FILES.add(pykernel_magics.__file__)
+            self._magics = pykernel_magics.Magics(_PreludeAPI(self))
+        return self._magics
 
     def _remember_source(self, filename, source):
         """Give tracebacks, warnings and inspect the cell's lines."""
@@ -1392,6 +1444,23 @@ def _refuse_getpass(prompt="Password: ", stream=None):
 
 
 _refuse_getpass.__name__ = _refuse_getpass.__qualname__ = "getpass"
+
+
+def _may_have_magics(source):
+    """Whether a line of *source* starts with % or !, or assigns one (x =
+    !cmd): the cheap test that keeps other cells from importing
+    pykernel_magics, which then decides with tokenize."""
+    if "%" not in source and "!" not in source:
+        return False
+    for line in source.split("\n"):
+        if line.lstrip()[:1] in ("%", "!"):
+            return True
+        equals = line.find("=")
+        while equals >= 0:
+            if line[equals + 1:].lstrip()[:1] in ("%", "!"):
+                return True
+            equals = line.find("=", equals + 1)
+    return False
 
 
 def _ends_with_semicolon(source, node):

@@ -18,11 +18,13 @@ use crate::error::{KernelError, Result};
 pub const RUNNER_PY: &str = include_str!("../runner/runner.py");
 pub const PRELUDE_PY: &str = include_str!("../runner/prelude.py");
 pub const DISPLAY_PY: &str = include_str!("../runner/pykernel_display.py");
+pub const MAGICS_PY: &str = include_str!("../runner/pykernel_magics.py");
 
 const FILES: &[(&str, &str)] = &[
     ("runner.py", RUNNER_PY),
     ("prelude.py", PRELUDE_PY),
     ("pykernel_display.py", DISPLAY_PY),
+    ("pykernel_magics.py", MAGICS_PY),
 ];
 
 /// Where the materialized runner lives.
