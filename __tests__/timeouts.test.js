@@ -1,0 +1,51 @@
+'use strict'
+// Cell timeouts through the pool: interrupt, escalation to a kill, and what the agent reads.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { addon, python, isAlive } = require('./helpers/kernel')
+
+const cell = (code) => ({ code })
+const value = (r) => r.cells.at(-1).result?.['text/plain']
+
+test('a 1 s timeout interrupts a sleeping cell within 2 s and the kernel keeps its state', async (t) => {
+  const pool = new addon.KernelPool({ kernel: { interpreter: python } })
+  t.after(() => pool.disposeAll())
+  await pool.execute({ sessionId: 'nap', cells: [cell('kept = "yes"')] })
+  const started = Date.now()
+  const r = await pool.execute({ sessionId: 'nap', timeoutSeconds: 1, cells: [cell('import time; time.sleep(30)')] })
+  assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`)
+  assert.equal(r.timedOut, true)
+  assert.equal(r.cancelled, true)
+  assert.equal(r.exitCode, null)
+  assert.equal(r.kernelKilled, false)
+  assert.equal(
+    r.annotations[0],
+    'eval cell timed out after 1s; kernel interrupted but remains running. Reset the kernel via { reset: true } if state appears corrupted.',
+  )
+  assert.equal(value(await pool.execute({ sessionId: 'nap', cells: [cell('kept')] })), "'yes'")
+})
+
+test('a cell that ignores SIGINT is killed after the escalation window; the next call gets a fresh kernel', { timeout: 20000 }, async (t) => {
+  const pool = new addon.KernelPool({ kernel: { interpreter: python } })
+  t.after(() => pool.disposeAll())
+  const pid = Number(value(await pool.execute({ sessionId: 'stubborn', cells: [cell('import os; lost = 1; os.getpid()')] })))
+  const started = Date.now()
+  const r = await pool.execute({
+    sessionId: 'stubborn',
+    timeoutSeconds: 1,
+    cells: [cell('import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(0.05)')],
+  })
+  const elapsed = Date.now() - started
+  assert.ok(elapsed < 1000 + 5000 + 3000, `took ${elapsed} ms`)
+  assert.ok(elapsed >= 1000 + 5000 - 200, `killed only after the 5 s escalation (${elapsed} ms)`)
+  assert.equal(r.kernelKilled, true)
+  assert.equal(r.kernelRestarted, false, 'a kill of ours is not retried')
+  assert.match(
+    r.output,
+    /^\[eval cell timed out and the kernel was unresponsive to interrupt; the kernel has been killed and will be recreated on the next call\.\]/,
+  )
+  assert.equal(isAlive(pid), false)
+  const next = await pool.execute({ sessionId: 'stubborn', cells: [cell("import os; ('lost' in globals(), os.getpid())")] })
+  assert.match(value(next), /^\(False, \d+\)$/)
+  assert.notEqual(value(next), `(False, ${pid})`)
+})
