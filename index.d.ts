@@ -114,6 +114,8 @@ export declare class KernelPool {
   disposeOwner(ownerId: string, options?: DisposeOptions | undefined | null): Promise<void>
   /** Disposes every kernel and refuses new work; for the host's signal handlers. */
   disposeAll(options?: DisposeOptions | undefined | null): Promise<void>
+  /** Pids of the spare kernels kept ready for new sessions (see `prewarm`). */
+  get spares(): Array<number>
   get sessions(): Array<SessionInfo>
 }
 export type JsKernelPool = KernelPool
@@ -320,6 +322,8 @@ export interface PoolOptions {
   shutdownGraceMs?: number
   /** Where full outputs are written when the agent's copy is cut. */
   artifactsDir?: string
+  /** Spawned kernels kept ready for new sessions. @default 1 in 'session' mode, 0 in 'per-call' */
+  prewarm?: number
   /** Defaults for every kernel (a request's cwd and interpreter override them). */
   kernel?: KernelOptions
 }

@@ -263,3 +263,22 @@ test('a call waiting on a session being disposed gets a clear error; the next ge
   const fresh = await pool.execute({ sessionId: 'gone', cells: [cell('import os; os.getpid()')] })
   assert.notEqual(Number(value(fresh)), pid)
 })
+
+test('prewarm: a new session starts on the spare kernel, configured for it, and a new spare follows', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  assert.ok(await waitFor(() => pool.spares.length === 1, { timeoutMs: 5000 }))
+  const [spare] = pool.spares
+  const cwd = tempDir()
+  const r = await pool.execute({ sessionId: 'warm', cwd, cells: [cell('import os; (os.getpid(), os.getcwd())')] })
+  assert.equal(value(r), `(${spare}, '${require('node:fs').realpathSync(cwd)}')`)
+  assert.equal(r.cells[0].executionCount, 1)
+  assert.ok(await waitFor(() => pool.spares.length === 1 && pool.spares[0] !== spare, { timeoutMs: 5000 }))
+  const none = new KernelPool({ kernel, prewarm: 0 })
+  await new Promise((r) => setTimeout(r, 300))
+  assert.deepEqual(none.spares, [])
+  await none.disposeAll()
+  const spares = pool.spares
+  await pool.disposeAll()
+  assert.ok(await waitFor(() => spares.every((pid) => !isAlive(pid)), { timeoutMs: 3000 }), 'disposeAll ends the spares')
+})

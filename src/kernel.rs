@@ -59,6 +59,13 @@ pub struct KernelConfig {
 }
 
 impl KernelConfig {
+    /// The host environment to filter: the given one, else the host process's own.
+    pub fn base_env_or_host(&self) -> HashMap<String, String> {
+        self.base_env
+            .clone()
+            .unwrap_or_else(|| std::env::vars().collect())
+    }
+
     /// The session's kv store, when both the artifacts directory and the session are known.
     pub fn kv_path(&self) -> Option<PathBuf> {
         let dir = self.artifacts_dir.as_ref()?;
@@ -189,11 +196,33 @@ pub struct ShutdownOutcome {
     pub exit: Option<ExitInfo>,
 }
 
-type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<RunnerFrame>>>>;
+type Routes = Arc<Mutex<Router>>;
+
+/// Which request each incoming frame goes to. Once the runner's stdout has ended it is
+/// closed: a route asked for after that ends at once, so nobody waits on a dead kernel.
+#[derive(Default)]
+struct Router {
+    routes: HashMap<String, mpsc::UnboundedSender<RunnerFrame>>,
+    closed: bool,
+}
+
+/// Frames of request `id` arrive on the returned receiver until the guard is dropped.
+fn open_route<'a>(
+    routes: &'a Routes,
+    id: &'a str,
+) -> (mpsc::UnboundedReceiver<RunnerFrame>, RouteGuard<'a>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut router = routes.lock().unwrap();
+    if !router.closed {
+        router.routes.insert(id.to_string(), tx);
+    }
+    (rx, RouteGuard { routes, id })
+}
 
 pub struct Kernel {
     pid: u32,
     resolved: Resolved,
+    prelude: PathBuf,
     status_mime: String,
     writer: Arc<FrameWriter>,
     routes: Routes,
@@ -241,27 +270,36 @@ impl FrameWriter {
 impl Kernel {
     /// Resolves Python, spawns the runner and waits for it to be ready.
     pub async fn start(config: KernelConfig) -> Result<Arc<Kernel>> {
-        check_cwd(&config.cwd)?;
-        let base_env = config
-            .base_env
-            .clone()
-            .unwrap_or_else(|| std::env::vars().collect());
+        let kernel = Kernel::spawn(&config).await?;
+        kernel.initialize(&config).await?;
+        Ok(kernel)
+    }
+
+    /// The interpreter `config` would run, as [`Kernel::spawn`] resolves it.
+    pub async fn resolve(config: &KernelConfig) -> Result<Resolved> {
         let resolve_opts = ResolveOptions {
             cwd: config.cwd.clone(),
             interpreter: config.interpreter.clone(),
-            base_env: base_env.clone(),
+            base_env: config.base_env_or_host(),
         };
+        tokio::task::spawn_blocking(move || runtime::resolve(&resolve_opts).map(|(r, _)| r))
+            .await
+            .map_err(|e| KernelError::io("resolving Python", std::io::Error::other(e)))?
+    }
+
+    /// Starts the Python process, which then waits for [`Kernel::initialize`]. Most of a
+    /// kernel's start-up is here, so a pool can keep a spawned spare ready.
+    pub async fn spawn(config: &KernelConfig) -> Result<Arc<Kernel>> {
+        check_cwd(&config.cwd)?;
+        let base_env = config.base_env_or_host();
+        let resolved = Kernel::resolve(config).await?;
         let runner_dir = config
             .runner_dir
             .clone()
             .unwrap_or_else(runner_script::default_base_dir);
-        let (resolved, files) = tokio::task::spawn_blocking(move || {
-            let (resolved, _) = runtime::resolve(&resolve_opts)?;
-            let files = runner_script::materialize(&runner_dir)?;
-            Ok::<_, KernelError>((resolved, files))
-        })
-        .await
-        .map_err(|e| KernelError::io("resolving Python", std::io::Error::other(e)))??;
+        let files = tokio::task::spawn_blocking(move || runner_script::materialize(&runner_dir))
+            .await
+            .map_err(|e| KernelError::io("writing the runner", std::io::Error::other(e)))??;
 
         let mut env = EnvFilter::new(&config.env_prefix).filter(&base_env);
         runtime::apply_to_env(&resolved, &mut env);
@@ -288,8 +326,6 @@ impl Kernel {
         let stderr = child.stderr.take().expect("stderr is piped");
 
         let routes: Routes = Arc::default();
-        let (init_tx, mut init_rx) = mpsc::unbounded_channel();
-        routes.lock().unwrap().insert(INIT_ID.to_string(), init_tx);
         tokio::spawn(read_frames(stdout, routes.clone(), trace));
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let (stderr_closed_tx, stderr_closed) = watch::channel(false);
@@ -302,9 +338,10 @@ impl Kernel {
         let (exit_tx, exit) = watch::channel(None);
         tokio::spawn(reap(child, exit_tx));
 
-        let kernel = Arc::new(Kernel {
+        Ok(Arc::new(Kernel {
             pid,
             resolved,
+            prelude: files.prelude,
             status_mime: config.status_mime.clone(),
             writer: Arc::new(FrameWriter {
                 stdin: tokio::sync::Mutex::new(stdin),
@@ -319,19 +356,24 @@ impl Kernel {
             execution_count: AtomicU32::new(0),
             next_id: AtomicU64::new(1),
             bridge: config.bridge.clone(),
-        });
+        }))
+    }
 
+    /// Sends `init` (cwd, variables, prelude, kv store) and waits for `ready`, bounded by
+    /// the start-up timeout; on failure the process is killed and the error says why.
+    pub async fn initialize(&self, config: &KernelConfig) -> Result<()> {
+        let (mut init_rx, init_route) = open_route(&self.routes, INIT_ID);
         let init = HostFrame::Init {
             id: INIT_ID.to_string(),
             cwd: config.cwd.display().to_string(),
             env: config.env.clone().into_iter().collect(),
             status_mime: config.status_mime.clone(),
-            prelude: Some(files.prelude.display().to_string()),
+            prelude: Some(self.prelude.display().to_string()),
             env_prefix: config.env_prefix.clone(),
             kv_path: config.kv_path().map(|p| p.display().to_string()),
         };
         // A failed write means the runner is already gone; the wait below reports why.
-        let _ = kernel.send(&init).await;
+        let _ = self.send(&init).await;
         let ready = timeout(config.startup_timeout, async {
             while let Some(frame) = init_rx.recv().await {
                 if let RunnerFrame::Ready { .. } = frame {
@@ -341,33 +383,38 @@ impl Kernel {
             false
         })
         .await;
-        kernel.routes.lock().unwrap().remove(INIT_ID);
+        drop(init_route);
         match ready {
             Ok(true) => {
-                tracing::info!(pid, interpreter = %kernel.interpreter(), "kernel started");
-                Ok(kernel)
+                tracing::info!(pid = self.pid, interpreter = %self.interpreter(), "kernel started");
+                Ok(())
             }
             Ok(false) => {
-                let exit = kernel.wait_for_exit(Duration::from_secs(2)).await;
+                let exit = self.wait_for_exit(Duration::from_secs(2)).await;
                 if exit.is_none() {
-                    kernel.kill_group(Signal::SIGKILL);
+                    self.kill_group(Signal::SIGKILL);
                 }
                 Err(KernelError::StartFailed {
                     exit: exit.map_or("closed its protocol pipe".into(), |e| e.to_string()),
-                    interpreter: kernel.interpreter().to_string(),
-                    stderr: kernel.stderr_tail().await,
+                    interpreter: self.interpreter().to_string(),
+                    stderr: self.stderr_tail().await,
                 })
             }
             Err(_) => {
-                kernel.kill_group(Signal::SIGKILL);
-                kernel.wait_for_exit(Duration::from_secs(2)).await;
+                self.kill_group(Signal::SIGKILL);
+                self.wait_for_exit(Duration::from_secs(2)).await;
                 Err(KernelError::StartTimeout {
                     timeout_ms: config.startup_timeout.as_millis() as u64,
-                    interpreter: kernel.interpreter().to_string(),
-                    stderr: kernel.stderr_tail().await,
+                    interpreter: self.interpreter().to_string(),
+                    stderr: self.stderr_tail().await,
                 })
             }
         }
+    }
+
+    /// The interpreter this kernel runs, as resolved when it was spawned.
+    pub fn resolved(&self) -> &Resolved {
+        &self.resolved
     }
 
     pub fn pid(&self) -> u32 {
@@ -453,12 +500,7 @@ impl Kernel {
         }
         let id = format!("r{}", self.next_id.fetch_add(1, Ordering::SeqCst));
         tracing::info!(pid = self.pid, id = %id, "execute");
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        self.routes.lock().unwrap().insert(id.clone(), tx);
-        let _route = RouteGuard {
-            routes: &self.routes,
-            id: &id,
-        };
+        let (mut rx, _route) = open_route(&self.routes, &id);
         let frame = HostFrame::Execute {
             id: id.clone(),
             code: request.code,
@@ -630,12 +672,7 @@ impl Kernel {
     /// Sends a ping and waits for its pong.
     pub async fn ping(&self, wait: Duration) -> bool {
         let id = format!("p{}", self.next_id.fetch_add(1, Ordering::SeqCst));
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        self.routes.lock().unwrap().insert(id.clone(), tx);
-        let _route = RouteGuard {
-            routes: &self.routes,
-            id: &id,
-        };
+        let (mut rx, _route) = open_route(&self.routes, &id);
         if self
             .send(&HostFrame::Ping { id: id.clone() })
             .await
@@ -765,7 +802,7 @@ struct RouteGuard<'a> {
 
 impl Drop for RouteGuard<'_> {
     fn drop(&mut self) {
-        self.routes.lock().unwrap().remove(self.id);
+        self.routes.lock().unwrap().routes.remove(self.id);
     }
 }
 
@@ -815,12 +852,14 @@ async fn read_frames(stdout: ChildStdout, routes: Routes, trace: bool) {
         let Some(id) = frame.request_id() else {
             continue;
         };
-        let route = routes.lock().unwrap().get(id).cloned();
+        let route = routes.lock().unwrap().routes.get(id).cloned();
         if let Some(route) = route {
             let _ = route.send(frame);
         }
     }
-    routes.lock().unwrap().clear();
+    let mut router = routes.lock().unwrap();
+    router.closed = true;
+    router.routes.clear();
 }
 
 async fn drain_stderr(

@@ -46,6 +46,9 @@ pub struct PoolConfig {
     /// Defaults for every kernel; a request's cwd and interpreter override them.
     pub kernel: KernelConfig,
     pub artifacts_dir: Option<PathBuf>,
+    /// Spawned spare kernels kept ready, so a new session's first cell does not wait for
+    /// Python to start.
+    pub prewarm: usize,
 }
 
 impl PoolConfig {
@@ -59,6 +62,7 @@ impl PoolConfig {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             kernel,
             artifacts_dir: None,
+            prewarm: 1,
         }
     }
 }
@@ -167,6 +171,14 @@ struct PoolInner {
     unconfirmed: Mutex<Vec<Arc<Kernel>>>,
     /// Admission runs on the caller's thread, outside the runtime; work it starts goes here.
     runtime: tokio::runtime::Handle,
+    /// Spawned, not yet initialized kernels of the pool's default configuration.
+    spares: Mutex<Spares>,
+}
+
+#[derive(Default)]
+struct Spares {
+    ready: Vec<Arc<Kernel>>,
+    spawning: usize,
 }
 
 /// A request admitted at call time: its session and place in line are fixed.
@@ -196,10 +208,12 @@ impl Pool {
             disposing: AtomicBool::new(false),
             unconfirmed: Mutex::default(),
             runtime: tokio::runtime::Handle::current(),
+            spares: Mutex::default(),
         });
         if inner.config.mode == PoolMode::Session {
             tokio::spawn(maintain(Arc::downgrade(&inner)));
         }
+        inner.refill_spares();
         Pool { inner }
     }
 
@@ -272,6 +286,17 @@ impl Pool {
         self.admit(request)?.run(on_event).await
     }
 
+    /// Pids of the spawned spare kernels that are ready.
+    pub fn spare_pids(&self) -> Vec<u32> {
+        let spares = self.inner.spares.lock().unwrap();
+        spares
+            .ready
+            .iter()
+            .filter(|k| k.alive())
+            .map(|k| k.pid())
+            .collect()
+    }
+
     /// Disposal's default bound: the three shutdown steps.
     pub fn default_budget(&self) -> Duration {
         self.inner.config.shutdown_grace * 3
@@ -318,6 +343,10 @@ impl Pool {
         inner.disposing.store(true, Ordering::SeqCst);
         let sessions: Vec<_> = inner.sessions.lock().unwrap().values().cloned().collect();
         dispose_all_of(inner, sessions, budget).await;
+        let spares = std::mem::take(&mut inner.spares.lock().unwrap().ready);
+        for spare in spares {
+            spare.shutdown(budget / 3).await;
+        }
         inner.retry_unconfirmed(budget).await;
     }
 }
@@ -382,6 +411,65 @@ impl PoolInner {
         }
     }
 
+    /// Spawns spares until `prewarm` are ready or on their way.
+    fn refill_spares(self: &Arc<Self>) {
+        let wanted = {
+            let mut spares = self.spares.lock().unwrap();
+            spares.ready.retain(|k| k.alive());
+            let have = spares.ready.len() + spares.spawning;
+            let wanted = self.config.prewarm.saturating_sub(have);
+            spares.spawning += wanted;
+            wanted
+        };
+        for _ in 0..wanted {
+            let pool = Arc::downgrade(self);
+            let config = self.config.kernel.clone();
+            self.runtime.spawn(async move {
+                let spawned = Kernel::spawn(&config).await;
+                let Some(pool) = pool.upgrade() else { return };
+                let mut spares = pool.spares.lock().unwrap();
+                spares.spawning -= 1;
+                match spawned {
+                    Ok(kernel) if !pool.disposing.load(Ordering::SeqCst) => {
+                        spares.ready.push(kernel)
+                    }
+                    Ok(_) => {} // dropped: its Drop kills it
+                    Err(err) => tracing::info!("could not spawn a spare kernel: {err}"),
+                }
+            });
+        }
+    }
+
+    /// A ready kernel for `config`: a spare when one fits, else a fresh start.
+    async fn new_kernel(self: &Arc<Self>, config: &KernelConfig) -> Result<Arc<Kernel>> {
+        let kernel = match self.take_spare(config).await {
+            Some(spare) => match spare.initialize(config).await {
+                Ok(()) => spare,
+                Err(err) => {
+                    tracing::info!("a spare kernel failed to initialize ({err}); starting one");
+                    Kernel::start(config.clone()).await?
+                }
+            },
+            None => Kernel::start(config.clone()).await?,
+        };
+        self.refill_spares();
+        Ok(kernel)
+    }
+
+    /// A spare that runs the interpreter `config` resolves to, if one is ready.
+    async fn take_spare(&self, config: &KernelConfig) -> Option<Arc<Kernel>> {
+        if self.spares.lock().unwrap().ready.is_empty() {
+            return None;
+        }
+        let wanted = Kernel::resolve(config).await.ok()?;
+        let mut spares = self.spares.lock().unwrap();
+        let index = spares
+            .ready
+            .iter()
+            .position(|k| k.alive() && *k.resolved() == wanted)?;
+        Some(spares.ready.swap_remove(index))
+    }
+
     async fn retry_unconfirmed(&self, budget: Duration) {
         let kernels = std::mem::take(&mut *self.unconfirmed.lock().unwrap());
         for kernel in kernels {
@@ -431,7 +519,7 @@ impl Admission {
         match target {
             Target::PerCall(config) => {
                 let grace = pool.config.shutdown_grace;
-                let kernel = Kernel::start(config).await?;
+                let kernel = pool.new_kernel(&config).await?;
                 let turn = kernel.queue().turn().await;
                 let mut evaluation = Evaluation::new(request.cells, options);
                 let ran = evaluation.run(&kernel, &turn, &mut on_event).await;
@@ -480,7 +568,7 @@ impl Admission {
 }
 
 async fn run_in_session(
-    pool: &PoolInner,
+    pool: &Arc<PoolInner>,
     session: &Session,
     _turn: &Turn,
     reset_epoch: Option<u64>,
@@ -527,7 +615,7 @@ async fn run_in_session(
                     "The Python kernel had ended since the last call ({exit}); a new one was started and earlier state is gone."
                 ));
             }
-            start_kernel(session).await?
+            start_kernel(pool, session).await?
         }
     };
     let turn = kernel.queue().turn().await;
@@ -547,7 +635,7 @@ async fn run_in_session(
             .and_then(|c| c.outcome.error.clone())
             .map_or(String::new(), |e| e.evalue);
         evaluation.prepare_retry();
-        let kernel = start_kernel(session).await?;
+        let kernel = start_kernel(pool, session).await?;
         evaluation.annotate(format!(
             "{why}. The kernel was restarted and cell {} was run again in it: the namespace was lost, so variables from earlier calls are gone.",
             index + 1
@@ -564,9 +652,9 @@ async fn run_in_session(
     Ok(result)
 }
 
-async fn start_kernel(session: &Session) -> Result<Arc<Kernel>> {
+async fn start_kernel(pool: &Arc<PoolInner>, session: &Session) -> Result<Arc<Kernel>> {
     tracing::info!(key = %session.key, "starting kernel");
-    let kernel = Kernel::start(session.config.clone()).await?;
+    let kernel = pool.new_kernel(&session.config).await?;
     *session.kernel.lock().unwrap() = Some(kernel.clone());
     Ok(kernel)
 }

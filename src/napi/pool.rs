@@ -35,6 +35,8 @@ pub struct PoolOptions {
     pub shutdown_grace_ms: Option<u32>,
     /// Where full outputs are written when the agent's copy is cut.
     pub artifacts_dir: Option<String>,
+    /// Spawned kernels kept ready for new sessions. @default 1 in 'session' mode, 0 in 'per-call'
+    pub prewarm: Option<u32>,
     /// Defaults for every kernel (a request's cwd and interpreter override them).
     pub kernel: Option<KernelOptions>,
 }
@@ -100,6 +102,11 @@ impl JsKernelPool {
                 millis(options.heartbeat_timeout_ms, config.heartbeat_timeout);
             config.shutdown_grace = millis(options.shutdown_grace_ms, config.shutdown_grace);
             config.artifacts_dir = options.artifacts_dir.map(PathBuf::from);
+            config.prewarm = match (options.prewarm, config.mode) {
+                (Some(n), _) => n as usize,
+                (None, PoolMode::Session) => 1,
+                (None, PoolMode::PerCall) => 0,
+            };
             Ok(config)
         };
         let config = build().map_err(|err| js_error(&env, &err))?;
@@ -207,6 +214,12 @@ impl JsKernelPool {
             pool.dispose_all(budget).await;
             Ok(())
         })
+    }
+
+    /// Pids of the spare kernels kept ready for new sessions (see `prewarm`).
+    #[napi(getter)]
+    pub fn spares(&self) -> Vec<u32> {
+        self.inner.spare_pids()
     }
 
     #[napi(getter)]
