@@ -293,6 +293,11 @@ export interface KernelOptions {
   /** RLIMIT_AS for the kernel process, in bytes. */
   memoryLimitBytes?: number
   /**
+   * At most this many processes for the kernel and all it starts; past it the kernel is
+   * killed with them (a fork bomb ends the kernel, not the machine).
+   */
+  maxProcesses?: number
+  /**
    * Runs the kernel's bridge calls (`tool.x()`, `agent()`, ...). A rejection becomes
    * a RuntimeError with its message in Python.
    */

@@ -22,7 +22,7 @@ test('a call reaches onCall with its name, args and run id, and its value comes 
   assert.equal(calls.length, 1)
   assert.equal(calls[0].name, 'echo')
   assert.deepEqual(calls[0].args, { path: 'artifact://21:3-4' })
-  assert.match(calls[0].runId, /^r\d+$/)
+  assert.match(calls[0].runId, /^r\d+-[0-9a-f]{8}$/)
 })
 
 test('a rejection becomes a RuntimeError with its message; no handler says so', async (t) => {

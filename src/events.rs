@@ -77,6 +77,8 @@ pub struct ExecuteOutcome {
     pub cancelled: bool,
     pub timed_out: bool,
     pub kernel_died: bool,
+    /// The host ended the kernel (it ignored an interrupt, or broke its process limit).
+    pub kernel_killed: bool,
     pub stdin_requested: bool,
     pub stdout: String,
     pub stderr: String,

@@ -182,7 +182,8 @@ impl Evaluation {
     pub fn died_on_its_own(&self) -> Option<usize> {
         let index = self.result.failed_cell?;
         let outcome = &self.result.cells.last()?.outcome;
-        (outcome.kernel_died && !outcome.timed_out && !outcome.cancelled).then_some(index)
+        let on_its_own = outcome.kernel_died && !outcome.kernel_killed && !outcome.cancelled;
+        on_its_own.then_some(index)
     }
 
     /// Forgets the failure of the last cell so it can be retried in a fresh kernel; its
@@ -263,6 +264,7 @@ impl Evaluation {
             ));
             result.kernel_killed |= outcome.kernel_died;
         } else if outcome.kernel_died && !outcome.cancelled {
+            result.kernel_killed |= outcome.kernel_killed;
             let why = outcome
                 .error
                 .as_ref()

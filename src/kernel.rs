@@ -50,6 +50,8 @@ pub struct KernelConfig {
     pub status_mime: String,
     pub startup_timeout: Duration,
     pub memory_limit_bytes: Option<u64>,
+    /// At most this many processes (the kernel and everything it starts).
+    pub max_processes: Option<usize>,
     /// Where the runner files are written; `$TMPDIR/pykernel-<uid>` by default.
     pub runner_dir: Option<PathBuf>,
     pub bridge: Option<Arc<dyn Bridge>>,
@@ -87,6 +89,7 @@ impl KernelConfig {
             status_mime: DEFAULT_STATUS_MIME.to_string(),
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             memory_limit_bytes: None,
+            max_processes: None,
             runner_dir: None,
             bridge: None,
             artifacts_dir: None,
@@ -234,6 +237,9 @@ pub struct Kernel {
     execution_count: AtomicU32,
     next_id: AtomicU64,
     bridge: Option<Arc<dyn Bridge>>,
+    max_processes: Option<usize>,
+    /// Set when the process guard killed the kernel for running too many processes.
+    process_limit_hit: Arc<AtomicBool>,
 }
 
 /// The runner's stdin; every host frame goes through here, one whole line at a time.
@@ -337,6 +343,15 @@ impl Kernel {
         ));
         let (exit_tx, exit) = watch::channel(None);
         tokio::spawn(reap(child, exit_tx));
+        let process_limit_hit = Arc::new(AtomicBool::new(false));
+        if let Some(limit) = config.max_processes {
+            tokio::spawn(crate::process_guard::watch_processes(
+                pid,
+                limit,
+                exit.clone(),
+                process_limit_hit.clone(),
+            ));
+        }
 
         Ok(Arc::new(Kernel {
             pid,
@@ -356,6 +371,8 @@ impl Kernel {
             execution_count: AtomicU32::new(0),
             next_id: AtomicU64::new(1),
             bridge: config.bridge.clone(),
+            max_processes: config.max_processes,
+            process_limit_hit,
         }))
     }
 
@@ -498,7 +515,7 @@ impl Kernel {
                 stderr: self.stderr_tail().await,
             });
         }
-        let id = format!("r{}", self.next_id.fetch_add(1, Ordering::SeqCst));
+        let id = self.request_id('r');
         tracing::info!(pid = self.pid, id = %id, "execute");
         let (mut rx, _route) = open_route(&self.routes, &id);
         let frame = HostFrame::Execute {
@@ -604,6 +621,16 @@ impl Kernel {
         Ok(outcome)
     }
 
+    /// A request id no cell can guess: a frame forged by code in the kernel (printed to
+    /// the protocol fd, say) cannot pass for a real one.
+    fn request_id(&self, kind: char) -> String {
+        use std::hash::{BuildHasher, Hasher};
+        let n = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(n);
+        format!("{kind}{n}-{:08x}", hasher.finish() as u32)
+    }
+
     /// The frame stream ended without `done`: the kernel died (or stopped talking, in
     /// which case it is of no further use and is killed). State how it ended.
     async fn report_death(&self, outcome: &mut ExecuteOutcome, killed_by_us: bool) {
@@ -619,8 +646,14 @@ impl Kernel {
         };
         outcome.ok = false;
         outcome.kernel_died = true;
+        outcome.kernel_killed = killed_by_us || self.process_limit_hit.load(Ordering::SeqCst);
         outcome.execution_count = self.execution_count();
-        let evalue = if killed_by_us {
+        let evalue = if self.process_limit_hit.load(Ordering::SeqCst) {
+            format!(
+                "the kernel started more than {} processes (its maxProcesses limit) and was killed with all of them",
+                self.max_processes.unwrap_or_default()
+            )
+        } else if killed_by_us {
             "the kernel did not respond to the interrupt and was killed".to_string()
         } else if exit.signal == Some(Signal::SIGKILL as i32) {
             format!("the Python kernel died during the cell ({exit}; possibly out of memory)")
@@ -671,7 +704,7 @@ impl Kernel {
 
     /// Sends a ping and waits for its pong.
     pub async fn ping(&self, wait: Duration) -> bool {
-        let id = format!("p{}", self.next_id.fetch_add(1, Ordering::SeqCst));
+        let id = self.request_id('p');
         let (mut rx, _route) = open_route(&self.routes, &id);
         if self
             .send(&HostFrame::Ping { id: id.clone() })
@@ -839,7 +872,7 @@ async fn read_frames(stdout: ChildStdout, routes: Routes, trace: bool) {
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let frame = match decode(text) {
+        let frame = match decode(text).or_else(|err| resync(text).ok_or(err)) {
             Ok(frame) => frame,
             Err(err) => {
                 tracing::warn!("{err}");
@@ -860,6 +893,16 @@ async fn read_frames(stdout: ChildStdout, routes: Routes, trace: bool) {
     let mut router = routes.lock().unwrap();
     router.closed = true;
     router.routes.clear();
+}
+
+/// A line that does not parse may be a real frame with stray bytes in front (something in
+/// the kernel wrote to the protocol pipe without a newline): try from the last frame start.
+fn resync(line: &[u8]) -> Option<RunnerFrame> {
+    const FRAME_START: &[u8] = b"{\"type\":";
+    let start = line
+        .windows(FRAME_START.len())
+        .rposition(|w| w == FRAME_START)?;
+    (start > 0).then(|| decode(&line[start..]).ok()).flatten()
 }
 
 async fn drain_stderr(
@@ -895,4 +938,33 @@ async fn reap(mut child: Child, exit: watch::Sender<Option<ExitInfo>>) {
         },
     };
     let _ = exit.send(Some(info));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_after_stray_bytes_is_recovered() {
+        let line =
+            br#"garbage{"type":"x"{"type":"done","id":"r1-0a","status":"ok","executionCount":2}"#;
+        assert!(decode(line).is_err());
+        assert_eq!(resync(line).unwrap().request_id(), Some("r1-0a"));
+        assert!(resync(br#"{"type":"done","id":"r1""#).is_none());
+        assert!(resync(b"no frame here").is_none());
+    }
+
+    #[test]
+    fn exit_info_reads_like_a_person_would_say_it() {
+        let code = ExitInfo {
+            code: Some(3),
+            signal: None,
+        };
+        assert_eq!(code.to_string(), "exit code 3");
+        let killed = ExitInfo {
+            code: None,
+            signal: Some(9),
+        };
+        assert_eq!(killed.to_string(), "killed by signal 9 (SIGKILL)");
+    }
 }

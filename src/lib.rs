@@ -13,6 +13,7 @@ pub mod kv;
 mod napi;
 pub mod output;
 pub mod pool;
+pub mod process_guard;
 pub mod protocol;
 pub mod runner_script;
 pub mod runtime;

@@ -41,6 +41,9 @@ pub struct KernelOptions {
     pub startup_timeout_ms: Option<u32>,
     /// RLIMIT_AS for the kernel process, in bytes.
     pub memory_limit_bytes: Option<f64>,
+    /// At most this many processes for the kernel and all it starts; past it the kernel is
+    /// killed with them (a fork bomb ends the kernel, not the machine).
+    pub max_processes: Option<u32>,
     /// Runs the kernel's bridge calls (`tool.x()`, `agent()`, ...). A rejection becomes
     /// a RuntimeError with its message in Python.
     #[napi(ts_type = "(call: BridgeCall) => Promise<unknown>")]
@@ -64,6 +67,7 @@ impl KernelOptions {
                 );
         }
         config.artifacts_dir = self.artifacts_dir.map(PathBuf::from);
+        config.max_processes = self.max_processes.map(|n| n.max(1) as usize);
         config.session_id = self.session_id;
         config.base_env = self.base_env;
         config.env = self.env.unwrap_or_default();
