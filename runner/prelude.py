@@ -4,6 +4,24 @@ The runner executes this file once per process in the user's namespace, with
 ``__pykernel__`` (the runner's primitives) already defined there, and hides
 every name defined here from the user's listings.  Helpers that are not for
 the user start with an underscore; nothing else is left behind.
+
+Start-up time matters: nothing is imported at load time; each helper imports
+what it needs when it is first called.
+
+Helpers that need the host go through the in-band bridge
+(``__pykernel__.bridge_call(name, args)``, which blocks the calling thread
+until the host's ``onCall`` answers).  What a host is asked, by call name:
+
+* ``<name>`` (from ``tool.<name>(**args)``): the keyword arguments as a dict.
+* ``read``: ``{"path"}`` for a ``scheme://`` path (``:a-b`` appended when an
+  offset or limit is given); the reply is the text, or ``{"text": ...}``.
+* ``agent``: ``{"prompt", "agent", "model"?, "label"?, "schema"?, "handle"?}``;
+  the reply is the text, or ``{"text", "details": {"id", "agent"}, "data"?}``.
+* ``completion``: ``{"prompt", "model", "system"?, "schema"?}``; the reply is
+  the text, or ``{"text", "data"?}``.
+* ``concurrency``: ``{}``, once per ``parallel``/``pipeline`` stage; the reply
+  is ``{"limit": n}`` or ``n`` (0: no limit).  Without an answer, 8.
+* ``budget``: ``{}``; the reply is ``{"total", "spent", "hard"}``.
 """
 
 
@@ -87,3 +105,642 @@ def env(key=None, value=None):
 def _emit_status(op, **data):
     """Send a status event (``{"op": op, ...}``) to the host."""
     __pykernel__.emit_status(op, **data)
+
+
+# -- progress -------------------------------------------------------------------
+
+def log(msg):
+    """Report progress to the host: a status event ``log`` with the message
+    (for the host's UI; it is not part of the cell's text output)."""
+    _emit_status("log", message=str(msg))
+
+
+def phase(title):
+    """Mark the start of a phase of the work: a status event ``phase``."""
+    _emit_status("phase", title=str(title))
+
+
+# -- files ------------------------------------------------------------------------
+
+def read(path, offset=1, limit=None):
+    """The text of a file, or of its lines ``offset`` (1-based) onwards, at
+    most ``limit`` of them.
+
+    A ``scheme://`` path (``artifact://21``, ``mcp://server/resource``,
+    ``agent://...``) is read by the host; a line range may be part of it
+    (``artifact://21:3-4``) or given as offset/limit.  ``file://`` and plain
+    paths are read here, as UTF-8 (undecodable bytes replaced).
+    """
+    import os
+    offset = 1 if offset is None else _whole_number("offset", offset)
+    if limit is not None:
+        limit = _whole_number("limit", limit)
+        if limit <= 0:
+            return ""
+    offset = max(1, offset)
+    if _is_host_path(path):
+        selector = ""
+        if offset > 1 or limit is not None:
+            selector = ":%d-%s" % (offset, "" if limit is None else offset + limit - 1)
+        reply = __pykernel__.bridge_call("read", {"path": path + selector})
+        text = reply["text"] if isinstance(reply, dict) and "text" in reply else reply
+        _emit_status("read", path=path + selector,
+                     chars=len(text) if isinstance(text, str) else None)
+        return text
+    path = _local_path(path)
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    if offset > 1 or limit is not None:
+        lines = text.split("\n")
+        last = lines.pop()      # after the final newline: '' unless unterminated
+        lines = [line + "\n" for line in lines]
+        if last:
+            lines.append(last)
+        end = len(lines) if limit is None else offset - 1 + limit
+        text = "".join(lines[offset - 1:end])
+    _emit_status("read", path=os.path.abspath(path), chars=len(text))
+    return text
+
+
+def write(path, content):
+    """Write ``content`` (str as UTF-8, or bytes) to a local file, creating
+    its parent directories; returns what was written (characters for str,
+    bytes for bytes)."""
+    import os
+    if _is_host_path(path):
+        raise ValueError("write() takes a local path (or file://), not %r" % (path,))
+    path = _local_path(path)
+    absolute = os.path.abspath(path)
+    os.makedirs(os.path.dirname(absolute), exist_ok=True)
+    if isinstance(content, (bytes, bytearray, memoryview)):
+        with open(absolute, "wb") as f:
+            written = f.write(content)
+        _emit_status("write", path=absolute, bytes=written)
+    elif isinstance(content, str):
+        with open(absolute, "w", encoding="utf-8", newline="") as f:
+            written = f.write(content)
+        _emit_status("write", path=absolute, chars=written,
+                     bytes=len(content.encode("utf-8", "surrogatepass")))
+    else:
+        raise TypeError("write() takes str or bytes content, not %s"
+                        % type(content).__name__)
+    return written
+
+
+def _whole_number(name, value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("read(): %s must be an int, not %s"
+                        % (name, type(value).__name__))
+    return value
+
+
+def _is_host_path(path):
+    """Whether *path* is a ``scheme://...`` string the host resolves."""
+    if not isinstance(path, str):
+        return False
+    scheme, sep, _ = path.partition("://")
+    return (bool(sep) and scheme[:1].isalpha() and scheme.lower() != "file"
+            and all(c.isalnum() or c in "+-." for c in scheme)
+            and scheme.isascii())
+
+
+def _local_path(path):
+    import os
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if path.lower().startswith("file://"):
+        from urllib.parse import unquote
+        path = unquote(path[len("file://"):])
+    return os.path.expanduser(path)
+
+
+# -- the namespace ---------------------------------------------------------------
+
+_DEFS_LIMIT = 200
+
+
+class _Defs(list):
+    """What ``defs()`` returns: ``"name: shape"`` strings, shown one a line."""
+
+    more = 0
+
+    def __repr__(self):
+        if not self:
+            return "(no user definitions)"
+        lines = list(self)
+        if self.more:
+            lines.append("... and %d more" % self.more)
+        return "\n".join(lines)
+
+
+def defs():
+    """The names your cells defined (sorted, at most 200), each with a short
+    shape of its value: ``df: DataFrame (3x2)``, ``xs: list[5]``,
+    ``f: function(a, b)``, ``n: int``.  Prelude helpers and names starting
+    with ``_`` are left out."""
+    namespace = __pykernel__.namespace
+    hidden = __pykernel__.hidden_names
+    names = sorted(name for name in list(namespace)
+                   if not name.startswith("_") and name not in hidden)
+    result = _Defs("%s: %s" % (name, _shape(namespace[name]))
+                   for name in names[:_DEFS_LIMIT])
+    result.more = max(0, len(names) - _DEFS_LIMIT)
+    return result
+
+
+def _shape(value):
+    """A short description of *value*: its type and size, never its content."""
+    import sys
+    kind = type(value)
+    try:
+        if isinstance(value, type):
+            return "class"
+        if isinstance(value, type(sys)):
+            return "module %s" % value.__name__
+        code = getattr(value, "__code__", None)
+        if code is not None and hasattr(code, "co_varnames"):
+            prefix = "async function" if code.co_flags & 0x80 else "function"
+            parameters = _parameters(code)
+            if getattr(value, "__self__", None) is not None:     # a bound method
+                parameters = parameters.partition(", ")[2]
+            return "%s(%s)" % (prefix, parameters)
+        if callable(value) and kind.__name__ in ("builtin_function_or_method",
+                                                   "method", "partial"):
+            return "function(...)"
+        shape = getattr(value, "shape", None) if not isinstance(value, (str, bytes)) else None
+        if isinstance(shape, tuple) and shape and all(isinstance(n, int) for n in shape):
+            return "%s (%s)" % (kind.__name__, "x".join(str(n) for n in shape))
+        for builtin in (str, bytes, bytearray, list, tuple, dict, set, frozenset):
+            if isinstance(value, builtin):
+                name = builtin.__name__ if kind.__name__.startswith("_") else kind.__name__
+                return "%s[%d]" % (name, len(value))
+        if isinstance(value, (int, float, complex, bool)) or value is None:
+            return kind.__name__
+        if hasattr(kind, "__len__"):
+            return "%s[%d]" % (kind.__name__, len(value))
+    except Exception:
+        pass
+    return kind.__name__
+
+
+def _parameters(code):
+    """``a, b, *args, key, **kw`` from a function's code object."""
+    names = code.co_varnames
+    positional = code.co_argcount
+    keyword_only = code.co_kwonlyargcount
+    parts = list(names[:positional])
+    positional_only = getattr(code, "co_posonlyargcount", 0)
+    if positional_only:
+        parts.insert(positional_only, "/")
+    rest = positional + keyword_only
+    if code.co_flags & 0x04:            # CO_VARARGS
+        parts.append("*" + names[rest])
+        rest += 1
+    elif keyword_only:
+        parts.append("*")
+    parts.extend(names[positional:positional + keyword_only])
+    if code.co_flags & 0x08:            # CO_VARKEYWORDS
+        parts.append("**" + names[rest])
+    return ", ".join(parts)
+
+
+# -- the host: tools, agents, completions ------------------------------------
+
+class _Tool:
+    """One host tool: calling it sends its keyword arguments to the host."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name):
+        self._name = name
+
+    def __call__(self, args=None, **kwargs):
+        if args is None:
+            merged = {}
+        elif isinstance(args, dict):
+            merged = dict(args)
+        else:
+            raise TypeError("tool.%s() takes keyword arguments or one dict, not %s"
+                            % (self._name, type(args).__name__))
+        merged.update(kwargs)
+        return __pykernel__.bridge_call(self._name, merged)
+
+    def __repr__(self):
+        return "<tool.%s>" % self._name
+
+
+class _Tools:
+    """``tool.<name>(**args)`` calls the host's tool ``name`` with ``args``
+    and returns its reply; ``tool["name"]`` works for any name."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        if name.startswith("_"):        # keeps probes such as _repr_html_ away
+            raise AttributeError(name)
+        return _Tool(name)
+
+    def __getitem__(self, name):
+        return _Tool(str(name))
+
+    def __repr__(self):
+        return "<tool: tool.<name>(**args) calls a host tool>"
+
+
+tool = _Tools()
+
+
+def agent(prompt, *, agent="task", model=None, label=None, schema=None,
+          handle=False):
+    """Run a subagent through the host and return its final text.
+
+    With ``schema`` (a JSON Schema dict) the agent's output is parsed as JSON
+    and the object returned.  With ``handle=True`` a node dict is returned
+    instead: ``{"text", "output", "handle", "id", "agent"}``, ``handle`` being
+    the agent's ``agent://<id>`` (None when the host gave no id), plus
+    ``"data"`` (the parsed object) when ``schema`` is set.
+    """
+    args = {"prompt": prompt, "agent": agent}
+    for key, value in (("model", model), ("label", label), ("schema", schema)):
+        if value is not None:
+            args[key] = value
+    if handle:
+        args["handle"] = True
+    reply = __pykernel__.bridge_call("agent", args)
+    text, data, has_data = _reply_text(reply)
+    if schema is not None and not has_data:
+        data, has_data = _parse_json("agent", text), True
+    if not handle:
+        return data if has_data else text
+    details = reply.get("details") if isinstance(reply, dict) else None
+    if not isinstance(details, dict):
+        details = reply if isinstance(reply, dict) else {}
+    agent_id = details.get("id")
+    node = {
+        "text": text,
+        "output": text,
+        "handle": None if agent_id is None else "agent://%s" % agent_id,
+        "id": agent_id,
+        "agent": details.get("agent") if agent_id is not None else None,
+    }
+    if has_data:
+        node["data"] = data
+    return node
+
+
+def completion(prompt, *, model="default", system=None, schema=None):
+    """One stateless completion from the host's model ``model`` ("smol",
+    "default", "slow" or a model name); with ``system`` as the system prompt.
+    With ``schema`` (a JSON Schema dict) the reply is parsed as JSON and the
+    object returned; otherwise the text."""
+    args = {"prompt": prompt, "model": model}
+    if system is not None:
+        args["system"] = system
+    if schema is not None:
+        args["schema"] = schema
+    text, data, has_data = _reply_text(__pykernel__.bridge_call("completion", args))
+    if schema is None:
+        return text
+    return data if has_data else _parse_json("completion", text)
+
+
+def _reply_text(reply):
+    """(text, data, has data) of an agent or completion reply."""
+    if isinstance(reply, dict):
+        return reply.get("text"), reply.get("data"), "data" in reply
+    return reply, None, False
+
+
+def _parse_json(helper, text):
+    """*text* parsed as JSON; a ```json fence around it is allowed."""
+    import json
+    if not isinstance(text, str):
+        return text
+    body = text.strip()
+    if body.startswith("```") and body.endswith("```"):
+        body = body[3:-3]
+        if body.startswith("json"):
+            body = body[4:]
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise ValueError("%s(): the reply is not the JSON the schema asks for "
+                         "(%s); it begins %r" % (helper, exc, text[:200])) from None
+
+
+class _Budget:
+    """The host's budget, read live: ``budget.total`` (None: unlimited),
+    ``budget.hard``, ``budget.spent()`` and ``budget.remaining()`` (inf when
+    unlimited).  Each read asks the host (bridge call ``budget``)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _snapshot():
+        reply = __pykernel__.bridge_call("budget", {})
+        return reply if isinstance(reply, dict) else {}
+
+    @property
+    def total(self):
+        return self._snapshot().get("total")
+
+    @property
+    def hard(self):
+        return bool(self._snapshot().get("hard"))
+
+    def spent(self):
+        return self._snapshot().get("spent") or 0
+
+    def remaining(self):
+        snapshot = self._snapshot()
+        total = snapshot.get("total")
+        if total is None:
+            return float("inf")
+        return max(0, total - (snapshot.get("spent") or 0))
+
+    def __repr__(self):
+        try:
+            snapshot = self._snapshot()
+        except Exception:
+            return "<budget: unavailable>"
+        return "<budget: total=%s spent=%s hard=%s>" % (
+            snapshot.get("total"), snapshot.get("spent") or 0,
+            bool(snapshot.get("hard")))
+
+
+budget = _Budget()
+
+
+# -- fan-out ---------------------------------------------------------------------
+
+_DEFAULT_CONCURRENCY = 8
+
+
+def parallel(thunks):
+    """Run zero-argument callables at once, on threads, and return their
+    results in input order.
+
+    At most the host's concurrency limit run at a time (8 when the host
+    names none).  If any raised, the first one's (by position) exception is
+    raised once all have finished.  An interrupt stops the fan-out: nothing
+    new starts, calls in flight are aborted, and what the cell set before
+    stays.
+    """
+    thunks = list(thunks)
+    for thunk in thunks:
+        if not callable(thunk):
+            raise TypeError("parallel() takes zero-argument callables (such as "
+                            "lambda: agent(...)), not %s" % type(thunk).__name__)
+    return _fan_out(_call, thunks)
+
+
+def pipeline(items, *stages):
+    """Pass every item through each stage (a one-argument callable) in turn:
+    the items of a stage run in parallel (as ``parallel`` does), and all of
+    them finish a stage before any enters the next.  Returns the last
+    stage's results in input order."""
+    for stage in stages:
+        if not callable(stage):
+            raise TypeError("pipeline() stages are one-argument callables, not %s"
+                            % type(stage).__name__)
+    results = list(items)
+    for stage in stages:
+        results = _fan_out(stage, results)
+    return results
+
+
+def _call(thunk):
+    return thunk()
+
+
+def _concurrency_limit(count):
+    """How many of *count* tasks may run at once, as the host says."""
+    try:
+        reply = __pykernel__.bridge_call("concurrency", {})
+    except Exception:   # no bridge, or a host that does not answer this
+        reply = None
+    limit = reply.get("limit") if isinstance(reply, dict) else reply
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
+        limit = _DEFAULT_CONCURRENCY
+    limit = int(limit)
+    return count if limit == 0 else max(1, min(count, limit))
+
+
+def _fan_out(function, items):
+    """``[function(item) for item in items]`` on worker threads."""
+    import threading
+    count = len(items)
+    if not count:
+        return []
+    width = _concurrency_limit(count) if count > 1 else 1
+    results = [None] * count
+    errors = {}
+    lock = threading.Lock()
+    settled = threading.Event()
+    # Workers take the next index until none is left or the fan-out is
+    # cancelled; the main thread only waits, so an interrupt reaches it there.
+    state = {"next": 0, "left": count, "cancelled": False}
+
+    def work():
+        while True:
+            with lock:
+                index = state["next"]
+                if state["cancelled"] or index >= count:
+                    return
+                state["next"] = index + 1
+            try:
+                results[index] = function(items[index])
+            except BaseException as exc:
+                errors[index] = exc
+            with lock:
+                state["left"] -= 1
+                if not state["left"]:
+                    settled.set()
+
+    try:
+        for number in range(width):
+            threading.Thread(target=work, name="pykernel-parallel-%d" % number,
+                             daemon=True).start()
+        settled.wait()
+    except BaseException:
+        # Interrupted: start nothing more.  Calls in flight fail as the cell
+        # ends ("aborted: eval cell was interrupted") and their threads end.
+        state["cancelled"] = True
+        raise
+    if errors:
+        raise errors[min(errors)]
+    return results
+
+
+# -- the key-value store ---------------------------------------------------------
+
+_KV_MAX_KEY_CHARS = 256
+_KV_MAX_VALUE_BYTES = 256 * 1024
+_KV_MAX_STORE_BYTES = 4 * 1024 * 1024
+
+
+class _KvStore:
+    """The session's key-value store: JSON values that outlive the kernel
+    (a reset, a restart) and that the host reads too (``KvStore`` in
+    JavaScript, same file).
+
+    ``kv.get(key, default=None)``, ``kv.set(key, value)``,
+    ``kv.delete(key)`` (whether it was there), ``kv.list()`` (sorted keys).
+    Keys are 1 to 256 characters without ``/``, ``\\`` or NUL; a value is at
+    most 256 KiB as JSON, the store at most 4 MiB.  Every change happens
+    under a lock and lands whole, so writers in other processes never lose
+    each other's keys.
+    """
+
+    __slots__ = ()
+
+    @property
+    def path(self):
+        """The store's file (None when the kernel has no store)."""
+        return __pykernel__.kv_path
+
+    def get(self, key, default=None):
+        _kv_check_key(key)
+        with _KvLock() as store:
+            values = store.read()
+        return values[key] if key in values else default
+
+    def set(self, key, value):
+        import json
+        _kv_check_key(key)
+        try:
+            encoded = json.dumps(value, ensure_ascii=False, allow_nan=False,
+                                 separators=(",", ":")).encode("utf-8")
+        except (TypeError, ValueError) as exc:  # sets, objects; NaN; lone surrogates
+            error = TypeError if isinstance(exc, TypeError) else ValueError
+            raise error("kv value for %r is not storable as JSON: %s"
+                        % (key, exc)) from None
+        if len(encoded) > _KV_MAX_VALUE_BYTES:
+            raise ValueError("kv value for %r is %d bytes encoded; the limit is "
+                             "%d bytes (256 KiB). Store less, or write a file and "
+                             "keep its path." % (key, len(encoded), _KV_MAX_VALUE_BYTES))
+        with _KvLock() as store:
+            values = store.read()
+            values[key] = json.loads(encoded)
+            store.write(values)
+        _emit_status("kv", action="set", key=key)
+
+    def delete(self, key):
+        _kv_check_key(key)
+        with _KvLock() as store:
+            values = store.read()
+            if key not in values:
+                return False
+            del values[key]
+            store.write(values)
+        _emit_status("kv", action="delete", key=key)
+        return True
+
+    def list(self):
+        with _KvLock() as store:
+            return sorted(store.read())
+
+    def __repr__(self):
+        return "<kv store %s>" % (self.path or "(none: the kernel has no "
+                                  "artifactsDir and sessionId)")
+
+
+kv = _KvStore()
+
+
+def _kv_check_key(key):
+    if not isinstance(key, str):
+        raise TypeError("kv keys are strings, not %s" % type(key).__name__)
+    if not 1 <= len(key) <= _KV_MAX_KEY_CHARS:
+        reason = "keys are 1 to 256 characters"
+    elif "/" in key or "\\" in key or "\0" in key:
+        reason = "keys may not contain '/', '\\' or NUL"
+    else:
+        return
+    raise ValueError("invalid kv key %r: %s" % (key[:80], reason))
+
+
+class _KvLock:
+    """The store's file, locked: an exclusive ``flock`` on ``<file>.lock``
+    (the lock the JavaScript side takes too) while the block runs."""
+
+    def __init__(self):
+        self.path = __pykernel__.kv_path
+        if not self.path:
+            raise RuntimeError("the kv store needs artifactsDir and sessionId on "
+                               "the kernel (none was given, so there is no store)")
+        self._fd = None
+
+    def __enter__(self):
+        import fcntl
+        import os
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fd = os.open(self.path + ".lock", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC,
+                     0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc_info):
+        import os
+        os.close(self._fd)      # closing releases the lock
+
+    def _refuse(self, reason):
+        return RuntimeError("the kv store %s is not a version-1 store (%s); it was "
+                            "left untouched. Move it aside to start a new one."
+                            % (self.path, reason))
+
+    def read(self):
+        """The stored values (a new dict); an absent file is an empty store."""
+        import json
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return {}
+        try:
+            document = json.loads(data.decode("utf-8"))
+        except ValueError as exc:   # UnicodeDecodeError is a ValueError too
+            raise self._refuse("it is not valid JSON: %s" % exc) from None
+        if not isinstance(document, dict):
+            raise self._refuse("it is not an object")
+        version = document.get("version")
+        if version is None:
+            raise self._refuse("it has no version")
+        if isinstance(version, bool) or not isinstance(version, int) or version != 1:
+            raise self._refuse("it says version %s" % json.dumps(version))
+        values = document.get("values")
+        if not isinstance(values, dict):
+            raise self._refuse('its "values" is not an object')
+        return values
+
+    def write(self, values):
+        """Replace the file with *values*: a temporary file in the same
+        directory, renamed over it, so a reader sees the old or the new."""
+        import json
+        import os
+        # Sorted keys and no spaces: the bytes the JavaScript side writes.
+        data = json.dumps({"version": 1, "values": values}, ensure_ascii=False,
+                          separators=(",", ":"), sort_keys=True).encode("utf-8")
+        if len(data) > _KV_MAX_STORE_BYTES:
+            raise ValueError("the kv store would grow to %d bytes; the limit is %d "
+                             "bytes (4 MiB). Delete keys you no longer need."
+                             % (len(data), _KV_MAX_STORE_BYTES))
+        directory, name = os.path.split(self.path)
+        temp = os.path.join(directory, ".%s.%s.tmp" % (name, os.urandom(6).hex()))
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            with open(fd, "wb") as f:
+                f.write(data)
+            os.replace(temp, self.path)
+        except BaseException:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            raise

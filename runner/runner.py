@@ -747,6 +747,7 @@ class _PreludeAPI:
         self.hidden_names = kernel.hidden_names
         self.status_mime = kernel.status_mime
         self.env_prefix = kernel.env_prefix
+        self.kv_path = kernel.kv_path       # the session's kv store file, or None
         self.namespace = kernel.namespace
         self.capture_frames = kernel.capture_frames
         self.reload_prelude = kernel.reload_prelude
@@ -801,6 +802,7 @@ class _Kernel:
         self.hidden_names = set()
         self.status_mime = "application/x-pykernel-status"
         self.env_prefix = "PYKERNEL_"
+        self.kv_path = None
         self._prelude_path = None
         self._magics = None     # pykernel_magics.Magics, for the first magic
 
@@ -1102,6 +1104,7 @@ class _Kernel:
             self._apply_cwd_env(request)
             self.status_mime = request.get("statusMime") or self.status_mime
             self.env_prefix = request.get("envPrefix") or self.env_prefix
+            self.kv_path = request.get("kvPath") or None
             sys.argv = [""]
             here = {os.path.dirname(os.path.abspath(__file__)),
                     os.path.dirname(os.path.realpath(__file__))}
@@ -1135,14 +1138,13 @@ class _Kernel:
         self.namespace = module.__dict__
 
     def _load_prelude(self, path):
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
+        code = _prelude_code(path)
         _INTERNAL_FILES.add(path)
         self._prelude_path = path
         namespace = self.namespace
         before = set(namespace)
         namespace["__pykernel__"] = _PreludeAPI(self)
-        exec(compile(source, path, "exec", dont_inherit=True), namespace)
+        exec(code, namespace)
         self.hidden_names.update(set(namespace) - before)
 
     def reload_prelude(self):
@@ -1337,6 +1339,21 @@ class _Kernel:
         for capture, token in marked:
             if token is not None:
                 capture.wait_seen(token, max(0.0, deadline - time.monotonic()))
+
+
+def _prelude_code(path):
+    """The prelude's code object, from the bytecode cache beside it when that
+    is current, as for the modules imported from the runner's directory:
+    compiling the prelude would cost more than the rest of start-up's Python
+    work.  The import system's own loader (loaded at start; nothing is
+    imported) checks the cache against the source and writes it."""
+    try:
+        loader = sys.modules["_frozen_importlib_external"].SourceFileLoader(
+            "pykernel_prelude", path)
+        return loader.get_code("pykernel_prelude")
+    except Exception:
+        with open(path, encoding="utf-8") as f:
+            return compile(f.read(), path, "exec", dont_inherit=True)
 
 
 _kernel = None

@@ -18,3 +18,6 @@ pub mod protocol;
 pub mod runner_script;
 pub mod runtime;
 pub mod watchdog;
+
+#[cfg(test)]
+mod fuzz_tests;

@@ -51,8 +51,12 @@ impl JsKvStore {
 
     /// The value, or undefined.
     #[napi(ts_return_type = "unknown")]
-    pub fn get(&self, env: Env, key: String) -> Result<Option<Value>> {
-        self.inner.get(&key).map_err(|e| thrown(&env, e))
+    pub fn get(&self, env: Env, key: String) -> Result<Either<Value, Undefined>> {
+        match self.inner.get(&key) {
+            Ok(Some(value)) => Ok(Either::A(value)),
+            Ok(None) => Ok(Either::B(())),
+            Err(e) => Err(thrown(&env, e)),
+        }
     }
 
     /// Stores a JSON value (at most 256 KiB encoded; the store at most 4 MiB).
