@@ -15,13 +15,16 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{KernelError, Result};
 
+/// The entry point; the runner proper is a module, so its bytecode is cached.
 pub const RUNNER_PY: &str = include_str!("../runner/runner.py");
+pub const RUNNER_CORE_PY: &str = include_str!("../runner/pykernel_runner.py");
 pub const PRELUDE_PY: &str = include_str!("../runner/prelude.py");
 pub const DISPLAY_PY: &str = include_str!("../runner/pykernel_display.py");
 pub const MAGICS_PY: &str = include_str!("../runner/pykernel_magics.py");
 
 const FILES: &[(&str, &str)] = &[
     ("runner.py", RUNNER_PY),
+    ("pykernel_runner.py", RUNNER_CORE_PY),
     ("prelude.py", PRELUDE_PY),
     ("pykernel_display.py", DISPLAY_PY),
     ("pykernel_magics.py", MAGICS_PY),

@@ -1,0 +1,1547 @@
+"""The Python side of pykernel: runs cells for a host over NDJSON pipes.
+
+The host starts ``python -u runner.py`` in its own session and speaks one JSON
+object per line: requests on fd 0, frames back on fd 1, runner diagnostics on
+fd 2 (docs/runner-contract.md is the wire contract).  At start-up the runner
+moves those three descriptors to private, non-inheritable copies, so nothing a
+cell does can read or corrupt protocol lines:
+
+* fd 0 becomes /dev/null, so children and ``input()`` never block on the host;
+* fds 1 and 2 become pipes that two pump threads forward as stdout/stderr
+  frames, so ``os.system``, subprocesses and C code are captured too;
+* ``sys.stdout``/``sys.stderr`` are proxies that frame text per request.
+
+Threads: the main thread runs init and every cell (so SIGINT raises
+KeyboardInterrupt where the user's code is); a reader thread takes requests
+off the protocol stream (answering pings itself); two pump threads forward fd
+1/2; a watchdog ends the process if the host dies; a flusher thread, started
+on first output, hands proxy text to the pumps.  Proxy text travels in order
+with the pipe's bytes (a marker written into the pipe says where it goes), and
+before any frame of a request (display, result, error, done) the runner writes
+a marker into each pipe and waits until the pump has passed it: the host sees
+output in the order it was written, and all of it before ``done``.
+
+Start-up time is a product feature: only cheap modules are imported at start
+(the C parts of json and signal: the Python wrappers import re and enum, some
+4 ms in a clean interpreter); ``_ast`` comes with the first cell;
+``linecache`` and ``traceback`` (which import re) once the kernel has been
+idle for a moment; ``asyncio`` only for a cell that uses top-level ``await``.
+Modules the runner patches (getpass, _posixsubprocess) are patched when
+something imports them.
+"""
+
+import _signal
+import builtins
+import codecs
+import collections
+import io
+import itertools
+import os
+import sys
+import threading
+import time
+
+STDIN_MESSAGE = ("input() is not supported: this kernel has no interactive "
+                 "stdin; pass data in code instead")
+
+_FLUSH_INTERVAL = 0.005     # seconds proxy output may wait to be coalesced
+_DRAIN_TIMEOUT = 2.0        # bound on waiting for fd output before `done`
+_EXIT_DRAIN_TIMEOUT = 0.5   # the same, when the cell calls os._exit()
+_WATCHDOG_INTERVAL = 1.0
+_WARM_UP_WHEN_IDLE = 0.05   # seconds without a request before the warm-up
+_CO_COROUTINE = 0x0080      # inspect.CO_COROUTINE, without importing inspect
+_FUTURE_ANNOTATIONS = 0x1000000     # __future__.annotations.compiler_flag
+_RUN_ATTR = "_pykernel_run"         # a Thread's request id, set at start()
+_UNSET = object()
+
+_current_thread = threading.current_thread
+_os_exit = os._exit
+
+
+class StdinNotImplementedError(NotImplementedError):
+    """Raised when a cell asks for interactive input, which has no source."""
+
+
+StdinNotImplementedError.__module__ = "builtins"
+
+
+class _StdinFilenoError(StdinNotImplementedError, io.UnsupportedOperation):
+    """fileno() of the absent stdin; also UnsupportedOperation for probes."""
+
+
+_StdinFilenoError.__module__ = "builtins"
+
+
+def _diag(message):
+    """Last-resort diagnostics: the host keeps the tail of this stream."""
+    try:
+        data = ("pykernel runner: %s\n" % message).encode("utf-8", "replace")
+        while data:
+            data = data[os.write(_diag_fd, data):]
+    except Exception:
+        pass
+
+
+_diag_fd = 2    # replaced by the private copy in _Kernel.__init__
+
+
+def _safe_str(obj):
+    try:
+        return str(obj)
+    except Exception:
+        return "<unprintable %s object>" % type(obj).__name__
+
+
+def _safe_repr(obj):
+    try:
+        return repr(obj)
+    except Exception as exc:
+        return "<repr failed: %s: %s>" % (type(exc).__name__, _safe_str(exc))
+
+
+_PLAIN_TYPES = (str, int, float, bool, type(None))
+_RUNNER_DIR = os.path.dirname(os.path.abspath(__file__))
+_display = None     # the pykernel_display module, once something needs it
+
+
+def _build_bundle(obj, raw=False):
+    """Return the MIME bundle for *obj*; the one place bundles are made.
+
+    Plain values get their repr here; anything else is left to
+    pykernel_display (rich reprs, figures, images), imported on first use.
+    With *raw*, *obj* is a bundle already and is only made safe to send.
+    Never raises, except KeyboardInterrupt, so an interrupt still stops a
+    slow repr.
+    """
+    if raw or type(obj) not in _PLAIN_TYPES:
+        try:
+            display = _display_module()
+        except Exception as exc:
+            _diag("rich display is unavailable: %s" % _safe_str(exc))
+        else:
+            return display.clean_bundle(obj) if raw else display.build_bundle(obj)
+        if raw:
+            return obj
+    try:
+        text = repr(obj)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        text = "<repr failed: %s: %s>" % (type(exc).__name__, _safe_str(exc))
+    return {"text/plain": text}
+
+
+def _display_module():
+    """pykernel_display, imported and set up on first use."""
+    global _display
+    if _display is None:
+        # _init turned sys.path[0] into '' (imports from the cwd); at the end
+        # the runner's directory shadows nothing, and the name is ours alone.
+        if _RUNNER_DIR not in sys.path:
+            sys.path.append(_RUNNER_DIR)
+        import pykernel_display
+        pykernel_display.setup(_jsonable, _send_display)
+        _display = pykernel_display
+    return _display
+
+
+def _send_display(bundle):
+    _kernel.send_display(bundle)
+
+
+def _patch_pyplot(module):
+    """plt.show() displays the figures inline; never fails the import."""
+    try:
+        _display_module().patch_pyplot(module)
+    except Exception as exc:
+        _diag("could not patch matplotlib.pyplot.show: %s" % _safe_str(exc))
+
+
+# -- JSON lines ---------------------------------------------------------------
+
+def _json_default(obj):
+    """Convert what json cannot encode; NaN is left to _jsonable."""
+    if isinstance(obj, (set, frozenset)):
+        return list(obj)
+    if isinstance(obj, (bytes, bytearray)):
+        return repr(obj)
+    for convert in (_as_index, _as_list, _as_float):
+        try:
+            value = convert(obj)
+        except Exception:
+            continue
+        if value is not _UNSET:
+            return value
+    return _safe_repr(obj)
+
+
+def _as_index(obj):
+    return int(obj.__index__()) if hasattr(obj, "__index__") else _UNSET
+
+
+def _as_list(obj):
+    # numpy arrays and scalars, without importing numpy
+    tolist = getattr(obj, "tolist", None)
+    return tolist() if callable(tolist) else _UNSET
+
+
+def _as_float(obj):
+    return float(obj) if hasattr(obj, "__float__") else _UNSET
+
+
+def _jsonable(value, depth=0, path=None):
+    """A copy of *value* that json.dumps(allow_nan=False) accepts."""
+    if value is None or value is True or value is False or isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return value if value - value == 0.0 else None   # NaN and +-Infinity
+    if isinstance(value, int):
+        return int(value)
+    if depth > 100:
+        return _safe_repr(value)
+    if path is None:
+        path = set()
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in path:
+            return "<circular reference>"
+        path.add(id(value))
+        try:
+            if isinstance(value, dict):
+                return {_json_key(k): _jsonable(v, depth + 1, path)
+                        for k, v in list(value.items())}
+            return [_jsonable(v, depth + 1, path) for v in value]
+        finally:
+            path.discard(id(value))
+    try:
+        converted = _json_default(value)
+    except Exception:
+        converted = _safe_repr(value)
+    if isinstance(converted, (dict, list, tuple, float, int)):
+        return _jsonable(converted, depth + 1, path)
+    return converted if isinstance(converted, str) else _safe_repr(value)
+
+
+def _json_key(key):
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool):
+        return {None: "null", True: "true", False: "false"}[key]
+    if isinstance(key, (int, float)):
+        return repr(key)
+    return _safe_repr(key)
+
+
+class _JSONContext:
+    """Decoding options for the C scanner, as json.JSONDecoder has them."""
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float
+    memo = {}
+
+
+try:
+    from _json import (encode_basestring as _c_encode_str,
+                       make_encoder as _c_make_encoder,
+                       make_scanner as _c_make_scanner)
+except ImportError:     # not CPython: the json package has what we need
+    import json
+    _encode_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False,
+                                    separators=(",", ":"),
+                                    default=_json_default).encode
+    _decode_json = json.loads
+else:
+    # json.dumps(obj, ensure_ascii=False, allow_nan=False, default=...,
+    # separators=(",", ":"), check_circular=False)
+    _encode_chunks = _c_make_encoder(None, _json_default, _c_encode_str, None,
+                                     ":", ",", False, False, False)
+    _scan_json = _c_make_scanner(_JSONContext)
+
+    def _encode_json(obj):
+        return "".join(_encode_chunks(obj, 0))
+
+    def _decode_json(text):
+        text = text.strip()
+        value, end = _scan_json(text, 0)
+        if end != len(text):
+            raise ValueError("extra data after the JSON value")
+        return value
+
+
+def _frame_bytes(frame):
+    """One strict-JSON, valid-UTF-8 line for *frame*; never fails."""
+    try:
+        line = _encode_json(frame)
+    except Exception:   # NaN/Infinity, circular data, a failing default
+        line = _encode_json(_jsonable(frame))
+    try:
+        return (line + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates (print('\ud800')): the host accepts neither raw nor
+        # escaped ones, so pair what pairs and replace the rest with U+FFFD.
+        line = line.encode("utf-16-le", "surrogatepass").decode(
+            "utf-16-le", "replace")
+        return (line + "\n").encode("utf-8")
+
+
+class _InterruptGuard:
+    """Defers KeyboardInterrupt while the main thread writes a frame.
+
+    A SIGINT that lands half-way through a protocol line would corrupt it, so
+    the handler only records it while the main thread is inside this guard;
+    leaving the outermost guard delivers it.
+    """
+
+    def __init__(self):
+        self._main = threading.main_thread().ident
+        self.depth = 0
+        self.deferred = False
+        self.deliver = None     # set by the kernel: re-runs the SIGINT logic
+
+    def __enter__(self):
+        if threading.get_ident() == self._main:
+            self.depth += 1
+
+    def __exit__(self, *exc_info):
+        if threading.get_ident() == self._main:
+            self.depth -= 1
+            if not self.depth and self.deferred:
+                self.deferred = False
+                self.deliver()
+
+
+_interrupts = _InterruptGuard()
+
+
+class _Channel:
+    """The saved real stdout: every protocol line is written here."""
+
+    def __init__(self, fd, on_broken):
+        self.fd = fd                # kept after disown(), for a forked child
+        self._fd = fd
+        self._lock = threading.Lock()
+        self._on_broken = on_broken
+        self.divert = None          # %%capture: takes frames it keeps
+
+    def send(self, frame):
+        if self._fd is None:    # a forked child: the host is not ours
+            return
+        divert = self.divert
+        if divert is not None and divert(frame):
+            return
+        data = memoryview(_frame_bytes(frame))
+        with _interrupts, self._lock:
+            try:
+                while data:
+                    data = data[os.write(self._fd, data):]
+            except OSError as exc:
+                self._on_broken(exc)
+
+    def disown(self):
+        self._fd = None
+
+
+# -- output -------------------------------------------------------------------
+
+class _Output:
+    """Coalesces proxy writes and hands them to the pumps, in write order.
+
+    Writers append ``(request id, stream, text)`` to a deque without a lock.
+    Within _FLUSH_INTERVAL a flusher thread (or at once an explicit flush)
+    passes the text to the pump of the stream's pipe, which sends it when it
+    reaches the marker written for it; so text printed by Python and bytes
+    written to fd 1/2 by children reach the host in the order written.
+    """
+
+    def __init__(self, channel):
+        self._channel = channel
+        self._captures = {}         # stream name -> _FdCapture
+        self._pending = collections.deque()
+        self.append = self._pending.append
+        self._lock = threading.Lock()
+        self.armed = False
+        self._wake = threading.Event()
+        self._flusher = None
+        self._in_child = False
+
+    def attach(self, capture):
+        self._captures[capture.stream] = capture
+
+    def arm(self):
+        """Have the flusher pass pending output on soon."""
+        with _interrupts:   # armed but never woken would stall the output
+            self.armed = True
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush_soon_loop,
+                                                 name="pykernel-flusher",
+                                                 daemon=True)
+                self._flusher.start()
+            self._wake.set()
+
+    def _flush_soon_loop(self):
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            time.sleep(_FLUSH_INTERVAL)
+            self.armed = False
+            self.flush()
+
+    def flush(self):
+        """Pass all pending text to the pumps (which send it soon)."""
+        if self._in_child:
+            return
+        with _interrupts, self._lock:
+            pending = self._pending
+            items = [pending.popleft() for _ in range(len(pending))]
+            if not items:
+                return
+            run, stream, texts = items[0][0], items[0][1], []
+            previous = None
+            for item_run, item_stream, text in items:
+                if item_stream is not stream or item_run != run:
+                    previous = self._pass_on(run, stream, texts, previous)
+                    run, stream, texts = item_run, item_stream, []
+                texts.append(text)
+            self._pass_on(run, stream, texts, previous)
+
+    def _pass_on(self, run, stream, texts, previous):
+        capture = self._captures.get(stream)
+        if previous is not None and previous[0] is not capture:
+            # stdout and stderr have a pump each: keep their order by letting
+            # the earlier one send its text first
+            previous[0].wait_seen(previous[1], _DRAIN_TIMEOUT)
+        text = "".join(texts)
+        token = capture.enqueue(run, text) if capture is not None else None
+        if token is None:   # fd 1/2 is not our pipe any more: send directly
+            self._channel.send({"type": stream, "id": run, "data": text})
+            return None
+        return capture, token
+
+    def after_fork_in_child(self):
+        self._in_child = True
+        self._pending = collections.deque()
+        self.append = self._pending.append
+        self.armed = True       # nothing may start a flusher in the child
+
+
+class _StreamProxy(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr``: text written here becomes frames of the
+    request the writing thread belongs to."""
+
+    encoding = "utf-8"
+    errors = "replace"
+    newlines = None
+    line_buffering = True
+    mode = "w"
+
+    def __init__(self, name, fd, output, running):
+        self._stream = name
+        self._fd = fd
+        self._output = output
+        self._running = running     # the request id for threads of unknown origin
+        self.buffer = _BinaryProxy(self)
+
+    @property
+    def name(self):
+        return "<%s>" % self._stream
+
+    def write(self, s):
+        if s.__class__ is not str:
+            if not isinstance(s, str):
+                raise TypeError("write() argument must be str, not %s"
+                                % type(s).__name__)
+        if s:
+            run = getattr(_current_thread(), _RUN_ATTR, _UNSET)
+            if run is _UNSET:
+                run = self._running()
+            output = self._output
+            output.append((run, self._stream, s))
+            if not output.armed:
+                output.arm()
+        return len(s)
+
+    def _write_through(self, s):
+        # After fork(): the child's frames would interleave with ours, so its
+        # output goes to fd 1/2 and reaches the host through the pumps.
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str, not %s"
+                            % type(s).__name__)
+        data = s.encode("utf-8", "replace")
+        while data:
+            data = data[os.write(self._fd, data):]
+        return len(s)
+
+    def flush(self):
+        self._output.flush()
+
+    def fileno(self):
+        return self._fd
+
+    def isatty(self):
+        return False
+
+    def readable(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def seekable(self):
+        return False
+
+    def close(self):
+        """The proxy stays open: closing stdout must not end the kernel's
+        output."""
+
+
+class _BinaryProxy:
+    """``sys.stdout.buffer``: bytes are decoded (UTF-8) and written as text."""
+
+    mode = "wb"
+
+    def __init__(self, text):
+        self._text = text
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def write(self, data):
+        self._text.write(self._decoder.decode(bytes(data)))
+        return len(data)
+
+    def flush(self):
+        self._text.flush()
+
+    def fileno(self):
+        return self._text.fileno()
+
+    def isatty(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def readable(self):
+        return False
+
+    def close(self):
+        pass
+
+
+class _NoStdin(io.TextIOBase):
+    """``sys.stdin``: every read fails at once instead of blocking."""
+
+    encoding = "utf-8"
+    errors = "strict"
+    newlines = None
+    name = "<stdin>"
+    mode = "r"
+
+    def __init__(self, on_request):
+        self._on_request = on_request
+
+    @property
+    def buffer(self):
+        return self
+
+    def _refuse(self, *args):
+        self._on_request()
+        raise StdinNotImplementedError(STDIN_MESSAGE)
+
+    read = readline = readlines = __next__ = _refuse
+
+    def fileno(self):
+        raise _StdinFilenoError(STDIN_MESSAGE)
+
+    def isatty(self):
+        return False
+
+    def readable(self):
+        return True
+
+    def close(self):
+        """site's Quitter closes stdin before exiting; keep it harmless."""
+
+
+class _FdCapture:
+    """A pipe standing in for fd 1 or 2, pumped into frames by a thread.
+
+    Markers written into the pipe order things with the bytes around them: a
+    proxy's text is held until the pump reaches the marker written when the
+    text was flushed, and before ``done`` the main thread writes a marker and
+    waits until the pump has forwarded everything in front of it.  A write of
+    at most PIPE_BUF bytes is atomic, so a marker arrives whole, though
+    possibly split across reads.
+    """
+
+    _tag = b"\x00\x1bpykernel-sync-" + os.urandom(6).hex().encode() + b":"
+    _marker_len = len(_tag) + 9     # tag, 8 hex digits, NUL
+    _tokens = itertools.count(1)
+
+    def __init__(self, fd, stream, channel, running, seen_changed):
+        read_fd, write_fd = os.pipe()
+        os.dup2(write_fd, fd)       # inheritable: children write here
+        os.close(write_fd)
+        self.fd = fd
+        self.stream = stream
+        self._read_fd = read_fd
+        self._channel = channel
+        self._running = running
+        self._seen_changed = seen_changed   # a Condition shared by the pumps
+        self._identity = self._pipe_identity(fd)
+        self._held = collections.deque()    # (token, run, text) from proxies
+        self.seen = 0
+        threading.Thread(target=self._pump, name="pykernel-" + stream,
+                         daemon=True).start()
+
+    @staticmethod
+    def _pipe_identity(fd):
+        st = os.fstat(fd)
+        return st.st_dev, st.st_ino
+
+    def mark(self, token=None):
+        """Write a marker into the pipe; its token, or None if fd 1/2 is no
+        longer our pipe (a cell may have closed or replaced it)."""
+        if token is None:
+            token = next(self._tokens)
+        try:
+            if self._pipe_identity(self.fd) != self._identity:
+                return None
+            os.write(self.fd, self._tag + b"%08x\x00" % token)
+        except OSError:
+            return None
+        return token
+
+    def enqueue(self, run, text):
+        """Hold *text* until the pump reaches a marker written now."""
+        entry = (next(self._tokens), run, text)
+        self._held.append(entry)    # before the marker: the pump may be quick
+        if self.mark(entry[0]) is None:
+            try:
+                self._held.remove(entry)
+            except ValueError:
+                pass
+            return None
+        return entry[0]
+
+    def wait_seen(self, token, timeout):
+        """Wait until the pump has forwarded everything before *token*."""
+        deadline = time.monotonic() + timeout
+        with self._seen_changed:
+            while self.seen < token:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    _diag("%s pipe not drained within %.1f s" % (self.stream, timeout))
+                    self.release_held()
+                    return False
+                self._seen_changed.wait(remaining)
+        return True
+
+    def release_held(self):
+        """Send held text whose marker will not come."""
+        while self._held:
+            try:
+                _, run, text = self._held.popleft()
+            except IndexError:
+                break
+            self._send(run, text)
+
+    def _send(self, run, text):
+        self._channel.send({"type": self.stream, "id": run, "data": text})
+
+    def _pump(self):
+        decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+        tag, tag_len, marker_len = self._tag, len(self._tag), self._marker_len
+        held = b""
+        while True:
+            try:
+                chunk = os.read(self._read_fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            data = held + chunk if held else chunk
+            held = b""
+            i = data.find(tag)
+            while i >= 0 and len(data) >= i + marker_len:
+                text = decode(data[:i])
+                if text:
+                    self._send(self._running(), text)
+                self._reached(int(data[i + tag_len:i + marker_len - 1], 16))
+                data = data[i + marker_len:]
+                i = data.find(tag)
+            if i < 0:
+                # the tail may be the start of a marker cut by the read
+                i = data.rfind(b"\x00", max(0, len(data) - tag_len + 1))
+                if i >= 0 and not tag.startswith(data[i:]):
+                    i = -1
+            if i >= 0:
+                held, data = data[i:], data[:i]
+            text = decode(data)
+            if text:
+                self._send(self._running(), text)
+
+    def _reached(self, token):
+        queue = self._held
+        while queue and queue[0][0] <= token:
+            _, run, text = queue.popleft()
+            self._send(run, text)
+        if token > self.seen:
+            with self._seen_changed:
+                self.seen = token
+                self._seen_changed.notify_all()
+
+    def close_in_child(self):
+        os.close(self._read_fd)
+
+
+# -- requests and the bridge --------------------------------------------------
+
+class _Requests:
+    """Requests for the main thread (init and execute), in arrival order."""
+
+    def __init__(self):
+        self._items = collections.deque()
+        self._ready = threading.Condition(threading.Lock())
+
+    def put(self, request):
+        with self._ready:
+            self._items.append(request)
+            self._ready.notify()
+
+    def get(self, timeout=None):
+        """The next request; None if *timeout* seconds pass without one."""
+        with self._ready:
+            if not self._items:
+                self._ready.wait(timeout)
+            while timeout is None and not self._items:
+                self._ready.wait()
+            return self._items.popleft() if self._items else None
+
+
+class _PendingCall:
+    """A bridge call waiting for the host's reply."""
+
+    __slots__ = ("name", "run", "done", "ok", "value")
+
+    def __init__(self, name, run):
+        self.name = name
+        self.run = run
+        self.done = threading.Event()
+        self.ok = False
+        self.value = None
+
+    def settle(self, ok, value):
+        self.ok, self.value = ok, value
+        self.done.set()
+
+
+class _PreludeAPI:
+    """The runner's primitives, injected into the prelude as ``__pykernel__``."""
+
+    def __init__(self, kernel):
+        self.send_display = kernel.send_display
+        self.send_clear = kernel.send_clear
+        self.emit_status = kernel.emit_status
+        self.bridge_call = kernel.bridge_call
+        self.build_bundle = _build_bundle
+        self.hidden_names = kernel.hidden_names
+        self.status_mime = kernel.status_mime
+        self.env_prefix = kernel.env_prefix
+        self.kv_path = kernel.kv_path       # the session's kv store file, or None
+        self.namespace = kernel.namespace
+        self.capture_frames = kernel.capture_frames
+        self.reload_prelude = kernel.reload_prelude
+
+    def __repr__(self):
+        return "<pykernel runner API>"
+
+
+# -- the kernel ---------------------------------------------------------------
+
+class _Outcome:
+    __slots__ = ("status", "cancelled")
+
+    def __init__(self):
+        self.status = "ok"
+        self.cancelled = False
+
+
+class _Kernel:
+    """The kernel process: its channel and state, the main loop that runs
+    requests, and the primitives the prelude builds on."""
+
+    def __init__(self):
+        global _diag_fd
+        self.pid = os.getpid()
+        self._forked = False            # True in a child made by os.fork()
+        self._parent = os.getppid()
+        self._proto_in = os.dup(0)      # os.dup: non-inheritable
+        proto_out = os.dup(1)
+        _diag_fd = os.dup(2)
+        self._channel = _Channel(proto_out, self._host_gone)
+        self._output = _Output(self._channel)
+
+        self.running = None             # id of the request being executed
+        self._main_thread = threading.main_thread()
+        self._interruptible = False
+        self._interrupted_runs = set()
+        self._stdin_requested = False
+        self.execution_count = 0
+        self._hidden_cells = itertools.count(1)
+        self._cell_files = set()
+        self._sources = {}      # cell lines not yet given to linecache
+        self._compile_flags = 0
+        self._loop = None
+        self._warmed_up = False
+        self._requests = _Requests()
+        self._calls = {}
+        self._call_ids = itertools.count(1)
+        self._seen_changed = threading.Condition(threading.Lock())
+
+        self.namespace = None
+        self.hidden_names = set()
+        self.status_mime = "application/x-pykernel-status"
+        self.env_prefix = "PYKERNEL_"
+        self.kv_path = None
+        self._prelude_path = None
+        self._magics = None     # pykernel_magics.Magics, for the first magic
+
+        self._redirect_fds()
+        self._patch_process()
+
+    # start-up
+
+    def _redirect_fds(self):
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.close(null)
+        running = self._get_running
+        self._captures = [
+            _FdCapture(1, "stdout", self._channel, running, self._seen_changed),
+            _FdCapture(2, "stderr", self._channel, running, self._seen_changed),
+        ]
+        for capture in self._captures:
+            self._output.attach(capture)
+        sys.stdin = _NoStdin(self._note_stdin_request)
+        sys.stdout = _StreamProxy("stdout", 1, self._output, running)
+        sys.stderr = _StreamProxy("stderr", 2, self._output, running)
+
+    def _patch_process(self):
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        _signal.signal(_signal.SIGINT, self._on_sigint)
+        _interrupts.deliver = self._deliver_interrupt
+        builtins.StdinNotImplementedError = StdinNotImplementedError
+        _start_thread.original = threading.Thread.start
+        threading.Thread.start = _start_thread
+        os._exit = _exit_process
+        # Text printed before a child starts must reach its pipe first.
+        for name in ("system", "posix_spawn", "posix_spawnp"):
+            if hasattr(os, name):
+                setattr(os, name, _flushing_first(getattr(os, name), self._output))
+        output = self._output
+
+        def patch_fork_exec(module):    # subprocess starts children with this
+            module.fork_exec = _flushing_first(module.fork_exec, output)
+
+        def patch_getpass(module):      # rather than open /dev/tty
+            module.getpass = _refuse_getpass
+
+        _PatchOnImport.install({"_posixsubprocess": patch_fork_exec,
+                                "getpass": patch_getpass,
+                                "matplotlib.pyplot": _patch_pyplot})
+        os.register_at_fork(before=self._output.flush,
+                            after_in_child=self._after_fork_in_child)
+        try:
+            import faulthandler     # builtin; a crash leaves a trace for the host
+            faulthandler.enable(_diag_fd)
+        except Exception:
+            pass
+        threading.Thread(target=self._read_requests, name="pykernel-requests",
+                         daemon=True).start()
+        threading.Thread(target=self._watch_parent, name="pykernel-watchdog",
+                         daemon=True).start()
+
+    def _get_running(self):
+        return self.running
+
+    # ending
+
+    def terminate(self, host_present=False):
+        """Send what is pending, then end the process.
+
+        When the host asked (the `exit` frame) the runner exits with status 0 and the host
+        ends whatever is left of the process group; when the host is gone, nobody else
+        will, so the whole group goes down with the runner.
+        """
+        try:
+            self._drain_output(_EXIT_DRAIN_TIMEOUT)
+        except BaseException:
+            pass
+        if host_present:
+            _os_exit(0)
+        self._kill_group_and_exit()
+
+    def _kill_group_and_exit(self):
+        try:
+            # SIGKILL to the whole group, the runner last of all, so no child
+            # is orphaned; only when the group is ours (the host made us a
+            # session leader), never a group we merely joined.
+            if os.getpgid(0) == self.pid:
+                os.killpg(self.pid, _signal.SIGKILL)
+        finally:
+            _os_exit(0)
+
+    def _host_gone(self, exc):
+        _diag("protocol stdout is gone (%s); exiting" % exc)
+        self._kill_group_and_exit()
+
+    def _watch_parent(self):
+        while True:
+            time.sleep(_WATCHDOG_INTERVAL)
+            if os.getppid() != self._parent:
+                _diag("the host process is gone; exiting")
+                self.terminate()
+
+    def _after_fork_in_child(self):
+        self.pid = os.getpid()
+        self._forked = True
+        self._channel.disown()
+        self._output.after_fork_in_child()
+        _StreamProxy.write = _StreamProxy._write_through
+        _StreamProxy.flush = lambda self: None
+        for fd in (self._proto_in, self._channel.fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for capture in self._captures:
+            try:
+                capture.close_in_child()
+            except OSError:
+                pass
+
+    # signals
+
+    def _on_sigint(self, signum, frame):
+        if not self._interruptible:
+            return      # between requests, SIGINT is ignored
+        if _interrupts.depth:
+            _interrupts.deferred = True
+            return
+        self._interrupted_runs.add(self.running)
+        raise KeyboardInterrupt
+
+    def _deliver_interrupt(self):
+        self._on_sigint(_signal.SIGINT, None)
+
+    # the protocol reader thread
+
+    def _read_requests(self):
+        pending = []
+        while True:
+            try:
+                chunk = os.read(self._proto_in, 65536)
+            except OSError as exc:
+                _diag("reading protocol stdin failed: %s" % exc)
+                chunk = b""
+            if not chunk:
+                break
+            lines = chunk.split(b"\n")
+            if len(lines) > 1:
+                pending.append(lines[0])
+                lines[0] = b"".join(pending)
+                pending = []
+            for line in lines[:-1]:
+                self._dispatch(line)
+            if lines[-1]:
+                pending.append(lines[-1])
+        self.terminate()
+
+    def _dispatch(self, line):
+        if not line.strip():
+            return
+        try:
+            request = _decode_json(line.decode("utf-8"))
+        except Exception as exc:    # the C scanner also raises StopIteration
+            _diag("ignored a line that is not JSON (%s): %r" % (exc, line[:200]))
+            return
+        if not isinstance(request, dict):
+            _diag("ignored a frame that is not an object: %r" % line[:200])
+            return
+        kind = request.get("type")
+        if kind is None and "code" in request:
+            kind = request["type"] = "execute"
+        if kind in ("execute", "init"):
+            self._requests.put(request)
+        elif kind == "reply":
+            self._settle_call(request)
+        elif kind == "ping":
+            self._channel.send({"type": "pong", "id": request.get("id")})
+        elif kind == "exit":
+            self.terminate(host_present=True)
+        else:
+            _diag("ignored a frame of unknown type %r" % (kind,))
+
+    # frames of a request
+
+    def _emit(self, frame):
+        """Send a request frame after the output written before it."""
+        self._drain_output(_DRAIN_TIMEOUT)
+        self._channel.send(frame)
+
+    def send_display(self, bundle, display_id=None, update=False):
+        if not isinstance(bundle, dict):
+            raise TypeError("a display bundle is a dict of MIME type to data, "
+                            "not %s" % type(bundle).__name__)
+        frame = {"type": "display", "id": _thread_run(), "bundle": bundle}
+        if display_id is not None:
+            frame["displayId"] = str(display_id)
+        if update:
+            frame["update"] = True
+        self._emit(frame)
+
+    def send_clear(self, wait=False):
+        self._emit({"type": "clear", "id": _thread_run(), "wait": bool(wait)})
+
+    def emit_status(self, op, **data):
+        data["op"] = op
+        self.send_display({self.status_mime: data})
+
+    def capture_frames(self, sink):
+        """Offer the running request's frames to *sink* (``%%capture``): a
+        frame for which it returns true is not sent.  Output written before
+        this call is sent first; calling the returned function sends what
+        is written until then to the sink, and ends the capture."""
+        run = _thread_run()
+        channel = self._channel
+        outer = channel.divert
+        self._drain_output(_DRAIN_TIMEOUT)
+
+        def divert(frame):
+            if frame.get("id") == run and sink(frame):
+                return True
+            return outer is not None and outer(frame)
+
+        def stop():
+            try:
+                self._drain_output(_DRAIN_TIMEOUT)
+            finally:
+                channel.divert = outer
+
+        channel.divert = divert
+        return stop
+
+    # the bridge
+
+    def bridge_call(self, name, args=None):
+        """Call *name* on the host and block until its reply."""
+        if self._forked:
+            raise RuntimeError("bridge call %r: not available in a forked "
+                               "child process" % (name,))
+        run = _thread_run()
+        if run in self._interrupted_runs:
+            raise RuntimeError("bridge call '%s' aborted: eval cell was "
+                               "interrupted" % (name,))
+        call_id = "py-%d" % next(self._call_ids)
+        call = self._calls[call_id] = _PendingCall(name, run)
+        try:
+            self._emit({"type": "call", "id": run, "callId": call_id,
+                        "name": name, "args": args})
+            call.done.wait()
+        finally:
+            self._calls.pop(call_id, None)
+        if not call.ok:
+            raise RuntimeError(call.value)
+        return call.value
+
+    def _settle_call(self, reply):
+        call = self._calls.get(reply.get("callId"))
+        if call is None:
+            _diag("ignored a reply for unknown call %r" % (reply.get("callId"),))
+        elif reply.get("ok"):
+            call.settle(True, reply.get("value"))
+        else:
+            call.settle(False, _safe_str(reply.get("error", "bridge call failed")))
+
+    def _abort_calls(self, run):
+        for call in list(self._calls.values()):
+            if call.run == run:
+                call.settle(False, "bridge call '%s' aborted: eval cell was "
+                                   "interrupted" % (call.name,))
+
+    # stdin
+
+    def _note_stdin_request(self):
+        if _thread_run() == self.running:
+            self._stdin_requested = True
+
+    # the main loop
+
+    def serve(self):
+        while True:
+            try:
+                request = self._requests.get(
+                    None if self._warmed_up else _WARM_UP_WHEN_IDLE)
+                if request is None:
+                    self._warm_up()
+                elif request["type"] == "init":
+                    self._init(request)
+                else:
+                    self._execute(request)
+            except KeyboardInterrupt:
+                # Interrupts are only raised while a cell runs and the cell
+                # catches them; this is the last line of defence.
+                _diag("a late KeyboardInterrupt reached the main loop")
+
+    def _warm_up(self):
+        """Import what cells may need, while nothing waits for the kernel."""
+        self._warmed_up = True
+        import _ast, traceback  # noqa: F401,E401
+        self._register_sources()
+
+    def _init(self, request):
+        try:
+            self._apply_cwd_env(request)
+            self.status_mime = request.get("statusMime") or self.status_mime
+            self.env_prefix = request.get("envPrefix") or self.env_prefix
+            self.kv_path = request.get("kvPath") or None
+            sys.argv = [""]
+            here = {os.path.dirname(os.path.abspath(__file__)),
+                    os.path.dirname(os.path.realpath(__file__))}
+            if sys.path and sys.path[0] in here:
+                sys.path[0] = ""    # imports resolve from the cwd, as in a REPL
+            self._make_namespace()
+            self._main_thread.__dict__[_RUN_ATTR] = request.get("id")
+            self.running = request.get("id")
+            prelude = request.get("prelude")
+            if prelude:
+                self._load_prelude(prelude)
+            self._output.flush()
+        except BaseException:
+            import traceback
+            _diag("init failed:\n" + traceback.format_exc())
+            _os_exit(1)
+        finally:
+            self.running = None
+            self._main_thread.__dict__[_RUN_ATTR] = None
+        self._channel.send({
+            "type": "ready", "id": request.get("id"), "pid": self.pid,
+            "python": "%d.%d.%d" % sys.version_info[:3],
+            "executable": sys.executable,
+        })
+
+    def _make_namespace(self):
+        self._runner_module = sys.modules.get("__main__")   # keep it alive
+        module = type(sys)("__main__")
+        module.__builtins__ = builtins
+        sys.modules["__main__"] = module
+        self.namespace = module.__dict__
+
+    def _load_prelude(self, path):
+        code = _prelude_code(path)
+        _INTERNAL_FILES.add(path)
+        self._prelude_path = path
+        namespace = self.namespace
+        before = set(namespace)
+        namespace["__pykernel__"] = _PreludeAPI(self)
+        exec(code, namespace)
+        self.hidden_names.update(set(namespace) - before)
+
+    def reload_prelude(self):
+        """Run the prelude again, after ``%reset`` cleared its names."""
+        if self._prelude_path:
+            self._load_prelude(self._prelude_path)
+
+    @staticmethod
+    def _apply_cwd_env(request):
+        cwd = request.get("cwd")
+        if cwd:
+            os.chdir(cwd)
+        for key, value in (request.get("env") or {}).items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value if isinstance(value, str) else str(value)
+
+    def _execute(self, request):
+        run = request.get("id")
+        counts = request.get("storeHistory", True) and not request.get("silent")
+        if counts:
+            self.execution_count += 1
+            filename = "<cell %d>" % self.execution_count
+        else:
+            filename = "<hidden cell %d>" % next(self._hidden_cells)
+        self._stdin_requested = False
+        self.running = run
+        self._main_thread.__dict__[_RUN_ATTR] = run
+        outcome = self._run_cell(request, filename)
+        if self._forked:
+            _os_exit(0)     # a fork() in the cell returned here: end the child
+        if not request.get("silent"):
+            self._show_open_figures(run, outcome)
+        if run in self._interrupted_runs:
+            self._abort_calls(run)
+        self._emit({"type": "done", "id": run, "status": outcome.status,
+                    "executionCount": self.execution_count,
+                    "cancelled": outcome.cancelled,
+                    "stdinRequested": self._stdin_requested})
+        self._main_thread.__dict__[_RUN_ATTR] = None
+        self.running = None
+
+    def _show_open_figures(self, run, outcome):
+        """Display the pyplot figures the cell left open, as part of the cell
+        (even one that failed, as Jupyter does); interruptible like it."""
+        if _display is None and "matplotlib.pyplot" not in sys.modules:
+            return      # nothing to show, and matplotlib stays unimported
+        try:
+            try:
+                self._interruptible = True
+                _display_module().end_cell()
+            finally:
+                self._interruptible = False
+        except KeyboardInterrupt as exc:
+            if not outcome.cancelled:
+                outcome.status = "error"
+                outcome.cancelled = True
+                self._report(run, exc)
+        except BaseException as exc:
+            _diag("showing the open figures failed: %s" % _safe_str(exc))
+
+    def _run_cell(self, request, filename):
+        """Run one cell; report its result or error.  Never raises."""
+        outcome = _Outcome()
+        try:
+            try:
+                self._interruptible = True
+                # Only now: the host holds back an interrupt until it sees `started`,
+                # and from here on SIGINT raises KeyboardInterrupt in the cell.
+                self._channel.send({"type": "started", "id": request.get("id")})
+                self._apply_cwd_env(request)
+                source = request.get("code") or ""
+                body, last, show = self._compile(source, filename)
+                self._run_code(body)
+                if last is not None:
+                    value = self._run_code(last)
+                    if show and value is not None and not request.get("silent"):
+                        self._emit({"type": "result", "id": request.get("id"),
+                                    "bundle": _build_bundle(value)})
+                        self._remember_result(value)
+            finally:
+                self._interruptible = False
+        except SystemExit as exc:
+            if exc.code is not None and exc.code != 0:
+                outcome.status = "error"
+                self._report(request.get("id"), exc)
+        except KeyboardInterrupt as exc:
+            outcome.status = "error"
+            outcome.cancelled = True
+            self._report(request.get("id"), exc)
+        except BaseException as exc:
+            outcome.status = "error"
+            self._report(request.get("id"), exc)
+        return outcome
+
+    def _compile(self, source, filename):
+        """Compile *source* as (body, last expression or None, show result)."""
+        import _ast
+        self._remember_source(filename, source)
+        if _may_have_magics(source):
+            source = self._load_magics().transform(source)
+        flags = self._compile_flags | _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        tree = compile(source, filename, "exec", flags | _ast.PyCF_ONLY_AST,
+                       dont_inherit=True)
+        last = show = None
+        if tree.body and isinstance(tree.body[-1], _ast.Expr):
+            node = tree.body.pop()
+            show = not _ends_with_semicolon(source, node)
+            last = compile(_ast.Expression(node.value), filename, "eval",
+                           flags, dont_inherit=True)
+        body = compile(tree, filename, "exec", flags, dont_inherit=True)
+        # `from __future__ import annotations` lasts for the session
+        self._compile_flags |= body.co_flags & _FUTURE_ANNOTATIONS
+        return body, last, show
+
+    def _load_magics(self):
+        """pykernel_magics, imported for the first cell that may hold a
+        magic (at the end of sys.path, as pykernel_display is)."""
+        if self._magics is None:
+            if _RUNNER_DIR not in sys.path:
+                sys.path.append(_RUNNER_DIR)
+            import pykernel_magics
+            _INTERNAL_FILES.add(pykernel_magics.__file__)
+            self._magics = pykernel_magics.Magics(_PreludeAPI(self))
+        return self._magics
+
+    def _remember_source(self, filename, source):
+        """Give tracebacks, warnings and inspect the cell's lines."""
+        self._cell_files.add(filename)
+        self._sources[filename] = (len(source), None, source.splitlines(True),
+                                   filename)
+        if "linecache" in sys.modules:  # else: when it is imported (it imports re)
+            self._register_sources()
+
+    def _register_sources(self):
+        import linecache
+        linecache.cache.update(self._sources)
+        self._sources.clear()
+
+    def _run_code(self, code):
+        if code.co_flags & _CO_COROUTINE:
+            return self._run_coroutine(eval(code, self.namespace))
+        return eval(code, self.namespace)
+
+    def _run_coroutine(self, coroutine):
+        """Run a top-level-await cell on the session's one event loop."""
+        import asyncio
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        task = loop.create_task(coroutine)
+        try:
+            return loop.run_until_complete(task)
+        except BaseException:
+            if not task.done():
+                task.cancel()
+                try:
+                    loop.run_until_complete(task)
+                except BaseException:
+                    pass
+            elif not task.cancelled():
+                task.exception()    # retrieved: no "never retrieved" warning
+            raise
+
+    def _remember_result(self, value):
+        builtins.___ = getattr(builtins, "__", None)
+        builtins.__ = getattr(builtins, "_", None)
+        builtins._ = value
+
+    def _report(self, run, exc):
+        import traceback
+        self._register_sources()
+        sys.last_type, sys.last_value = type(exc), exc
+        _strip_internal_frames(exc, self._cell_files)
+        sys.last_traceback = exc.__traceback__
+        try:
+            lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        except Exception:
+            lines = ["%s: %s\n" % (type(exc).__name__, _safe_str(exc))]
+        self._emit({"type": "error", "id": run, "ename": type(exc).__name__,
+                    "evalue": _safe_str(exc), "traceback": lines})
+
+    def _drain_output(self, timeout):
+        """Send everything written so far, by proxies and to fds 1/2."""
+        if self._forked:
+            return
+        self._output.flush()
+        marked = [(c, c.mark()) for c in self._captures]
+        deadline = time.monotonic() + timeout
+        for capture, token in marked:
+            if token is not None:
+                capture.wait_seen(token, max(0.0, deadline - time.monotonic()))
+
+
+def _prelude_code(path):
+    """The prelude's code object, from the bytecode cache beside it when that
+    is current, as for the modules imported from the runner's directory:
+    compiling the prelude would cost more than the rest of start-up's Python
+    work.  The import system's own loader (loaded at start; nothing is
+    imported) checks the cache against the source and writes it."""
+    try:
+        loader = sys.modules["_frozen_importlib_external"].SourceFileLoader(
+            "pykernel_prelude", path)
+        return loader.get_code("pykernel_prelude")
+    except Exception:
+        with open(path, encoding="utf-8") as f:
+            return compile(f.read(), path, "exec", dont_inherit=True)
+
+
+_kernel = None
+# Frames from these files never appear in a user's traceback (the prelude's
+# path is added when it is loaded).
+_INTERNAL_FILES = {_Kernel._execute.__code__.co_filename}
+
+
+def _thread_run():
+    """The id of the request the calling thread belongs to."""
+    run = getattr(_current_thread(), _RUN_ATTR, _UNSET)
+    if run is _UNSET:
+        return _kernel.running if _kernel is not None else None
+    return run
+
+
+def _start_thread(thread):
+    # A thread belongs to the request of the thread that starts it, so its
+    # output is framed with that id even after the request has ended.
+    thread.__dict__[_RUN_ATTR] = _thread_run()
+    return _start_thread.original(thread)
+
+
+_start_thread.__name__ = _start_thread.__qualname__ = "start"
+_start_thread.__doc__ = threading.Thread.start.__doc__
+
+
+def _exit_process(status):
+    """os._exit that first sends the output the cell wrote."""
+    kernel = _kernel
+    if kernel is not None and os.getpid() == kernel.pid and not kernel._forked:
+        try:
+            kernel._drain_output(_EXIT_DRAIN_TIMEOUT)
+        except BaseException:
+            pass
+    _os_exit(status)
+
+
+_exit_process.__name__ = _exit_process.__qualname__ = "_exit"
+_exit_process.__doc__ = _os_exit.__doc__
+
+
+class _PatchOnImport:
+    """A sys.meta_path hook that patches a module as its first import ends,
+    so the runner need not import the module at start-up."""
+
+    def __init__(self, patches):
+        self._patches = patches     # module name -> function(module)
+
+    @classmethod
+    def install(cls, patches):
+        for name in [name for name in patches if name in sys.modules]:
+            patches.pop(name)(sys.modules[name])
+        sys.meta_path.insert(0, cls(patches))
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self._patches:
+            return None
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            if finder is self or find_spec is None:
+                continue
+            spec = find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _PatchingLoader(spec.loader, self._patches.pop(name))
+                return spec
+        return None
+
+
+class _PatchingLoader:
+    """Runs the real loader, then the patch; otherwise the real loader."""
+
+    def __init__(self, loader, patch):
+        self._loader = loader
+        self._patch = patch
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._patch(module)
+
+
+def _flushing_first(start_child, output):
+    """Wrap a function that starts a child so pending output goes first."""
+    def call(*args, **kwargs):
+        output.flush()
+        return start_child(*args, **kwargs)
+    call.__name__ = call.__qualname__ = start_child.__name__
+    call.__doc__ = start_child.__doc__
+    return call
+
+
+def _refuse_getpass(prompt="Password: ", stream=None):
+    """getpass.getpass() that reads sys.stdin rather than /dev/tty: in the
+    kernel that fails at once, as input() does."""
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line[:-1] if line.endswith("\n") else line
+
+
+_refuse_getpass.__name__ = _refuse_getpass.__qualname__ = "getpass"
+
+
+def _may_have_magics(source):
+    """Whether a line of *source* starts with % or !, or assigns one (x =
+    !cmd): the cheap test that keeps other cells from importing
+    pykernel_magics, which then decides with tokenize."""
+    if "%" not in source and "!" not in source:
+        return False
+    for line in source.split("\n"):
+        if line.lstrip()[:1] in ("%", "!"):
+            return True
+        equals = line.find("=")
+        while equals >= 0:
+            if line[equals + 1:].lstrip()[:1] in ("%", "!"):
+                return True
+            equals = line.find("=", equals + 1)
+    return False
+
+
+def _ends_with_semicolon(source, node):
+    """True if a `;` follows the cell's final expression (comments aside)."""
+    lines = source.split("\n")
+    row = node.end_lineno - 1
+    if row >= len(lines):
+        return False
+    first = lines[row].encode("utf-8")[node.end_col_offset:].decode(
+        "utf-8", "replace")
+    for line in [first] + lines[row + 1:]:
+        if ";" in line.split("#", 1)[0]:
+            return True
+    return False
+
+
+def _strip_internal_frames(exc, cell_files):
+    """Cut the runner's frames out of tracebacks: the user sees frames from
+    the first ``<cell N>`` frame on, minus runner and prelude frames."""
+    seen, todo = set(), [exc]
+    while todo:
+        exc = todo.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        exc.__traceback__ = _user_frames(exc.__traceback__, cell_files)
+        todo += [exc.__cause__, exc.__context__]
+        group = getattr(exc, "exceptions", None)
+        if isinstance(group, tuple):
+            todo += [e for e in group if isinstance(e, BaseException)]
+
+
+def _user_frames(tb, cell_files):
+    entries = []
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    start = 0
+    for i, entry in enumerate(entries):
+        if entry.tb_frame.f_code.co_filename in cell_files:
+            start = i
+            break
+    kept = [entry for entry in entries[start:]
+            if entry.tb_frame.f_code.co_filename not in _INTERNAL_FILES]
+    for entry, after in zip(kept, kept[1:]):
+        entry.tb_next = after
+    if not kept:
+        return None
+    kept[-1].tb_next = None
+    return kept[0]
+
+
+def main():
+    global _kernel
+    try:
+        _kernel = _Kernel()
+        _kernel.serve()
+    except BaseException:
+        # A runner bug: stdout/stderr are proxies by now, so report to the
+        # host's diagnostics stream before going.
+        import traceback
+        _diag("internal error:\n" + traceback.format_exc())
+        _os_exit(70)
+
+
+if __name__ == "__main__":
+    main()
