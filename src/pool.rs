@@ -452,7 +452,8 @@ impl PoolInner {
             },
             None => Kernel::start(config.clone()).await?,
         };
-        self.refill_spares();
+        // The spare taken is replaced once the call is over (see `Admission::run`), not
+        // now: a Python starting beside the first cell would slow that cell down.
         Ok(kernel)
     }
 
@@ -525,6 +526,7 @@ impl Admission {
                 let ran = evaluation.run(&kernel, &turn, &mut on_event).await;
                 drop(turn);
                 kernel.shutdown(grace).await;
+                pool.refill_spares();
                 ran?;
                 Ok(evaluation.finish())
             }
@@ -553,6 +555,7 @@ impl Admission {
                 .await;
                 session.running.lock().unwrap().take();
                 session.touch();
+                pool.refill_spares();
                 if let Some(epoch) = reset_epoch {
                     // Resets asked for while this one was pending or running shared it;
                     // later ones get a reset of their own.
