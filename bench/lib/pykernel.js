@@ -1,0 +1,284 @@
+'use strict'
+// The pykernel side: the addon from Node, Kernel and KernelPool, with the bench venv's
+// python as the interpreter. Streaming runs with `onEvent` set, as an agent would.
+//
+// Interleaved with it, for attribution, the same runner.py alone over plain pipes (see
+// runner_direct.js): each pykernel sample is followed by the runner's, so both see the
+// same machine (a shared 2-core box drifts by 2x between minutes). Those samples go to
+// `m.runner`.
+const path = require('node:path')
+const { statusKiB, withTimeout, cmdline } = require('./proc')
+const { runnerColdStart, startRunner, runnerOneResult, runnerCount } = require('./runner_direct')
+const { msSince, now, cpuSince, sleep } = require('./stats')
+
+const ROOT = path.resolve(__dirname, '..', '..')
+
+function check(cond, what) {
+  if (!cond) throw new Error(what)
+}
+
+async function measurePykernel(python, cfg, log, addon) {
+  // index.js loads the snapshot that run.js made (lib/addon.js).
+  const { Kernel, KernelPool } = require(ROOT)
+  const m = { addon }
+  const rm = {} // the runner alone
+  m.runner = rm
+  const opts = { interpreter: python, cwd: ROOT }
+  const live = new Set()
+  const guard = async (name, fn, target = m) => {
+    try {
+      await fn()
+    } catch (e) {
+      target[name] = { error: e.message }
+      log(`${target === rm ? 'runner alone' : 'pykernel'} ${name} failed: ${e.message}`)
+    }
+  }
+  const shutdown = async (k) => {
+    live.delete(k)
+    await k.shutdown({ graceMs: 1000 }).catch(() => {})
+  }
+  const start = async () => {
+    const k = await Kernel.start(opts)
+    live.add(k)
+    return k
+  }
+  const one = async (k) => {
+    const r = await k.execute('1+1')
+    check(r.status === 'ok' && r.result && r.result['text/plain'] === '2', `1+1 gave ${JSON.stringify(r.result)}`)
+  }
+  let runnerPath = null
+  let runner = null // a live runner-alone process for the warm and streaming runs
+
+  try {
+    // Cold start: spawn -> the 1+1 result; one discarded warm-up (probe cache, page cache).
+    await guard('coldStartMs', async () => {
+      const total = []
+      const startOnly = []
+      const alone = []
+      let aloneOk = true
+      for (let i = 0; i <= cfg.coldRuns; i++) {
+        const t0 = now()
+        const k = await start()
+        const tStart = msSince(t0)
+        await one(k)
+        const ms = msSince(t0)
+        if (i === 0) {
+          m.interpreterReported = k.interpreter
+          // The runner.py the addon wrote and started.
+          runnerPath = cmdline(k.pid).split(' ').find((a) => a.endsWith('runner.py')) || null
+          m.runnerPath = runnerPath
+          rm.runnerPath = runnerPath
+          if (!runnerPath) rm.coldStartMs = { error: 'runner.py not found in the kernel command line' }
+        } else {
+          total.push(ms)
+          startOnly.push(tStart)
+        }
+        await shutdown(k)
+        if (runnerPath && aloneOk) {
+          try {
+            const a = await runnerColdStart(python, runnerPath)
+            if (i > 0) alone.push(a)
+          } catch (e) {
+            aloneOk = false
+            rm.coldStartMs = { error: e.message }
+            log(`runner alone coldStartMs failed: ${e.message}`)
+          }
+        }
+      }
+      m.coldStartMs = total
+      m.startToReadyMs = startOnly
+      if (runnerPath && aloneOk) rm.coldStartMs = alone
+    })
+
+    if (runnerPath) {
+      try {
+        runner = await startRunner(python, runnerPath)
+      } catch (e) {
+        rm.warmRoundTripMs = { error: e.message }
+        log(`runner alone failed to start: ${e.message}`)
+      }
+    }
+
+    let k = null
+    await guard('rssAfterStartKiB', async () => {
+      k = await start()
+      await one(k)
+      await sleep(200)
+      m.rssAfterStartKiB = statusKiB(k.pid)
+    })
+
+    if (k) {
+      // Warm round trips, in blocks alternating with the runner alone.
+      await guard('warmRoundTripMs', async () => {
+        for (let i = 0; i < cfg.warmup; i++) await one(k)
+        if (runner) for (let i = 0; i < cfg.warmup; i++) await runnerOneResult(runner)
+        const s = []
+        const a = []
+        let cpuK = 0
+        let cpuA = 0
+        const block = Math.max(1, Math.min(50, cfg.warmRuns))
+        for (let done = 0; done < cfg.warmRuns; done += block) {
+          const n = Math.min(block, cfg.warmRuns - done)
+          let c0 = process.cpuUsage()
+          for (let i = 0; i < n; i++) {
+            const t0 = now()
+            await one(k)
+            s.push(msSince(t0))
+          }
+          cpuK += cpuSince(c0)
+          if (runner) {
+            c0 = process.cpuUsage()
+            for (let i = 0; i < n; i++) {
+              const t0 = now()
+              await runnerOneResult(runner)
+              a.push(msSince(t0))
+            }
+            cpuA += cpuSince(c0)
+          }
+        }
+        m.hostCpuPerCellUs = cpuK / cfg.warmRuns
+        m.warmRoundTripMs = s
+        if (runner) {
+          rm.hostCpuPerCellUs = cpuA / cfg.warmRuns
+          rm.warmRoundTripMs = a
+        }
+      })
+
+      // Streams and frames: each pykernel run followed by the runner alone's.
+      const counted = async (name, code, what, expected, runs) => {
+        const rates = []
+        const cpus = []
+        const alone = []
+        for (let r = 0; r < runs; r++) {
+          let got = 0
+          const c0 = process.cpuUsage()
+          const t0 = now()
+          const res = await k.execute(code, {
+            onEvent:
+              what === 'bytes'
+                ? (e) => {
+                    if (e.type === 'stdout') got += e.text.length
+                  }
+                : (e) => {
+                    if (e.type === 'display' && e.bundle['image/png']) got++
+                  },
+          })
+          const ms = msSince(t0)
+          cpus.push(cpuSince(c0) / 1000)
+          check(res.status === 'ok', `${name}: ${res.status} ${res.error && res.error.evalue}`)
+          check(got === expected, `${name}: onEvent got ${got} of ${expected} ${what}`)
+          rates.push(expected / (what === 'bytes' ? 1e6 : 1) / (ms / 1000))
+          if (runner && !(rm[name] && rm[name].error)) {
+            try {
+              const c = await runnerCount(runner, code)
+              const n = c[what]
+              check(n === expected, `runner alone ${name}: got ${n} of ${expected} ${what}`)
+              alone.push(expected / (what === 'bytes' ? 1e6 : 1) / (c.ms / 1000))
+            } catch (e) {
+              rm[name] = { error: e.message }
+              log(`runner alone ${name} failed: ${e.message}`)
+              break
+            }
+          }
+        }
+        if (runner && !(rm[name] && rm[name].error)) rm[name] = alone
+        m[name] = rates
+        return cpus
+      }
+
+      await guard('linesMBps', async () => {
+        const code = `_line = 'x' * 99\nfor _ in range(${cfg.streamBytes / 100}):\n    print(_line)\n`
+        m.linesHostCpuMs = await counted('linesMBps', code, 'bytes', cfg.streamBytes, cfg.streamRuns)
+      })
+      m.rssAfterStreamKiB = statusKiB(k.pid)
+      m.hostRssAfterStreamKiB = Math.round(process.memoryUsage().rss / 1024)
+
+      await guard('oneLineMBps', async () => {
+        await counted('oneLineMBps', `print('x' * ${cfg.streamBytes - 1})`, 'bytes', cfg.streamBytes, cfg.streamRuns)
+      })
+
+      await guard('framesPerS', async () => {
+        const code = `_png = ${JSON.stringify(cfg.png)}\nfor _ in range(${cfg.frames}):\n    display({'image/png': _png}, raw=True)\n`
+        await counted('framesPerS', code, 'frames', cfg.frames, cfg.framesRuns)
+      })
+      if (runner) {
+        await runner.close()
+        runner = null
+      }
+
+      await guard('interruptMs', async () => {
+        const s = []
+        for (let r = 0; r < cfg.interruptRuns; r++) {
+          let t0 = null
+          const res = await withTimeout(
+            k.execute("import time\nprint('go', flush=True)\ntime.sleep(10)", {
+              onEvent: (e) => {
+                if (t0 === null && e.type === 'stdout' && e.text.includes('go')) {
+                  t0 = now()
+                  k.interrupt()
+                }
+              },
+            }),
+            20_000,
+            'interrupted cell',
+          )
+          const ms = msSince(t0)
+          check(
+            res.cancelled || (res.error && res.error.ename === 'KeyboardInterrupt'),
+            `interrupt: ${res.status} cancelled=${res.cancelled} ${res.error && res.error.ename}`,
+          )
+          s.push(ms)
+          await sleep(50)
+        }
+        m.interruptMs = s
+      })
+      await shutdown(k)
+    }
+
+    // KernelPool: a new session's first cell (the target for a prewarmed kernel), then
+    // 4 sessions at once. Pauses let a pool's spare kernel (when it has one) get ready.
+    await guard('newSessionFirstCellMs', async () => {
+      const pool = new KernelPool({ kernel: opts, maxSessions: 4, heartbeatIntervalMs: 0 })
+      try {
+        const s = []
+        for (let i = 0; i <= cfg.coldRuns; i++) {
+          await sleep(cfg.settleMs)
+          const t0 = now()
+          const r = await pool.execute({ sessionId: `first-${i}`, cells: [{ code: '1+1' }] })
+          const ms = msSince(t0)
+          check(r.exitCode === 0 && r.output.trim() === '2', `pool 1+1 gave ${JSON.stringify(r.output)}`)
+          if (i > 0) s.push(ms)
+          await pool.disposeOwner(`first-${i}`)
+        }
+        m.newSessionFirstCellMs = s
+      } finally {
+        await pool.disposeAll({ budgetMs: 3000 }).catch(() => {})
+      }
+    })
+
+    await guard('fourSessionsMs', async () => {
+      const s = []
+      for (let r = 0; r < cfg.fourRuns; r++) {
+        const pool = new KernelPool({ kernel: opts, maxSessions: 4, heartbeatIntervalMs: 0 })
+        try {
+          await sleep(cfg.settleMs)
+          const t0 = now()
+          const rs = await Promise.all(
+            [0, 1, 2, 3].map((i) => pool.execute({ sessionId: `four-${r}-${i}`, cells: [{ code: '1+1' }] })),
+          )
+          s.push(msSince(t0))
+          for (const x of rs) check(x.exitCode === 0 && x.output.trim() === '2', `pool 1+1 gave ${JSON.stringify(x.output)}`)
+        } finally {
+          await pool.disposeAll({ budgetMs: 3000 }).catch(() => {})
+        }
+      }
+      m.fourSessionsMs = s
+    })
+  } finally {
+    if (runner) await runner.close().catch(() => {})
+    for (const k of [...live]) await shutdown(k)
+  }
+  return m
+}
+
+module.exports = { measurePykernel }

@@ -1,0 +1,157 @@
+'use strict'
+// Results -> summary rows, the issue-7 targets, and the markdown table.
+const { summarize } = require('./stats')
+
+// key, label, unit, scale (raw -> shown), which sides have it, floor key and its label.
+const METRICS = [
+  { key: 'coldStartMs', label: 'cold start: spawn -> `1+1` result', unit: 'ms', floor: 'coldStartMs', floorWhat: 'echo server spawn -> first answer' },
+  { key: 'startToReadyMs', label: '… of which Kernel.start (spawn -> ready)', unit: 'ms', sides: ['pykernel'] },
+  { key: 'coldStartMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'coldStartMs' },
+  { key: 'newSessionFirstCellMs', label: "new session's first `1+1` (KernelPool)", unit: 'ms', sides: ['pykernel'] },
+  { key: 'warmRoundTripMs', label: 'warm `1+1` round trip', unit: 'ms', floor: 'warmRoundTripMs', floorWhat: 'echo round trip' },
+  { key: 'warmRoundTripMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'warmRoundTripMs' },
+  { key: 'hostCpuPerCellUs', label: 'host CPU per warm cell', unit: 'µs', floor: 'hostCpuPerCellUs', floorWhat: 'Node CPU per echo round trip' },
+  { key: 'hostCpuPerCellUs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'µs', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'hostCpuPerCellUs' },
+  { key: 'linesMBps', label: '{MB} MB as {lines} print lines', unit: 'MB/s', higher: true, floor: 'linesMBps', floorWhat: 'bare pipe, `python -u` prints, Node reads' },
+  { key: 'linesMBps', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'MB/s', higher: true, sides: ['pykernel', 'floor'], hideFloor: true, floor: 'linesMBps' },
+  { key: 'linesHostCpuMs', label: '… host CPU for the {lines} lines', unit: 'ms', floorWhat: '' },
+  { key: 'oneLineMBps', label: '{MB} MB as one line', unit: 'MB/s', higher: true, floor: 'oneLineMBps', floorWhat: 'bare pipe, one print' },
+  { key: 'oneLineMBps', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'MB/s', higher: true, sides: ['pykernel', 'floor'], hideFloor: true, floor: 'oneLineMBps' },
+  { key: 'framesPerS', label: '{frames} display frames (1x1 PNG, raw)', unit: 'frames/s', higher: true, floor: 'framesPerS', floorWhat: 'echo server writes NDJSON frames, Node parses' },
+  { key: 'framesPerS', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'frames/s', higher: true, sides: ['pykernel', 'floor'], hideFloor: true, floor: 'framesPerS' },
+  { key: 'interruptMs', label: 'interrupt -> cancelled result', unit: 'ms', floor: 'interruptMs', floorWhat: 'SIGINT to echo server in time.sleep -> answer' },
+  { key: 'rssAfterStartKiB', label: 'kernel RSS after start', unit: 'MiB', scale: 1 / 1024, floor: 'bareRssKiB', floorWhat: 'idle bare interpreter' },
+  { key: 'rssAfterStreamKiB', label: 'kernel RSS after the {lines}-line runs', unit: 'MiB', scale: 1 / 1024, floor: 'bareRssKiB', floorWhat: 'idle bare interpreter' },
+  { key: 'fourSessionsMs', label: '4 sessions at once -> all first results', unit: 'ms', floor: 'fourSessionsMs', floorWhat: '4 echo servers at once' },
+  { key: 'pythonPassMs', label: '`python -c pass` (floor only)', unit: 'ms', sides: ['floor'], floor: 'pythonPassMs', floorWhat: 'bench venv python' },
+  { key: 'basePythonPassMs', label: '`python -c pass`, base interpreter (floor only)', unit: 'ms', sides: ['floor'], floor: 'basePythonPassMs', floorWhat: 'site-packages .pth files run' },
+  { key: 'linesBufferedMBps', label: '{lines} lines, bare pipe block-buffered (floor only)', unit: 'MB/s', higher: true, sides: ['floor'], floor: 'linesBufferedMBps', floorWhat: 'python without -u' },
+]
+
+function side(raw, key) {
+  if (!raw) return { missing: 'not run' }
+  if (raw.__error) return { missing: raw.__error, sideLevel: true }
+  const v = raw[key]
+  if (v === undefined || v === null) return { missing: raw.metrics_errors?.[key] || 'not measured' }
+  if (v && typeof v === 'object' && !Array.isArray(v) && v.error) return { missing: v.error }
+  const samples = Array.isArray(v) ? v : [v]
+  return { summary: summarize(samples) }
+}
+
+function fmt(x) {
+  if (x === null || x === undefined || !Number.isFinite(x)) return 'n/a'
+  const a = Math.abs(x)
+  if (a >= 100) return x.toFixed(0)
+  if (a >= 10) return x.toFixed(1)
+  if (a >= 1) return x.toFixed(2)
+  return x.toFixed(3)
+}
+
+function buildRows(results, cfg) {
+  const fill = (t) =>
+    t.replace('{MB}', String(cfg.streamBytes / 1e6)).replace('{lines}', (cfg.streamBytes / 100).toLocaleString('en-US')).replace('{frames}', cfg.frames.toLocaleString('en-US'))
+  const rows = []
+  for (const m of METRICS) {
+    const scale = m.scale || 1
+    const sides = m.sides || ['pykernel', 'jupyter', 'floor']
+    const row = { key: m.from ? `${m.key}:${m.from}` : m.key, label: fill(m.label), unit: m.unit, higherIsBetter: !!m.higher, floorWhat: m.floorWhat || null, hideFloor: !!m.hideFloor }
+    for (const s of ['pykernel', 'jupyter', 'floor']) {
+      if (!sides.includes(s) || (s === 'floor' && !m.floor)) {
+        row[s] = null
+        continue
+      }
+      const src = s === 'pykernel' && m.from ? m.from : s
+      const got = side(results[src], s === 'floor' ? m.floor : m.key)
+      if (got.summary) {
+        const sc = {}
+        for (const [k, v] of Object.entries(got.summary)) sc[k] = k === 'n' ? v : v * scale
+        row[s] = sc
+      } else row[s] = got.sideLevel ? { na: got.missing, sideLevel: true } : { na: got.missing }
+    }
+    const med = (s) => (row[s] && row[s].median !== undefined ? row[s].median : null)
+    row.ratioJupyter = med('pykernel') !== null && med('jupyter') ? med('pykernel') / med('jupyter') : null
+    row.ratioFloor = med('pykernel') !== null && med('floor') ? med('pykernel') / med('floor') : null
+    rows.push(row)
+  }
+  return rows
+}
+
+function targets(rows, cfg) {
+  const r = Object.fromEntries(rows.map((x) => [x.key, x]))
+  const med = (key, s) => (r[key] && r[key][s] && r[key][s].median !== undefined ? r[key][s].median : null)
+  const t = []
+  const add = (name, value, shown, ok) =>
+    t.push({ target: name, measured: value === null ? 'n/a' : shown, holds: value === null ? null : ok })
+  let v = r.coldStartMs.ratioFloor
+  add('cold start <= 2x echo floor', v, `${fmt(v)}x`, v <= 2)
+  v = med('coldStartMs', 'jupyter') && med('coldStartMs', 'pykernel') ? med('coldStartMs', 'jupyter') / med('coldStartMs', 'pykernel') : null
+  add('cold start >= 15x faster than Jupyter', v, `${fmt(v)}x faster`, v >= 15)
+  v = med('newSessionFirstCellMs', 'pykernel')
+  add("new session's first cell (prewarmed) <= 5 ms", v, `${fmt(v)} ms`, v <= 5)
+  v = r.warmRoundTripMs.ratioFloor
+  add('warm round trip p50 <= 2x echo floor', v, `${fmt(v)}x`, v <= 2)
+  v = med('warmRoundTripMs', 'jupyter') && med('warmRoundTripMs', 'pykernel') ? med('warmRoundTripMs', 'jupyter') / med('warmRoundTripMs', 'pykernel') : null
+  add('warm round trip >= 30x faster than Jupyter', v, `${fmt(v)}x faster`, v >= 30)
+  v = r.linesMBps.ratioFloor
+  add('print lines >= 80% of the bare pipe', v, `${fmt(v * 100)}%`, v >= 0.8)
+  v = r.linesMBps.ratioJupyter
+  add('print lines >= 3x Jupyter', v, `${fmt(v)}x`, v >= 3)
+  v = med('oneLineMBps', 'pykernel')
+  add(`one ${cfg.streamBytes / 1e6} MB line >= 100 MB/s`, v, `${fmt(v)} MB/s`, v >= 100)
+  v = med('interruptMs', 'pykernel')
+  add('interrupt p50 <= 10 ms', v, `${fmt(v)} ms`, v <= 10)
+  const a = med('rssAfterStartKiB', 'pykernel')
+  const b = med('rssAfterStartKiB', 'floor')
+  v = a !== null && b !== null ? a - b : null
+  add('kernel RSS after start <= bare interpreter + 5 MiB', v, `+${fmt(v)} MiB`, v <= 5)
+  return t
+}
+
+function cell(x, unit) {
+  if (x === null) return '—'
+  if (x.sideLevel) return 'n/a'
+  if (x.na) return `n/a (${x.na.replace(/\|/g, '/').slice(0, 120)})`
+  let s = `${fmt(x.median)} ${unit}`
+  if (x.n > 1) s += ` (p90 ${fmt(x.p90)}, p99 ${fmt(x.p99)})`
+  return s
+}
+
+const ratio = (x) => (x === null ? '—' : `${fmt(x)}x`)
+
+function markdown(out) {
+  const L = []
+  const mc = out.machine
+  L.push(`# pykernel benchmark (${out.mode})`)
+  L.push('')
+  L.push(`- date: ${out.date}`)
+  L.push(`- machine: ${mc.nproc} CPUs, ${mc.cpuModel}, ${mc.memGiB} GiB; ${mc.os}; load average ${mc.loadAvgAtStart[0]} at start, ${mc.loadAvgAtEnd[0]} at end`)
+  L.push(`- Node ${mc.node}; Python ${mc.python}`)
+  const ad = out.raw.pykernel && out.raw.pykernel.addon
+  if (ad && ad.note) L.push(`- addon: \`${ad.path}\` (${ad.note})`)
+  if (ad && ad.bytes) L.push(`- addon: \`${ad.path}\` ${(ad.bytes / 2 ** 20).toFixed(1)} MiB, built ${ad.mtime}, sha256 ${ad.sha256}${ad.debugInfo ? ' — **DEBUG BUILD: numbers not representative**' : ' (release)'}`)
+  L.push(`- interpreter for every row (pykernel, Jupyter, floors): \`${out.interpreters.python}\` (-> \`${out.interpreters.pythonReal}\`)`)
+  if (out.interpreters.pykernelReported) L.push(`  - pykernel kernels report \`sys.executable\` = \`${out.interpreters.pykernelReported}\``)
+  if (out.interpreters.jupyterKernel) L.push(`  - Jupyter kernels: \`${out.interpreters.jupyterKernel}\` (ipykernel ${out.jupyterVersions.ipykernel}, jupyter_client ${out.jupyterVersions.jupyter_client})`)
+  else L.push(`  - Jupyter: n/a (${out.jupyterError})`)
+  if (out.raw.pykernel && out.raw.pykernel.__error) L.push(`  - pykernel: n/a (${out.raw.pykernel.__error})`)
+  L.push(`  - base interpreter (made the venv; its site-packages runs .pth files at start-up): \`${out.interpreters.base}\``)
+  L.push(`- sizes: ${out.config.streamBytes / 1e6} MB streams (${out.config.streamBytes / 100} lines), ${out.config.frames} frames, ${out.config.warmRuns} warm cells, ${out.config.coldRuns} cold starts, ${out.config.interruptRuns} interrupts, ${out.config.fourRuns}x 4 sessions`)
+  L.push('')
+  L.push('| metric | pykernel | Jupyter | floor | pykernel/Jupyter | pykernel/floor |')
+  L.push('|---|---|---|---|---|---|')
+  for (const r of out.rows) {
+    const floor = r.floor === null ? '—' : r.hideFloor ? '(as above)' : `${cell(r.floor, r.unit)}${r.floorWhat ? ` — ${r.floorWhat}` : ''}`
+    L.push(`| ${r.label} | ${cell(r.pykernel, r.unit)} | ${cell(r.jupyter, r.unit)} | ${floor} | ${ratio(r.ratioJupyter)} | ${ratio(r.ratioFloor)} |`)
+  }
+  L.push('')
+  L.push('Median (p90, p99) over the runs; ratios are medians, pykernel over the other: for times and')
+  L.push('memory lower is better, for MB/s and frames/s higher is better. Timings are never asserted.')
+  L.push('')
+  L.push('| issue-7 target | measured | holds |')
+  L.push('|---|---|---|')
+  for (const t of out.targets) L.push(`| ${t.target} | ${t.measured} | ${t.holds === null ? 'n/a' : t.holds ? 'yes' : 'no'} |`)
+  L.push('')
+  return L.join('\n')
+}
+
+module.exports = { buildRows, targets, markdown, METRICS }
