@@ -32,6 +32,8 @@ something imports them.
 
 import _signal
 import builtins
+import fcntl as _fcntl
+import select as _select
 import codecs
 import collections
 import io
@@ -590,6 +592,9 @@ class _FdCapture:
         self._identity = self._pipe_identity(fd)
         self._held = collections.deque()    # (token, run, text) from proxies
         self.seen = 0
+        # Held by the pump from a read until what it read is forwarded, so that
+        # "the pipe is empty and the pump holds nothing" can be checked at once.
+        self._busy = threading.Lock()
         threading.Thread(target=self._pump, name="pykernel-" + stream,
                          daemon=True).start()
 
@@ -648,37 +653,68 @@ class _FdCapture:
     def _send(self, run, text):
         self._channel.send({"type": self.stream, "id": run, "data": text})
 
+    def quiet(self):
+        """Whether everything written to the pipe so far has been forwarded: the
+        pipe is empty and the pump is not between a read and its frames.  Then
+        a drain needs no marker, and a cell that wrote nothing to fd 1/2 does
+        not wait on the pump threads twice."""
+        with self._busy:
+            if self._held or self._tail:
+                return False
+            try:
+                pending = _fcntl.ioctl(self._read_fd, _FIONREAD, b"\0\0\0\0")
+            except OSError:
+                return False
+            return pending == b"\0\0\0\0"
+
     def _pump(self):
         decode = codecs.getincrementaldecoder("utf-8")("replace").decode
         tag, tag_len, marker_len = self._tag, len(self._tag), self._marker_len
         held = b""
+        readable = _select.poll()
+        readable.register(self._read_fd, _select.POLLIN)
         while True:
-            try:
-                chunk = os.read(self._read_fd, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            data = held + chunk if held else chunk
-            held = b""
-            i = data.find(tag)
-            while i >= 0 and len(data) >= i + marker_len:
-                text = decode(data[:i])
-                if text:
-                    self._send(self._running(), text)
-                self._reached(int(data[i + tag_len:i + marker_len - 1], 16))
-                data = data[i + marker_len:]
-                i = data.find(tag)
-            if i < 0:
-                # the tail may be the start of a marker cut by the read
-                i = data.rfind(b"\x00", max(0, len(data) - tag_len + 1))
-                if i >= 0 and not tag.startswith(data[i:]):
-                    i = -1
-            if i >= 0:
-                held, data = data[i:], data[:i]
-            text = decode(data)
+            readable.poll()     # wait without reading, so `quiet` can look
+            with self._busy:
+                if not self._pump_once(decode, tag, tag_len, marker_len, held):
+                    return
+                held = self._tail
+
+    _tail = b""
+
+    def _pump_once(self, decode, tag, tag_len, marker_len, held):
+        """Read and forward one chunk; False at the end of the pipe."""
+        try:
+            chunk = os.read(self._read_fd, 65536)
+        except BlockingIOError:
+            self._tail = held
+            return True
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        data = held + chunk if held else chunk
+        held = b""
+        i = data.find(tag)
+        while i >= 0 and len(data) >= i + marker_len:
+            text = decode(data[:i])
             if text:
                 self._send(self._running(), text)
+            self._reached(int(data[i + tag_len:i + marker_len - 1], 16))
+            data = data[i + marker_len:]
+            i = data.find(tag)
+        if i < 0:
+            # the tail may be the start of a marker cut by the read
+            i = data.rfind(b"\x00", max(0, len(data) - tag_len + 1))
+            if i >= 0 and not tag.startswith(data[i:]):
+                i = -1
+        if i >= 0:
+            held, data = data[i:], data[:i]
+        text = decode(data)
+        if text:
+            self._send(self._running(), text)
+        self._tail = held
+        return True
 
     def _reached(self, token):
         queue = self._held
@@ -1334,7 +1370,7 @@ class _Kernel:
         if self._forked:
             return
         self._output.flush()
-        marked = [(c, c.mark()) for c in self._captures]
+        marked = [(c, c.mark()) for c in self._captures if not c.quiet()]
         deadline = time.monotonic() + timeout
         for capture, token in marked:
             if token is not None:
@@ -1355,6 +1391,10 @@ def _prelude_code(path):
         with open(path, encoding="utf-8") as f:
             return compile(f.read(), path, "exec", dont_inherit=True)
 
+
+# ioctl asking how many bytes a pipe holds (Linux; other systems share the value
+# or fail the ioctl, and then drains simply use markers).
+_FIONREAD = 0x541B
 
 _kernel = None
 # Frames from these files never appear in a user's traceback (the prelude's
