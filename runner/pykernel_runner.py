@@ -46,7 +46,12 @@ import time
 STDIN_MESSAGE = ("input() is not supported: this kernel has no interactive "
                  "stdin; pass data in code instead")
 
+# The runner's own writes; cells get a wrapped os.write (see _write_after_pending).
+_os_write = os.write
+
 _FLUSH_INTERVAL = 0.005     # seconds proxy output may wait to be coalesced
+_FLUSH_CHARS = 1 << 20      # ... or until this much is waiting: a tight print loop
+                            # must not pile up its output in memory
 _DRAIN_TIMEOUT = 2.0        # bound on waiting for fd output before `done`
 _EXIT_DRAIN_TIMEOUT = 0.5   # the same, when the cell calls os._exit()
 _WATCHDOG_INTERVAL = 1.0
@@ -79,7 +84,7 @@ def _diag(message):
     try:
         data = ("pykernel runner: %s\n" % message).encode("utf-8", "replace")
         while data:
-            data = data[os.write(_diag_fd, data):]
+            data = data[_os_write(_diag_fd, data):]
     except Exception:
         pass
 
@@ -336,7 +341,7 @@ class _Channel:
         with _interrupts, self._lock:
             try:
                 while data:
-                    data = data[os.write(self._fd, data):]
+                    data = data[_os_write(self._fd, data):]
             except OSError as exc:
                 self._on_broken(exc)
 
@@ -360,12 +365,15 @@ class _Output:
         self._channel = channel
         self._captures = {}         # stream name -> _FdCapture
         self._pending = collections.deque()
-        self.append = self._pending.append
+        self.pending_chars = 0      # approximate: writers add, flush resets
         self._lock = threading.Lock()
         self.armed = False
         self._wake = threading.Event()
         self._flusher = None
         self._in_child = False
+
+    def append(self, item):
+        self._pending.append(item)
 
     def attach(self, capture):
         self._captures[capture.stream] = capture
@@ -375,10 +383,16 @@ class _Output:
         with _interrupts:   # armed but never woken would stall the output
             self.armed = True
             if self._flusher is None:
-                self._flusher = threading.Thread(target=self._flush_soon_loop,
-                                                 name="pykernel-flusher",
-                                                 daemon=True)
-                self._flusher.start()
+                flusher = threading.Thread(target=self._flush_soon_loop,
+                                           name="pykernel-flusher", daemon=True)
+                try:
+                    flusher.start()
+                except RuntimeError:
+                    # No thread to be had (a process limit): write through.
+                    self.armed = False
+                    self.flush()
+                    return
+                self._flusher = flusher
             self._wake.set()
 
     def _flush_soon_loop(self):
@@ -395,6 +409,7 @@ class _Output:
             return
         with _interrupts, self._lock:
             pending = self._pending
+            self.pending_chars = 0
             items = [pending.popleft() for _ in range(len(pending))]
             if not items:
                 return
@@ -423,7 +438,7 @@ class _Output:
     def after_fork_in_child(self):
         self._in_child = True
         self._pending = collections.deque()
-        self.append = self._pending.append
+        self.pending_chars = 0      # approximate: writers add, flush resets
         self.armed = True       # nothing may start a flusher in the child
 
 
@@ -459,7 +474,10 @@ class _StreamProxy(io.TextIOBase):
                 run = self._running()
             output = self._output
             output.append((run, self._stream, s))
-            if not output.armed:
+            output.pending_chars += len(s)
+            if output.pending_chars > _FLUSH_CHARS:
+                output.flush()
+            elif not output.armed:
                 output.arm()
         return len(s)
 
@@ -471,7 +489,7 @@ class _StreamProxy(io.TextIOBase):
                             % type(s).__name__)
         data = s.encode("utf-8", "replace")
         while data:
-            data = data[os.write(self._fd, data):]
+            data = data[_os_write(self._fd, data):]
         return len(s)
 
     def flush(self):
@@ -595,8 +613,33 @@ class _FdCapture:
         # Held by the pump from a read until what it read is forwarded, so that
         # "the pipe is empty and the pump holds nothing" can be checked at once.
         self._busy = threading.Lock()
-        threading.Thread(target=self._pump, name="pykernel-" + stream,
+        self._start_pump()
+
+    def _start_pump(self):
+        self._pumping = True
+        threading.Thread(target=self._pump, name="pykernel-" + self.stream,
                          daemon=True).start()
+
+    def restore(self):
+        """Point fd 1/2 at the pipe again if a cell closed or replaced it."""
+        try:
+            if self._pipe_identity(self.fd) == self._identity:
+                return
+        except OSError:
+            pass                    # closed
+        try:
+            # No spare write end is kept open (a cell could find and write to it);
+            # Linux reopens a pipe's write side through its read end's /proc entry.
+            write_fd = os.open("/proc/self/fd/%d" % self._read_fd, os.O_WRONLY)
+            if write_fd != self.fd:     # a closed fd 1/2 is the lowest free one
+                os.dup2(write_fd, self.fd)
+                os.close(write_fd)
+            else:
+                os.set_inheritable(write_fd, True)
+            if not self._pumping:       # it saw the end of the pipe when fd 1/2 closed
+                self._start_pump()
+        except OSError as exc:
+            _diag("cannot restore fd %d: %s" % (self.fd, exc))
 
     @staticmethod
     def _pipe_identity(fd):
@@ -611,7 +654,7 @@ class _FdCapture:
         try:
             if self._pipe_identity(self.fd) != self._identity:
                 return None
-            os.write(self.fd, self._tag + b"%08x\x00" % token)
+            _os_write(self.fd, self._tag + b"%08x\x00" % token)
         except OSError:
             return None
         return token
@@ -677,6 +720,7 @@ class _FdCapture:
             readable.poll()     # wait without reading, so `quiet` can look
             with self._busy:
                 if not self._pump_once(decode, tag, tag_len, marker_len, held):
+                    self._pumping = False
                     return
                 held = self._tail
 
@@ -851,6 +895,7 @@ class _Kernel:
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.close(null)
+        self._null_rdev = os.fstat(0).st_rdev
         running = self._get_running
         self._captures = [
             _FdCapture(1, "stdout", self._channel, running, self._seen_changed),
@@ -861,6 +906,30 @@ class _Kernel:
         sys.stdin = _NoStdin(self._note_stdin_request)
         sys.stdout = _StreamProxy("stdout", 1, self._output, running)
         sys.stderr = _StreamProxy("stderr", 2, self._output, running)
+        self._streams = (sys.stdin, sys.stdout, sys.stderr)
+
+    def _repair_streams(self):
+        """Undo what an earlier cell broke: fds 0/1/2 closed or replaced, and
+        sys.stdin/stdout/stderr replaced by something that cannot be used.  A
+        working replacement (a file, a StringIO) is the user's choice and stays."""
+        try:
+            if os.fstat(0).st_rdev != self._null_rdev:
+                raise OSError
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != 0:
+                os.dup2(null, 0)
+                os.close(null)
+            else:
+                os.set_inheritable(0, True)
+        for capture in self._captures:
+            capture.restore()
+        for name, proxy, needed in (("stdin", self._streams[0], "readline"),
+                                    ("stdout", self._streams[1], "write"),
+                                    ("stderr", self._streams[2], "write")):
+            current = getattr(sys, name, None)
+            if current is not proxy and not callable(getattr(current, needed, None)):
+                setattr(sys, name, proxy)
 
     def _patch_process(self):
         os.environ.setdefault("MPLBACKEND", "Agg")
@@ -875,6 +944,7 @@ class _Kernel:
             if hasattr(os, name):
                 setattr(os, name, _flushing_first(getattr(os, name), self._output))
         output = self._output
+        os.write = _write_after_pending(os.write, output)
 
         def patch_fork_exec(module):    # subprocess starts children with this
             module.fork_exec = _flushing_first(module.fork_exec, output)
@@ -1210,6 +1280,8 @@ class _Kernel:
         self._stdin_requested = False
         self.running = run
         self._main_thread.__dict__[_RUN_ATTR] = run
+        if not self._forked:
+            self._repair_streams()
         outcome = self._run_cell(request, filename)
         if self._forked:
             _os_exit(0)     # a fork() in the cell returned here: end the child
@@ -1488,6 +1560,17 @@ def _flushing_first(start_child, output):
         return start_child(*args, **kwargs)
     call.__name__ = call.__qualname__ = start_child.__name__
     call.__doc__ = start_child.__doc__
+    return call
+
+
+def _write_after_pending(write, output):
+    """os.write() for cells: bytes for fd 1/2 go after text printed before them."""
+    def call(fd, data):
+        if (fd == 1 or fd == 2) and output.pending_chars:
+            output.flush()
+        return write(fd, data)
+    call.__name__ = call.__qualname__ = "write"
+    call.__doc__ = write.__doc__
     return call
 
 

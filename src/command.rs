@@ -15,6 +15,8 @@ pub struct LaunchSpec<'a> {
     /// The complete environment: filtered host variables plus host-managed ones.
     pub env: &'a BTreeMap<String, String>,
     pub memory_limit_bytes: Option<u64>,
+    /// A pids cgroup the kernel starts in (`maxProcesses`).
+    pub cgroup: Option<&'a crate::process_guard::PidsCgroup>,
 }
 
 pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
@@ -30,6 +32,9 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let memory_limit = spec.memory_limit_bytes;
+    let cgroup_procs = spec
+        .cgroup
+        .map(|c| c as *const crate::process_guard::PidsCgroup as usize);
     // SAFETY: between fork and exec only async-signal-safe calls are allowed; setsid and
     // setrlimit are plain system calls and nothing here allocates.
     unsafe {
@@ -38,6 +43,22 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
             // reaches the kernel and every child it started, and the terminal's Ctrl-C
             // aimed at the host does not reach the kernel.
             nix::unistd::setsid().map_err(std::io::Error::from)?;
+            // Descriptors the host opened without close-on-exec (files, sockets of
+            // other libraries) must not reach Python: mark everything above stdio
+            // close-on-exec. A kernel older than Linux 5.11 refuses the flag; then
+            // only what the host marked itself is closed.
+            nix::libc::syscall(
+                nix::libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                nix::libc::CLOSE_RANGE_CLOEXEC,
+            );
+            if let Some(cgroup) = cgroup_procs {
+                // SAFETY: the cgroup outlives the spawn (the caller holds it), and
+                // entering it only writes to a file.
+                let cgroup = &*(cgroup as *const crate::process_guard::PidsCgroup);
+                cgroup.enter_from_child()?;
+            }
             if let Some(limit) = memory_limit {
                 nix::sys::resource::setrlimit(
                     nix::sys::resource::Resource::RLIMIT_AS,

@@ -36,6 +36,8 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_millis(1_000);
 pub const INTERRUPT_ESCALATION: Duration = Duration::from_millis(5_000);
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
 const INIT_ID: &str = "init";
+/// Frames a request may have waiting before the reader stops reading the runner's pipe.
+const ROUTE_BACKLOG: usize = 64;
 
 /// How a kernel is started.
 #[derive(Clone)]
@@ -205,7 +207,7 @@ type Routes = Arc<Mutex<Router>>;
 /// closed: a route asked for after that ends at once, so nobody waits on a dead kernel.
 #[derive(Default)]
 struct Router {
-    routes: HashMap<String, mpsc::UnboundedSender<RunnerFrame>>,
+    routes: HashMap<String, mpsc::Sender<RunnerFrame>>,
     closed: bool,
 }
 
@@ -213,8 +215,8 @@ struct Router {
 fn open_route<'a>(
     routes: &'a Routes,
     id: &'a str,
-) -> (mpsc::UnboundedReceiver<RunnerFrame>, RouteGuard<'a>) {
-    let (tx, rx) = mpsc::unbounded_channel();
+) -> (mpsc::Receiver<RunnerFrame>, RouteGuard<'a>) {
+    let (tx, rx) = mpsc::channel(ROUTE_BACKLOG);
     let mut router = routes.lock().unwrap();
     if !router.closed {
         router.routes.insert(id.to_string(), tx);
@@ -240,6 +242,9 @@ pub struct Kernel {
     max_processes: Option<usize>,
     /// Set when the process guard killed the kernel for running too many processes.
     process_limit_hit: Arc<AtomicBool>,
+    /// Declared after everything that may hold the kernel's processes: dropped last, when
+    /// the group is gone, so the cgroup can be removed.
+    _cgroup: Option<crate::process_guard::PidsCgroup>,
 }
 
 /// The runner's stdin; every host frame goes through here, one whole line at a time.
@@ -314,12 +319,16 @@ impl Kernel {
             .get("PYKERNEL_PYTHON_IPC_TRACE")
             .is_some_and(|v| v == "1");
 
+        let cgroup = config
+            .max_processes
+            .and_then(crate::process_guard::PidsCgroup::create);
         let mut child = build_command(&LaunchSpec {
             python: &resolved.path,
             runner: &files.runner,
             cwd: &config.cwd,
             env: &env,
             memory_limit_bytes: config.memory_limit_bytes,
+            cgroup: cgroup.as_ref(),
         })
         .spawn()
         .map_err(|e| KernelError::PythonInvalid {
@@ -373,6 +382,7 @@ impl Kernel {
             bridge: config.bridge.clone(),
             max_processes: config.max_processes,
             process_limit_hit,
+            _cgroup: cgroup,
         }))
     }
 
@@ -887,7 +897,9 @@ async fn read_frames(stdout: ChildStdout, routes: Routes, trace: bool) {
         };
         let route = routes.lock().unwrap().routes.get(id).cloned();
         if let Some(route) = route {
-            let _ = route.send(frame);
+            // Waits while the request is behind (its events are slow to deliver): the
+            // runner then blocks on its pipe, and nothing piles up in between.
+            let _ = route.send(frame).await;
         }
     }
     let mut router = routes.lock().unwrap();

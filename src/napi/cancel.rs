@@ -68,8 +68,14 @@ pub(super) struct EventSink<T: 'static + JsValuesTupleIntoVec> {
     delivered: Arc<Delivered>,
 }
 
+/// How many events may wait for the JavaScript thread. Past it, delivering the next one
+/// waits: a cell printing a gigabyte is slowed to the pace of `onEvent` instead of piling
+/// its output up in the host's memory.
+const EVENT_QUEUE: usize = 64;
+
 /// A JavaScript callback taking `T` (a value, or `FnArgs` for several arguments).
-pub(super) type Callback<T> = ThreadsafeFunction<T, UnknownReturnValue, T, Status, false>;
+pub(super) type Callback<T> =
+    ThreadsafeFunction<T, UnknownReturnValue, T, Status, false, false, EVENT_QUEUE>;
 
 /// Makes a [`Callback`] of a JavaScript function.
 pub(super) fn callback<T: 'static + JsValuesTupleIntoVec>(
@@ -77,6 +83,7 @@ pub(super) fn callback<T: 'static + JsValuesTupleIntoVec>(
 ) -> Result<Callback<T>> {
     f.build_threadsafe_function::<T>()
         .callee_handled::<false>()
+        .max_queue_size::<EVENT_QUEUE>()
         .build()
 }
 
@@ -101,9 +108,11 @@ impl<T: 'static + JsValuesTupleIntoVec> EventSink<T> {
         };
         let delivered = self.delivered.clone();
         // A throwing callback must not fail the cell; the throw is ignored here.
+        // Blocking: when the queue is full this waits (on a runtime thread, never the
+        // JavaScript one) until JavaScript has taken events off it.
         let status = callback.call_with_return_value(
             value,
-            ThreadsafeFunctionCallMode::NonBlocking,
+            ThreadsafeFunctionCallMode::Blocking,
             move |_, _| {
                 delivered.count.fetch_add(1, Ordering::SeqCst);
                 delivered.notify.notify_waiters();

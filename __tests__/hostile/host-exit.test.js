@@ -1,0 +1,69 @@
+'use strict'
+// Hostile hosts: however a Node or Bun host ends, its kernel (and what the kernel started)
+// is gone within 3 s; within 12 s when the host was SIGKILLed.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const { python, isAlive, groupMembers, waitFor } = require('./_common')
+
+const FIXTURE = path.join(__dirname, 'fixtures', 'host-child.js')
+const BUN = path.resolve(__dirname, '..', '..', 'node_modules', '.bin', 'bun')
+
+const HOSTS = [['Node', process.execPath]]
+if (fs.existsSync(BUN)) HOSTS.push(['Bun', BUN])
+
+/** Starts a host child; resolves its kernel's pid and the pid of a child the kernel left. */
+function startHost(runtime, how) {
+  const env = { ...process.env }
+  if (python) env.PYKERNEL_TEST_PYTHON = python
+  const child = spawn(runtime, [FIXTURE, how], { stdio: ['ignore', 'pipe', 'pipe'], env })
+  let stderr = ''
+  child.stderr.on('data', (d) => (stderr += d))
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal, at: Date.now() })))
+  const pids = new Promise((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (d) => {
+      out += d
+      const m = out.match(/^(\d+) (\d+)\n/)
+      if (m) resolve({ kernel: Number(m[1]), grandchild: Number(m[2]), at: Date.now() })
+    })
+    exited.then(() => setTimeout(() => reject(new Error(`host exited before reporting its kernel: ${stderr.slice(-500)}`)), 50))
+  })
+  return { child, pids, exited, stderr: () => stderr }
+}
+
+const ENDINGS = [
+  ['natural drain', 'drain', null, 3000],
+  ['process.exit()', 'exit', null, 3000],
+  ['an uncaught exception', 'throw', null, 3000],
+  ['SIGTERM', 'wait', 'SIGTERM', 3000],
+  ['SIGKILL', 'wait', 'SIGKILL', 12000],
+]
+
+test.describe('host exits', { concurrency: 5 }, () => {
+  for (const [runtimeName, runtime] of HOSTS) {
+    for (const [name, how, signal, bound] of ENDINGS) {
+      test(`${runtimeName} host, ${name}: the kernel and its children are gone within ${bound / 1000} s`, { timeout: 40_000 }, async (t) => {
+        const host = startHost(runtime, how)
+        t.after(() => host.child.exitCode === null && host.child.signalCode === null && host.child.kill('SIGKILL'))
+        const { kernel, grandchild } = await host.pids
+        if (signal) {
+          assert.ok(isAlive(kernel) && isAlive(grandchild), 'the kernel runs until the host is signalled')
+          host.child.kill(signal)
+        }
+        // The host must end on its own (drain, exit, throw) or by the signal.
+        const ended = await Promise.race([host.exited, new Promise((r) => setTimeout(() => r(null), 5000))])
+        assert.ok(ended, `the ${runtimeName} host did not end (${name}); stderr: ${host.stderr().slice(-300)}`)
+        const from = Date.now()
+        const gone = await waitFor(() => !isAlive(kernel), { timeoutMs: bound })
+        const kernelMs = Date.now() - from
+        const groupGone = await waitFor(() => !isAlive(grandchild) && groupMembers(kernel).length === 0, { timeoutMs: Math.max(0, bound - kernelMs) })
+        t.diagnostic(`host ended (${ended.code ?? ended.signal}); kernel gone after ${kernelMs} ms`)
+        assert.ok(gone, `kernel ${kernel} still alive ${bound} ms after the host ended`)
+        assert.ok(groupGone, `the kernel's child ${grandchild} still alive ${bound} ms after the host ended`)
+      })
+    }
+  }
+})

@@ -1,0 +1,251 @@
+'use strict'
+// Hostile input: process abuse. A cell that kills, crashes, forks or mangles its own
+// process must end with a clear outcome; the host stays responsive; the kernel (or a fresh
+// one) works afterwards; nothing is left running.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { addon, python, startKernel, groupMembers, isAlive, waitFor, sleep, whileRunning, assertResponsive, assertFreshKernelWorks, assertKernelWorks } = require('./_common')
+
+let probe
+test.before(async () => {
+  probe = await startKernel()
+})
+test.after(() => probe?.shutdown())
+
+/** The kernel died under the cell: stated in the result, later calls refused, a fresh
+ *  kernel works. */
+async function assertDiedClearly(kernel, result, evalue) {
+  assert.equal(result.kernelDied, true)
+  assert.equal(result.status, 'error')
+  assert.equal(result.error?.ename, 'KernelDied')
+  assert.match(result.error.evalue, evalue)
+  assert.ok(await waitFor(() => !kernel.alive, { timeoutMs: 2000 }))
+  await assert.rejects(kernel.execute('1'), (err) => err.code === 'ERR_KERNEL_DEAD')
+  assert.ok(await waitFor(() => groupMembers(kernel.pid).length === 0, { timeoutMs: 3000 }), 'nothing of the dead kernel is left')
+  await assertResponsive(probe, 'after the kernel died')
+  await assertFreshKernelWorks()
+}
+
+test('os._exit(3): death stated with the exit code, output before it delivered', async () => {
+  const kernel = await startKernel()
+  const r = await kernel.execute("import os\nprint('bye')\nos._exit(3)")
+  assert.equal(r.stdout, 'bye\n')
+  await assertDiedClearly(kernel, r, /died during the cell \(exit code 3\)/)
+})
+
+test('os.kill(os.getpid(), SIGKILL): death stated with the signal', async () => {
+  const kernel = await startKernel()
+  const r = await kernel.execute('import os, signal\nos.kill(os.getpid(), signal.SIGKILL)')
+  await assertDiedClearly(kernel, r, /killed by signal 9 \(SIGKILL\)/)
+})
+
+test('segfault via ctypes.string_at(0): death stated as SIGSEGV with the fault trace; the pool replaces the kernel', async (t) => {
+  const kernel = await startKernel()
+  const r = await kernel.execute('import ctypes\nctypes.string_at(0)')
+  assert.match(r.error.traceback.join('\n'), /Segmentation fault/)
+  await assertDiedClearly(kernel, r, /killed by signal 11 \(SIGSEGV\)/)
+
+  const pool = new addon.KernelPool({ kernel: { interpreter: python } })
+  t.after(() => pool.disposeAll())
+  const crashed = await pool.execute({ sessionId: 'segv', cells: [{ code: 'import ctypes\nctypes.string_at(0)' }] })
+  assert.equal(crashed.exitCode, 1)
+  assert.equal(crashed.kernelDied, true)
+  assert.match(crashed.output, /SIGSEGV/)
+  const next = await pool.execute({ sessionId: 'segv', cells: [{ code: '6*7' }] })
+  assert.equal(next.exitCode, 0)
+  assert.equal(next.cells.at(-1).result?.['text/plain'], '42')
+})
+
+test('sys.stdout.close(): printing still works in this cell and the next', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const r = await kernel.execute("import sys\nsys.stdout.close()\nsys.stderr.close()\nprint('after close')\nprint('err after close', file=sys.stderr)")
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.equal(r.stdout, 'after close\n')
+  assert.equal(r.stderr, 'err after close\n')
+  await assertKernelWorks(kernel)
+  await assertResponsive(probe)
+})
+
+test('os.close(1): the cell goes on, and later cells capture print and child output again', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const r = await kernel.execute("import os\nos.close(1)\nprint('print after close')")
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.equal(r.stdout, 'print after close\n')
+  assert.equal(kernel.alive, true)
+  // A descriptor opened now must not become the new fd 1 that output lands in.
+  await kernel.execute("f = open('/dev/null', 'rb')")
+  const next = await kernel.execute("import os, subprocess\nprint('p2', flush=True)\nos.system('echo shell2')\nsubprocess.run(['echo', 'sub2'])\nos.write(1, b'fd2\\n')\nNone")
+  assert.equal(next.status, 'ok', JSON.stringify(next.error))
+  assert.equal(next.stdout, 'p2\nshell2\nsub2\nfd2\n', `stdout ${JSON.stringify(next.stdout)}, stderr ${JSON.stringify(next.stderr)}`)
+  assert.equal(next.stderr, '')
+  await assertKernelWorks(kernel)
+  await assertResponsive(probe)
+})
+
+test('os.close(0): input() still refuses at once, children still get an empty stdin', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const r = await kernel.execute("import os\nos.close(0)\nprint('closed 0')")
+  assert.equal(r.status, 'ok')
+  assert.equal(r.stdout, 'closed 0\n')
+  const input = await kernel.execute('input()')
+  assert.equal(input.error?.ename, 'StdinNotImplementedError')
+  assert.equal(input.stdinRequested, true)
+  // Files opened after the close take fd 0 (Python opens them non-inheritable).
+  await kernel.execute("f = open('/etc/hostname')\nf.fileno()")
+  const child = await kernel.execute("import subprocess\nr = subprocess.run(['cat'], capture_output=True, timeout=5)\n(r.returncode, r.stdout, r.stderr)", { timeoutMs: 10_000 })
+  assert.equal(child.status, 'ok', JSON.stringify(child.error))
+  assert.equal(child.result?.['text/plain'], "(0, b'', b'')", 'a child reads an empty /dev/null stdin')
+  await assertKernelWorks(kernel)
+})
+
+test('sys.stdout = 42: the cell fails with a clear error, the next cell prints normally', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const r = await kernel.execute("import sys\nsys.stdout = 42\nprint('junk')")
+  assert.equal(r.status, 'error')
+  assert.equal(r.error.ename, 'AttributeError')
+  assert.match(r.error.evalue, /'int' object has no attribute 'write'/)
+  const junkErr = await kernel.execute("import sys\nsys.stderr = None\nraise ValueError('reported anyway')")
+  assert.equal(junkErr.error?.ename, 'ValueError')
+  await assertKernelWorks(kernel)
+  const err = await kernel.execute("import sys\nprint('to stderr', file=sys.stderr)")
+  assert.equal(err.stderr, 'to stderr\n')
+})
+
+test.describe('cells that do not stop on interrupt', { concurrency: 2 }, () => {
+  for (const [name, code] of [
+    ['signal(SIGINT, SIG_IGN) then a loop', 'import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(0.01)'],
+    ['a tight C loop holding the GIL (sum(range(10**12)))', 'sum(range(10**12))'],
+  ]) {
+    test(`${name}: the timeout kills the kernel within the escalation window`, { timeout: 30_000 }, async () => {
+      const kernel = await startKernel()
+      const started = Date.now()
+      const { value: r } = await whileRunning(probe, () => kernel.execute(code, { timeoutMs: 300 }), { ready: () => sleep(400) })
+      const elapsed = Date.now() - started
+      assert.ok(elapsed < 300 + 5000 + 2500, `the cell ended after ${elapsed} ms`)
+      assert.equal(r.timedOut, true)
+      assert.equal(r.cancelled, true)
+      if (r.kernelDied) {
+        assert.match(r.error.evalue, /did not respond to the interrupt/)
+        assert.equal(kernel.alive, false)
+        assert.ok(await waitFor(() => groupMembers(kernel.pid).length === 0, { timeoutMs: 3000 }))
+        await assertFreshKernelWorks()
+      } else {
+        assert.equal(r.error?.ename, 'KeyboardInterrupt')
+        await assertKernelWorks(kernel)
+        await kernel.shutdown()
+      }
+    })
+  }
+})
+
+test('fork() without exec: the parent gets its result, the child ends, the kernel carries on', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const code = [
+    'import os',
+    'pid = os.fork()',
+    'if pid == 0:',
+    "    print('child says hi')",
+    'else:',
+    '    os.waitpid(pid, 0)',
+    "    print('parent waited')",
+    "'child' if pid == 0 else 'parent'",
+  ].join('\n')
+  const r = await kernel.execute(code)
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.equal(r.result?.['text/plain'], "'parent'")
+  assert.equal(r.stdout, 'child says hi\nparent waited\n')
+  // An unwaited child that falls off the end of the cell must not become a second kernel.
+  const both = await kernel.execute("import os\nchild = os.fork()\n'result'")
+  assert.equal(both.result?.['text/plain'], "'result'")
+  assert.equal(both.executionCount, r.executionCount + 1)
+  assert.ok(await waitFor(() => groupMembers(kernel.pid).length === 1, { timeoutMs: 3000 }), 'the forked children ended')
+  const next = await kernel.execute('1+1')
+  assert.equal(next.executionCount, both.executionCount + 1)
+  await assertKernelWorks(kernel)
+  await assertResponsive(probe)
+})
+
+const SPAWN_200 = "import subprocess\nprocs = [subprocess.Popen(['sleep', '300']) for _ in range(200)]\n[p.pid for p in procs]"
+const pidsOf = (text) => JSON.parse(text)
+
+test('200 children left running: Kernel.shutdown() leaves none', { timeout: 30_000 }, async () => {
+  const kernel = await startKernel()
+  const { value: r } = await whileRunning(probe, () => kernel.execute(SPAWN_200), { ready: () => sleep(100), requireOverlap: false })
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  const pids = pidsOf(r.result['text/plain'])
+  assert.equal(pids.length, 200)
+  assert.ok(pids.every(isAlive))
+  const started = Date.now()
+  const s = await kernel.shutdown()
+  assert.equal(s.confirmed, true)
+  assert.ok(await waitFor(() => pids.every((p) => !isAlive(p)), { timeoutMs: 3000 }), `${pids.filter(isAlive).length} children still alive`)
+  assert.ok(Date.now() - started < 5000)
+  assert.equal(groupMembers(kernel.pid).length, 0)
+  await assertFreshKernelWorks()
+})
+
+test('200 children left running: pool.disposeOwner() leaves none', { timeout: 30_000 }, async (t) => {
+  const pool = new addon.KernelPool({ kernel: { interpreter: python } })
+  t.after(() => pool.disposeAll())
+  const r = await pool.execute({ sessionId: 'children', cells: [{ code: SPAWN_200 }] })
+  assert.equal(r.exitCode, 0, r.output)
+  const pids = pidsOf(r.cells.at(-1).result['text/plain'])
+  const kernelPid = pool.sessions[0].pid
+  assert.ok(pids.every(isAlive))
+  await pool.disposeOwner('children', { budgetMs: 3000 })
+  assert.ok(await waitFor(() => pids.every((p) => !isAlive(p)), { timeoutMs: 3000 }), `${pids.filter(isAlive).length} children still alive`)
+  assert.equal(groupMembers(kernelPid).length, 0)
+  const again = await pool.execute({ sessionId: 'children', cells: [{ code: '6*7' }] })
+  assert.equal(again.cells.at(-1).result?.['text/plain'], '42')
+})
+
+test('a daemon thread printing after its cell ended: never attributed to a later cell', { timeout: 20_000 }, async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const code = [
+    'import sys, threading, time',
+    'def spam():',
+    '    for i in range(60):',
+    '        time.sleep(0.025)',
+    "        print('LEAK', i)",
+    "        sys.stderr.write('LEAKERR %d\\n' % i)",
+    'threading.Thread(target=spam, daemon=True).start()',
+    "'started'",
+  ].join('\n')
+  const first = await kernel.execute(code)
+  assert.equal(first.result?.['text/plain'], "'started'")
+  const later = []
+  const events = []
+  const deadline = Date.now() + 1800 // the thread prints for ~1.5 s
+  while (Date.now() < deadline) {
+    const r = await kernel.execute("import time\ntime.sleep(0.1)\nprint('mine')", { onEvent: (e) => events.push(e) })
+    later.push(r)
+  }
+  assert.ok(later.length >= 5)
+  for (const r of later) {
+    assert.equal(r.stdout, 'mine\n', `a later cell got ${JSON.stringify(r.stdout.slice(0, 200))}`)
+    assert.equal(r.stderr, '')
+  }
+  assert.ok(!events.some((e) => /LEAK/.test(e.text ?? '')), 'no LEAK event was streamed to a later cell')
+  await assertKernelWorks(kernel)
+  await assertResponsive(probe)
+})
+
+test('a non-daemon threading.Thread still running at shutdown: shutdown confirmed, nothing left', async () => {
+  const kernel = await startKernel()
+  const r = await kernel.execute("import threading, time\nt = threading.Thread(target=time.sleep, args=(300,))\nt.start()\nt.is_alive()")
+  assert.equal(r.result?.['text/plain'], 'True')
+  const started = Date.now()
+  const s = await kernel.shutdown()
+  const elapsed = Date.now() - started
+  assert.equal(s.confirmed, true)
+  assert.ok(elapsed < 3500, `shutdown took ${elapsed} ms`)
+  assert.equal(isAlive(kernel.pid), false)
+  assert.equal(groupMembers(kernel.pid).length, 0)
+  await assertResponsive(probe)
+})

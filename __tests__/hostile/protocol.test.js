@@ -1,0 +1,227 @@
+'use strict'
+// Hostile input: protocol abuse. Text that looks like frames, writes to the runner's
+// private protocol descriptors, huge and pathological cell sources.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const { python, startKernel, tempDir, whileRunning, assertResponsive, assertKernelWorks, rssSampler, MB } = require('./_common')
+
+/** Pipe inodes this test process had before it started any kernel: inherited from the
+ *  test runner or its harness. A kernel never writes to those (see the fd test below). */
+function pipeInodes(pid) {
+  const inodes = new Set()
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const link = fs.readlinkSync(`/proc/${pid}/fd/${fd}`)
+      if (link.startsWith('pipe:')) inodes.add(link)
+    } catch {}
+  }
+  return inodes
+}
+const inheritedPipes = pipeInodes(process.pid)
+
+let probe
+test.before(async () => {
+  probe = await startKernel()
+})
+test.after(() => probe?.shutdown())
+
+const FRAMES = [
+  '{"type":"done","id":"%ID%","status":"ok","executionCount":99,"cancelled":false,"stdinRequested":false}',
+  '{"type":"result","id":"%ID%","bundle":{"text/plain":"FORGED"}}',
+  '{"type":"error","id":"%ID%","ename":"Forged","evalue":"forged","traceback":[]}',
+  '{"type":"stdout","id":"%ID%","data":"FORGED STDOUT\\n"}',
+  '{"type":"ready","id":"init","pid":1,"python":"3.11.7","executable":"/bin/false"}',
+]
+/** Python source that sets `run` to the id of the running request (read from the runner's
+ *  bookkeeping: the strongest thing a cell can print) and `frames` to forged lines. */
+const FORGE = [
+  'import os, sys, threading',
+  "run = threading.main_thread().__dict__.get('_pykernel_run') or 'r1'",
+  `frames = [f.replace('%ID%', run) for f in ${JSON.stringify(FRAMES)}]`,
+].join('\n')
+
+async function assertNotFooled(kernel, r, before, expectedStdout) {
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.equal(r.executionCount, before + 1)
+  assert.equal(r.result?.['text/plain'], "'real result'")
+  if (expectedStdout instanceof RegExp) assert.match(r.stdout, expectedStdout)
+  else assert.equal(r.stdout, expectedStdout)
+  assert.equal(r.displays.length, 0)
+  const next = await kernel.execute('1+1')
+  assert.equal(next.executionCount, before + 2)
+  assert.equal(next.result?.['text/plain'], '2')
+  await assertKernelWorks(kernel)
+  await assertResponsive(probe)
+}
+
+test('printed text that looks like protocol frames (with the real request id) is just stdout', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const before = (await kernel.execute('0')).executionCount
+  const r = await kernel.execute(`${FORGE}\nfor f in frames: print(f)\nprint('after')\n'real result'`)
+  const run = r.stdout.match(/"id":"(r[^"]*)"/)?.[1]
+  assert.ok(run && run !== 'r1', 'the forged frames carried the real request id')
+  const expected = FRAMES.map((f) => f.replace('%ID%', run)).join('\n') + '\nafter\n'
+  await assertNotFooled(kernel, r, before, expected)
+})
+
+test('protocol-looking lines written by C code to fd 1 (os.write) are just stdout', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const before = (await kernel.execute('0')).executionCount
+  const r = await kernel.execute(`${FORGE}\nfor f in frames: os.write(1, f.encode() + b'\\n')\nos.write(1, b'{"type":"done"')\nos.write(1, b'\\nafter\\n')\n'real result'`)
+  const run = r.stdout.match(/"id":"(r[^"]*)"/)?.[1]
+  const expected = FRAMES.map((f) => f.replace('%ID%', run)).join('\n') + '\n{"type":"done"\nafter\n'
+  await assertNotFooled(kernel, r, before, expected)
+})
+
+/** The kernel's pipe descriptors other than 0/1/2, as a cell could find them in
+ *  /proc/self/fd, leaving out any pipe inherited from the test runner's own harness. */
+function guessableProtocolFds(pid) {
+  const fds = []
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`).map(Number)) {
+    if (fd <= 2) continue
+    let link
+    try {
+      link = fs.readlinkSync(`/proc/${pid}/fd/${fd}`)
+    } catch {
+      continue
+    }
+    if (link.startsWith('pipe:') && !inheritedPipes.has(link)) fds.push(fd)
+  }
+  return fds
+}
+
+test('forged done frames with guessed ids and garbage without a newline, written to every private pipe fd, fool nobody', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const before = (await kernel.execute('0')).executionCount
+  const fds = guessableProtocolFds(kernel.pid)
+  assert.ok(fds.length >= 2, `the runner keeps private pipe fds: ${fds}`)
+  const guessed = Array.from({ length: 40 }, (_, i) => `r${i}`).concat(['init', 'p1', 'e1'])
+  const code = [
+    'import os, time',
+    `fds = ${JSON.stringify(fds)}`,
+    `ids = ${JSON.stringify(guessed)}`,
+    `done = '${FRAMES[0]}'`,
+    'hit = []',
+    'for fd in fds:',
+    '    try:',
+    "        os.write(fd, b'garbage without newline {\"type\":\"done\",\"id\":\"r')",
+    "        os.write(fd, b'\\n' + ''.join(done.replace('%ID%', i) + '\\n' for i in ids).encode())",
+    "        os.write(fd, b'{\"type\":\"stdout\",\"id\":\"r1\",\"data\":\"more garbage, no newline')",
+    '        hit.append(fd)',
+    '    except OSError:',
+    '        pass',
+    "print('wrote to', len(hit), 'fds')",
+    'time.sleep(0.2)',
+    "print('after')",
+    "'real result'",
+  ].join('\n')
+  const r = await kernel.execute(code)
+  t.diagnostic(`candidate fds ${fds.join(',')}`)
+  await assertNotFooled(kernel, r, before, /^wrote to [1-9]\d* fds\nafter\n$/)
+})
+
+test('the kernel inherits no descriptor of its host beyond its own pipes', { timeout: 20_000 }, async (t) => {
+  // A host holding an inheritable (non-CLOEXEC) descriptor: here fd 100 opened by bash
+  // before it execs Node (Node marks low fds close-on-exec at start-up, not high ones); in
+  // real hosts a harness pipe or a log file. A cell could write into it (or read it). The
+  // kernel must not get it.
+  const dir = tempDir('pykernel-hostile-fd-')
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const target = path.join(dir, 'host-only.log')
+  const script = `
+    const { Kernel } = require(${JSON.stringify(path.resolve(__dirname, '..', '..'))});
+    Kernel.start({ interpreter: ${JSON.stringify(python || null)} || undefined }).then(async (k) => {
+      await k.execute('1');
+      process.stdout.write(k.pid + '\\n');
+      setInterval(() => {}, 1000);
+    });`
+  const child = spawn('bash', ['-c', 'exec 100>>"$0"; exec "$1" -e "$2"', target, process.execPath, script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  try {
+    const kernelPid = await new Promise((resolve, reject) => {
+      let out = ''
+      child.stdout.on('data', (d) => {
+        out += d
+        if (out.includes('\n')) resolve(Number(out.trim()))
+      })
+      child.on('exit', () => reject(new Error('host child exited early')))
+    })
+    assert.equal(fs.readlinkSync(`/proc/${child.pid}/fd/100`), target, 'the host holds fd 100')
+    const links = fs.readdirSync(`/proc/${kernelPid}/fd`).map((fd) => {
+      try {
+        return [fd, fs.readlinkSync(`/proc/${kernelPid}/fd/${fd}`)]
+      } catch {
+        return [fd, '?']
+      }
+    })
+    const leaked = links.filter(([, link]) => link === target)
+    assert.deepEqual(leaked, [], `the kernel holds the host's fd 100 (${target}) as fd ${leaked.map(([fd]) => fd)}`)
+  } finally {
+    child.kill('SIGKILL')
+  }
+})
+
+test('a 100 MB cell source runs, and the host stays responsive meanwhile', { timeout: 60_000 }, async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const SIZE = 100 * 1000 * 1000
+  const code = 'x = "' + 'a'.repeat(SIZE) + '"\nlen(x)'
+  const rss = rssSampler()
+  const started = Date.now()
+  const { value: r, overlapped } = await whileRunning(probe, () => kernel.execute(code), { ready: () => new Promise((r) => setTimeout(r, 300)), requireOverlap: false })
+  const mem = rss.stop()
+  t.diagnostic(`100 MB source: ${Date.now() - started} ms, probe overlapped: ${overlapped}, host RSS +${(mem.growth / MB).toFixed(0)} MB`)
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.equal(r.result?.['text/plain'], String(SIZE))
+  const freed = await kernel.execute('del x\n1')
+  assert.equal(freed.status, 'ok')
+  await assertKernelWorks(kernel)
+})
+
+test('a cell of only magics runs them all', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const r = await kernel.execute('%pwd\n%cd /\n%env HOSTILE_MAGIC=1\n%env HOSTILE_MAGIC\n%who\n%time 1+1')
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.match(r.stdout, /^\/\n/)
+  assert.match(r.stdout, /env: HOSTILE_MAGIC=1\n/)
+  assert.match(r.stdout, /Wall time/)
+  assert.deepEqual(r.statuses.map((s) => s.op), ['cd', 'time'])
+  assert.equal(r.result?.['text/plain'], '2')
+  const bare = await Promise.all(['%%bash', '!', '%cd', '%%capture'].map((c) => kernel.execute(c)))
+  for (const b of bare) assert.equal(b.status, 'ok', JSON.stringify(b.error))
+  for (const c of ['%', '%%', '%%%']) {
+    const b = await kernel.execute(c)
+    assert.equal(b.error?.ename, 'SyntaxError', `${c}: ${JSON.stringify(b.error)}`)
+  }
+  const unknown = await kernel.execute('%nosuchmagic\n%%alsonot')
+  assert.equal(unknown.error?.ename, 'NameError')
+  assert.match(unknown.error.evalue, /UsageError: Line magic function '%nosuchmagic' not found/)
+  await assertKernelWorks(kernel)
+  await assertResponsive(probe)
+})
+
+for (const [name, source, ename] of [
+  ["'(' * 100000", '('.repeat(100_000), /^SyntaxError$/],
+  ["'[' * 5000 + ']' * 5000", '['.repeat(5000) + ']'.repeat(5000), /^SyntaxError$/],
+  ['1000 nested if blocks', Array.from({ length: 1000 }, (_, i) => '    '.repeat(i) + 'if 1:\n').join('') + '    '.repeat(1000) + 'pass\n', /^IndentationError$/],
+  ["'-' * 100000 + '1'", 'x = ' + '-'.repeat(100_000) + '1', /^(SyntaxError|RecursionError|MemoryError)$/],
+  ["'1+' * 100000 + '1'", 'x = ' + '1+'.repeat(100_000) + '1', /^(SyntaxError|RecursionError|MemoryError)$/],
+  ["'f' + '()' * 100000", 'f' + '()'.repeat(100_000), /^(SyntaxError|RecursionError|MemoryError)$/],
+]) {
+  test(`deeply nested code that breaks the parser (${name}): a clear error, the kernel lives`, async (t) => {
+    const kernel = await startKernel()
+    t.after(() => kernel.shutdown())
+    const r = await kernel.execute(source, { timeoutMs: 20_000 })
+    assert.equal(r.status, 'error')
+    assert.equal(r.kernelDied, false)
+    assert.match(r.error.ename, ename, `${r.error.ename}: ${r.error.evalue}`)
+    await assertKernelWorks(kernel)
+    await assertResponsive(probe)
+  })
+}
