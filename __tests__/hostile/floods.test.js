@@ -48,7 +48,7 @@ test('1 GB printed: host memory bounded, output truncated, artifact complete, ho
   const started = Date.now()
   // Bounded: a result that never comes is reported, not waited for until the test timeout.
   const deadline = (ms) => new Promise((r) => setTimeout(() => r({ summary: `no result after ${ms} ms (${counts.stdout} bytes streamed)` }), ms).unref())
-  const evaluate = () => Promise.race([deadline(150_000), kernel.evaluate([{ code }], { artifactsDir: artifacts, onEvent })]).then(
+  const evaluate = () => Promise.race([deadline(100_000), kernel.evaluate([{ code }], { artifactsDir: artifacts, onEvent })]).then(
       (r) => (r.exitCode === 0 || r.summary ? r : Object.assign(r, { summary: `exitCode ${r.exitCode}: ${r.output.slice(0, 300)} ${JSON.stringify(r.cells.map((c) => c.error))}` })),
       (rejected) => ({ rejected, summary: `rejected: ${rejected.code} ${rejected.message}` }),
     )
