@@ -303,14 +303,7 @@ impl Pool {
     }
 
     pub fn sessions(&self) -> Vec<SessionInfo> {
-        let sessions: Vec<_> = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap()
-            .values()
-            .cloned()
-            .collect();
+        let sessions = self.inner.all_sessions();
         let mut infos: Vec<_> = sessions.iter().map(|s| s.info()).collect();
         infos.sort_by(|a, b| a.key.cmp(&b.key));
         infos
@@ -319,14 +312,7 @@ impl Pool {
     /// Disposes every session `owner` owned last. Idempotent; bounded by `budget` even
     /// when a cell is stuck.
     pub async fn dispose_owner(&self, owner: &str, budget: Duration) {
-        let sessions: Vec<_> = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap()
-            .values()
-            .cloned()
-            .collect();
+        let sessions = self.inner.all_sessions();
         let mut orphaned = Vec::new();
         for session in sessions {
             let mut owners = session.owners.lock().unwrap();
@@ -341,7 +327,7 @@ impl Pool {
     pub async fn dispose_all(&self, budget: Duration) {
         let inner = &self.inner;
         inner.disposing.store(true, Ordering::SeqCst);
-        let sessions: Vec<_> = inner.sessions.lock().unwrap().values().cloned().collect();
+        let sessions = inner.all_sessions();
         dispose_all_of(inner, sessions, budget).await;
         let spares = std::mem::take(&mut inner.spares.lock().unwrap().ready);
         for spare in spares {
@@ -360,6 +346,11 @@ impl Drop for Pool {
 }
 
 impl PoolInner {
+    /// A snapshot of the sessions (the lock is not held while they are worked on).
+    fn all_sessions(&self) -> Vec<Arc<Session>> {
+        self.sessions.lock().unwrap().values().cloned().collect()
+    }
+
     fn session_for(&self, key: SessionKey, config: KernelConfig, owner: String) -> Arc<Session> {
         let mut sessions = self.sessions.lock().unwrap();
         if let Some(session) = sessions.get(&key) {
@@ -682,7 +673,7 @@ async fn maintain(pool: Weak<PoolInner>) {
         if inner.disposing.load(Ordering::SeqCst) {
             return;
         }
-        let sessions: Vec<_> = inner.sessions.lock().unwrap().values().cloned().collect();
+        let sessions = inner.all_sessions();
         let now = Instant::now();
         for session in &sessions {
             let idle_for = now.duration_since(session.last_used.lock().unwrap().0);
