@@ -6,24 +6,12 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
-const { python, startKernel, run, groupMembers, tempDir } = require('./helpers/kernel')
+const { python, startKernel, run, ok, value, groupMembers, tempDir } = require('./helpers/kernel')
 
 const CAP_NOTICE = '[output truncated: shell output capped at 1 MiB / 3000 lines]'
 
 function statuses(events, op) {
   return events.filter((e) => e.type === 'status' && e.op === op)
-}
-
-/** Runs `code` and asserts it succeeded; returns `{result, events}`. */
-async function ok(kernel, code, options) {
-  const out = await run(kernel, code, options)
-  assert.equal(out.result.status, 'ok', `${code}\n-> ${JSON.stringify(out.result.error)}`)
-  return out
-}
-
-async function value(kernel, code) {
-  const { result } = await ok(kernel, code)
-  return result.result && result.result['text/plain']
 }
 
 function commOf(pid) {

@@ -6,24 +6,12 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { addon, startKernel, run, tempDir } = require('./helpers/kernel')
+const { addon, startKernel, run, ok, value, tempDir } = require('./helpers/kernel')
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 function statuses(events, op) {
   return events.filter((e) => e.type === 'status' && e.op === op).map((e) => e.data)
-}
-
-/** Runs `code` and asserts it succeeded; returns `{result, events}`. */
-async function ok(kernel, code, options) {
-  const out = await run(kernel, code, options)
-  assert.equal(out.result.status, 'ok', `${code}\n-> ${JSON.stringify(out.result.error)}`)
-  return out
-}
-
-async function value(kernel, code) {
-  const { result } = await ok(kernel, code)
-  return result.result && result.result['text/plain']
 }
 
 /** Runs `code`, expecting it to fail; returns the error. */

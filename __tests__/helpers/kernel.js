@@ -3,6 +3,7 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
+const assert = require('node:assert/strict')
 const { execFileSync } = require('node:child_process')
 
 const addon = require('../..')
@@ -25,6 +26,19 @@ async function run(kernel, code, options = {}) {
     },
   })
   return { result, events }
+}
+
+/** Runs `code` and asserts it succeeded; returns `{result, events}`. */
+async function ok(kernel, code, options) {
+  const out = await run(kernel, code, options)
+  assert.equal(out.result.status, 'ok', `${code}\n-> ${JSON.stringify(out.result.error)}`)
+  return out
+}
+
+/** The `text/plain` of a successful cell's value. */
+async function value(kernel, code) {
+  const { result } = await ok(kernel, code)
+  return result.result && result.result['text/plain']
 }
 
 /** Live (non-zombie) pids whose process group is `pgid`, read from /proc. */
@@ -82,4 +96,4 @@ function fakeInterpreter(dir, body) {
   return exe
 }
 
-module.exports = { addon, python, startKernel, run, groupMembers, isAlive, waitFor, tempDir, realPython, fakeInterpreter }
+module.exports = { addon, python, startKernel, run, ok, value, groupMembers, isAlive, waitFor, tempDir, realPython, fakeInterpreter }
