@@ -456,10 +456,6 @@ impl Kernel {
         &self.status_mime
     }
 
-    pub fn python_version(&self) -> &str {
-        &self.resolved.version
-    }
-
     pub fn alive(&self) -> bool {
         self.exit.borrow().is_none()
     }
@@ -491,11 +487,6 @@ impl Kernel {
     /// A place in this kernel's line of executes, taken now (see [`Fifo`]).
     pub fn queue(&self) -> Place {
         self.queue.join()
-    }
-
-    /// Whether a cell is running or waiting.
-    pub fn busy(&self) -> bool {
-        self.queue.busy()
     }
 
     /// [`Kernel::execute`] with a place taken earlier, e.g. when the call was made.

@@ -278,14 +278,6 @@ impl Pool {
         })
     }
 
-    pub async fn execute(
-        &self,
-        request: PoolRequest,
-        on_event: impl FnMut(usize, &KernelEvent) + Send,
-    ) -> Result<EvalResult> {
-        self.admit(request)?.run(on_event).await
-    }
-
     /// Pids of the spawned spare kernels that are ready.
     pub fn spare_pids(&self) -> Vec<u32> {
         let spares = self.inner.spares.lock().unwrap();

@@ -110,11 +110,8 @@ pub fn resolve(opts: &ResolveOptions) -> Result<(Resolved, Vec<Skipped>)> {
         };
         match probe(&path, opts) {
             Ok((exe, version)) => {
-                let venv = match source {
-                    Source::Venv | Source::Managed => venv_of(&path),
-                    Source::Conda => None,
-                    _ => venv_of(&path),
-                };
+                // A conda prefix has no pyvenv.cfg, so only real venvs are found here.
+                let venv = venv_of(&path);
                 return Ok((
                     Resolved {
                         path: exe,
