@@ -39,6 +39,32 @@ test('an AbortSignal cancels the cell; an already aborted one cancels at once', 
   assert.equal((await run(kernel, '2*3')).result.result['text/plain'], '6')
 })
 
+test('a timeout that lands before the cell is running still stops it, without a kill', { timeout: 20000 }, async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  // A thread that holds the GIL for 300 ms at a time (for 2 s): the runner's main thread, once it
+  // has read the next request, waits that long before it can start the cell, so the
+  // timeout's SIGINT arrives while no cell is running and is ignored. Only the
+  // `interrupt` frame, written before it, can stop the cell then.
+  await run(kernel, [
+    'import sys, threading, time',
+    'sys.setswitchinterval(0.3)',
+    'def hog():',
+    '    end = time.monotonic() + 2',
+    '    while time.monotonic() < end: pass',
+    'threading.Thread(target=hog, daemon=True).start()',
+  ].join('\n'))
+  const started = Date.now()
+  const { result } = await run(kernel, 'while True: pass', { timeoutMs: 20 })
+  const elapsed = Date.now() - started
+  assert.equal(result.cancelled, true)
+  assert.equal(result.timedOut, true)
+  assert.equal(result.kernelDied, false, `killed after ${elapsed} ms: the interrupt was lost`)
+  assert.equal(result.error.ename, 'KeyboardInterrupt')
+  assert.ok(elapsed < 4500, `cancelled after ${elapsed} ms (a lost interrupt is escalated to a kill after 5 s)`)
+  assert.equal((await run(kernel, 'import sys; sys.setswitchinterval(0.005); 6*7')).result.result['text/plain'], '42')
+})
+
 test('interrupt() reaches shell children of the cell', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())

@@ -54,7 +54,7 @@ _FLUSH_CHARS = 1 << 20      # ... or until this much is waiting: a tight print l
                             # must not pile up its output in memory
 _DRAIN_TIMEOUT = 2.0        # bound on waiting for fd output before `done`
 _EXIT_DRAIN_TIMEOUT = 0.5   # the same, when the cell calls os._exit()
-_WATCHDOG_INTERVAL = 1.0
+_WATCHDOG_INTERVAL = 0.25
 _WARM_UP_WHEN_IDLE = 0.05   # seconds without a request before the warm-up
 _CO_COROUTINE = 0x0080      # inspect.CO_COROUTINE, without importing inspect
 _FUTURE_ANNOTATIONS = 0x1000000     # __future__.annotations.compiler_flag
@@ -322,31 +322,54 @@ _interrupts = _InterruptGuard()
 
 
 class _Channel:
-    """The saved real stdout: every protocol line is written here."""
+    """The saved real stdout: every protocol line is written here.
+
+    A frame sent with ``hold=True`` waits in memory for the next frame and
+    leaves with it in one write: a cell's result or error is always followed
+    at once by its ``done``, and each write wakes the host.
+    """
 
     def __init__(self, fd, on_broken):
         self.fd = fd                # kept after disown(), for a forked child
         self._fd = fd
         self._lock = threading.Lock()
         self._on_broken = on_broken
+        self._held = b""
         self.divert = None          # %%capture: takes frames it keeps
 
-    def send(self, frame):
+    def send(self, frame, hold=False):
         if self._fd is None:    # a forked child: the host is not ours
             return
         divert = self.divert
         if divert is not None and divert(frame):
             return
-        data = memoryview(_frame_bytes(frame))
+        data = _frame_bytes(frame)
         with _interrupts, self._lock:
-            try:
-                while data:
-                    data = data[_os_write(self._fd, data):]
-            except OSError as exc:
-                self._on_broken(exc)
+            if self._held:
+                data, self._held = self._held + data, b""
+            if hold:
+                self._held = data
+            else:
+                self._write(data)
+
+    def release(self):
+        """Write a held frame now."""
+        with _interrupts, self._lock:
+            if self._held and self._fd is not None:
+                data, self._held = self._held, b""
+                self._write(data)
+
+    def _write(self, data):
+        data = memoryview(data)
+        try:
+            while data:
+                data = data[_os_write(self._fd, data):]
+        except OSError as exc:
+            self._on_broken(exc)
 
     def disown(self):
         self._fd = None
+        self._held = b""
 
 
 # -- output -------------------------------------------------------------------
@@ -777,25 +800,112 @@ class _FdCapture:
 # -- requests and the bridge --------------------------------------------------
 
 class _Requests:
-    """Requests for the main thread (init and execute), in arrival order."""
+    """The protocol's input, read by the main thread between requests and by a
+    thread while one runs.
 
-    def __init__(self):
+    An idle kernel reads the next request on the main thread itself, so a
+    request wakes one thread, not a reader that then wakes the main thread: on
+    a virtual machine each wake-up of a sleeping thread costs tens of
+    microseconds.  While a request runs, frames for it (bridge replies, pings,
+    exit) must still be read, so `during_request` lets a thread read until
+    `after_request`.  Whoever reads holds `_reading` from the read until the
+    lines are dispatched, and the thread only reads after checking, under it,
+    that the pipe still holds bytes: the two never wait in read() together.
+    """
+
+    def __init__(self, fd, dispatch, at_end):
+        self._fd = fd
+        self._dispatch = dispatch   # one line -> handled, or returned to queue
+        self._at_end = at_end       # the host closed the pipe
         self._items = collections.deque()
-        self._ready = threading.Condition(threading.Lock())
+        self._partial = []          # the start of a line cut by a read
+        self._reading = threading.Lock()
+        self._active = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = None
 
     def put(self, request):
-        with self._ready:
-            self._items.append(request)
-            self._ready.notify()
+        self._items.append(request)
 
-    def get(self, timeout=None):
-        """The next request; None if *timeout* seconds pass without one."""
-        with self._ready:
-            if not self._items:
-                self._ready.wait(timeout)
-            while timeout is None and not self._items:
-                self._ready.wait()
-            return self._items.popleft() if self._items else None
+    def next(self, timeout=None):
+        """The next request, read on the calling (main) thread; None if
+        *timeout* seconds pass without one."""
+        while not self._items:
+            with self._reading:
+                if self._items:
+                    break
+                if timeout is not None and not _readable(self._fd, timeout):
+                    return None
+                self._read_once()
+        return self._items.popleft()
+
+    def read_available(self):
+        """Dispatch what the host has written so far, without waiting for more
+        (main thread).  Taking `_reading` also waits out a dispatch the thread
+        is in the middle of."""
+        with self._reading:
+            if _readable(self._fd, 0):
+                self._read_once()
+
+    def during_request(self):
+        """Have the reader thread read frames while a request runs."""
+        if self._thread is None:
+            thread = threading.Thread(target=self._read_while_active,
+                                      name="pykernel-requests", daemon=True)
+            thread.start()
+            self._thread = thread
+        self._active.set()
+
+    def after_request(self):
+        """The main thread reads again: stop the reader thread's polling."""
+        if not self._active.is_set():
+            return
+        self._active.clear()
+        try:
+            os.write(self._wake_w, b"w")
+        except OSError:     # full: it has wake-ups enough
+            pass
+
+    def _read_while_active(self):
+        watch = _select.poll()
+        watch.register(self._fd, _select.POLLIN)
+        watch.register(self._wake_r, _select.POLLIN)
+        while True:
+            self._active.wait()
+            ready = dict(watch.poll())
+            if self._wake_r in ready:
+                os.read(self._wake_r, 4096)
+                continue
+            with self._reading:
+                if self._active.is_set() and _readable(self._fd, 0):
+                    self._read_once()
+
+    def _read_once(self):
+        """One read, its complete lines dispatched (the caller holds _reading)."""
+        try:
+            chunk = os.read(self._fd, 65536)
+        except OSError as exc:
+            _diag("reading protocol stdin failed: %s" % exc)
+            chunk = b""
+        if not chunk:
+            self._at_end()
+            return
+        lines = chunk.split(b"\n")
+        if len(lines) > 1:
+            self._partial.append(lines[0])
+            lines[0] = b"".join(self._partial)
+            self._partial = []
+        if lines[-1]:
+            self._partial.append(lines[-1])
+        for line in lines[:-1]:
+            self._dispatch(line)
+
+
+def _readable(fd, timeout):
+    """Whether *fd* has bytes (or its end) within *timeout* seconds."""
+    watch = _select.poll()
+    watch.register(fd, _select.POLLIN)
+    return bool(watch.poll(None if timeout is None else timeout * 1000))
 
 
 class _PendingCall:
@@ -865,6 +975,7 @@ class _Kernel:
         self._main_thread = threading.main_thread()
         self._interruptible = False
         self._interrupted_runs = set()
+        self._stop_at_start = set()     # requests the host stopped before they ran
         self._stdin_requested = False
         self.execution_count = 0
         self._hidden_cells = itertools.count(1)
@@ -873,7 +984,7 @@ class _Kernel:
         self._compile_flags = 0
         self._loop = None
         self._warmed_up = False
-        self._requests = _Requests()
+        self._requests = _Requests(self._proto_in, self._dispatch, self.terminate)
         self._calls = {}
         self._call_ids = itertools.count(1)
         self._seen_changed = threading.Condition(threading.Lock())
@@ -962,8 +1073,6 @@ class _Kernel:
             faulthandler.enable(_diag_fd)
         except Exception:
             pass
-        threading.Thread(target=self._read_requests, name="pykernel-requests",
-                         daemon=True).start()
         threading.Thread(target=self._watch_parent, name="pykernel-watchdog",
                          daemon=True).start()
 
@@ -981,6 +1090,7 @@ class _Kernel:
         """
         try:
             self._drain_output(_EXIT_DRAIN_TIMEOUT)
+            self._channel.release()
         except BaseException:
             pass
         if host_present:
@@ -1004,6 +1114,9 @@ class _Kernel:
     def _watch_parent(self):
         while True:
             time.sleep(_WATCHDOG_INTERVAL)
+            if self.running is not None:
+                # A long request: read the host's frames (an exit) while it runs.
+                self._requests.during_request()
             if os.getppid() != self._parent:
                 _diag("the host process is gone; exiting")
                 self.terminate()
@@ -1037,31 +1150,16 @@ class _Kernel:
         self._interrupted_runs.add(self.running)
         raise KeyboardInterrupt
 
+    def _interrupt_request(self, run):
+        """The host's `interrupt` frame, sent just before its SIGINT.  The signal
+        does the interrupting; the frame matters when the signal came before the
+        cell was running and was ignored: the cell then stops as it starts."""
+        self._stop_at_start.add(run)
+
     def _deliver_interrupt(self):
         self._on_sigint(_signal.SIGINT, None)
 
-    # the protocol reader thread
-
-    def _read_requests(self):
-        pending = []
-        while True:
-            try:
-                chunk = os.read(self._proto_in, 65536)
-            except OSError as exc:
-                _diag("reading protocol stdin failed: %s" % exc)
-                chunk = b""
-            if not chunk:
-                break
-            lines = chunk.split(b"\n")
-            if len(lines) > 1:
-                pending.append(lines[0])
-                lines[0] = b"".join(pending)
-                pending = []
-            for line in lines[:-1]:
-                self._dispatch(line)
-            if lines[-1]:
-                pending.append(lines[-1])
-        self.terminate()
+    # the protocol's input
 
     def _dispatch(self, line):
         if not line.strip():
@@ -1081,6 +1179,8 @@ class _Kernel:
             self._requests.put(request)
         elif kind == "reply":
             self._settle_call(request)
+        elif kind == "interrupt":
+            self._interrupt_request(request.get("id"))
         elif kind == "ping":
             self._channel.send({"type": "pong", "id": request.get("id")})
         elif kind == "exit":
@@ -1090,10 +1190,10 @@ class _Kernel:
 
     # frames of a request
 
-    def _emit(self, frame):
+    def _emit(self, frame, hold=False):
         """Send a request frame after the output written before it."""
         self._drain_output(_DRAIN_TIMEOUT)
-        self._channel.send(frame)
+        self._channel.send(frame, hold)
 
     def send_display(self, bundle, display_id=None, update=False):
         if not isinstance(bundle, dict):
@@ -1150,6 +1250,7 @@ class _Kernel:
                                "interrupted" % (name,))
         call_id = "py-%d" % next(self._call_ids)
         call = self._calls[call_id] = _PendingCall(name, run)
+        self._requests.during_request()     # the reply comes while a cell runs
         try:
             self._emit({"type": "call", "id": run, "callId": call_id,
                         "name": name, "args": args})
@@ -1186,7 +1287,7 @@ class _Kernel:
     def serve(self):
         while True:
             try:
-                request = self._requests.get(
+                request = self._requests.next(
                     None if self._warmed_up else _WARM_UP_WHEN_IDLE)
                 if request is None:
                     self._warm_up()
@@ -1295,6 +1396,8 @@ class _Kernel:
                     "stdinRequested": self._stdin_requested})
         self._main_thread.__dict__[_RUN_ATTR] = None
         self.running = None
+        self._stop_at_start.clear()     # any left name requests that have ended
+        self._requests.after_request()
 
     def _show_open_figures(self, run, outcome):
         """Display the pyplot figures the cell left open, as part of the cell
@@ -1321,18 +1424,25 @@ class _Kernel:
         try:
             try:
                 self._interruptible = True
-                # Only now: the host holds back an interrupt until it sees `started`,
-                # and from here on SIGINT raises KeyboardInterrupt in the cell.
-                self._channel.send({"type": "started", "id": request.get("id")})
+                # From here on SIGINT raises KeyboardInterrupt in the cell.  One that
+                # came earlier was ignored, but its `interrupt` frame, written before
+                # it, is in the pipe by now.
+                self._requests.read_available()
+                if request.get("id") in self._stop_at_start:
+                    self._interrupted_runs.add(request.get("id"))
+                    raise KeyboardInterrupt
+                # Informational; it leaves with the next frame, not in a write of its own.
+                self._channel.send({"type": "started", "id": request.get("id")}, hold=True)
                 self._apply_cwd_env(request)
                 source = request.get("code") or ""
                 body, last, show = self._compile(source, filename)
-                self._run_code(body)
+                if body is not None:
+                    self._run_code(body)
                 if last is not None:
                     value = self._run_code(last)
                     if show and value is not None and not request.get("silent"):
                         self._emit({"type": "result", "id": request.get("id"),
-                                    "bundle": _build_bundle(value)})
+                                    "bundle": _build_bundle(value)}, hold=True)
                         self._remember_result(value)
             finally:
                 self._interruptible = False
@@ -1358,15 +1468,16 @@ class _Kernel:
         flags = self._compile_flags | _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         tree = compile(source, filename, "exec", flags | _ast.PyCF_ONLY_AST,
                        dont_inherit=True)
-        last = show = None
+        body = last = show = None
         if tree.body and isinstance(tree.body[-1], _ast.Expr):
             node = tree.body.pop()
             show = not _ends_with_semicolon(source, node)
             last = compile(_ast.Expression(node.value), filename, "eval",
                            flags, dont_inherit=True)
-        body = compile(tree, filename, "exec", flags, dont_inherit=True)
-        # `from __future__ import annotations` lasts for the session
-        self._compile_flags |= body.co_flags & _FUTURE_ANNOTATIONS
+        if tree.body or last is None:
+            body = compile(tree, filename, "exec", flags, dont_inherit=True)
+            # `from __future__ import annotations` lasts for the session
+            self._compile_flags |= body.co_flags & _FUTURE_ANNOTATIONS
         return body, last, show
 
     def _load_magics(self):
@@ -1435,7 +1546,7 @@ class _Kernel:
         except Exception:
             lines = ["%s: %s\n" % (type(exc).__name__, _safe_str(exc))]
         self._emit({"type": "error", "id": run, "ename": type(exc).__name__,
-                    "evalue": _safe_str(exc), "traceback": lines})
+                    "evalue": _safe_str(exc), "traceback": lines}, hold=True)
 
     def _drain_output(self, timeout):
         """Send everything written so far, by proxies and to fds 1/2."""
@@ -1499,6 +1610,7 @@ def _exit_process(status):
     if kernel is not None and os.getpid() == kernel.pid and not kernel._forked:
         try:
             kernel._drain_output(_EXIT_DRAIN_TIMEOUT)
+            kernel._channel.release()
         except BaseException:
             pass
     _os_exit(status)

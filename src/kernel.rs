@@ -542,22 +542,12 @@ impl Kernel {
         let (call_done_tx, mut call_done_rx) = mpsc::unbounded_channel::<()>();
         // Set once the cell is to be stopped; the kernel is killed if it is still running then.
         let mut escalation: Option<Instant> = None;
-        // The runner ignores SIGINT until it has started the cell, so an interrupt asked for
-        // before `started` waits for it.
-        let mut started = false;
-        let mut interrupt_pending = false;
         let mut killed = false;
         loop {
             let stop_requested = tokio::select! {
                 biased;
                 frame = rx.recv() => {
                     match frame {
-                        Some(RunnerFrame::Started { .. }) => {
-                            started = true;
-                            if interrupt_pending {
-                                self.interrupt();
-                            }
-                        }
                         Some(RunnerFrame::Call { call_id, name, args, .. }) => {
                             if escalation.is_some() {
                                 // The cell is being stopped: no new work for the host.
@@ -601,11 +591,7 @@ impl Kernel {
             if stop_requested {
                 collector.outcome.cancelled = true;
                 escalation = Some(Instant::now() + INTERRUPT_ESCALATION);
-                if started {
-                    self.interrupt();
-                } else {
-                    interrupt_pending = true;
-                }
+                self.interrupt_request(&id).await;
             }
         }
         let finished = collector.is_done();
@@ -673,6 +659,18 @@ impl Kernel {
     /// shell children it started are interrupted too. Between cells the runner ignores it.
     pub fn interrupt(&self) {
         self.kill_group(Signal::SIGINT);
+    }
+
+    /// Stops request `id`: the `interrupt` frame names it, then SIGINT breaks into the
+    /// cell (and reaches its children). A SIGINT that arrives before the runner is inside
+    /// the cell is ignored there; the frame, written first, is then found as the cell
+    /// starts. A stray SIGINT for an earlier request cannot hit a later one: the next
+    /// request is written only after this one's `done`.
+    async fn interrupt_request(&self, id: &str) {
+        let frame = HostFrame::Interrupt { id: id.to_string() };
+        // Never let a full pipe hold back the signal.
+        let _ = timeout(Duration::from_millis(200), self.send(&frame)).await;
+        self.interrupt();
     }
 
     /// exit -> grace -> SIGTERM -> grace -> SIGKILL -> grace. Idempotent.

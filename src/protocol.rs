@@ -51,6 +51,11 @@ pub enum HostFrame {
     Ping {
         id: String,
     },
+    /// Stop request `id`: sent before the SIGINT, so an interrupt that lands before the
+    /// cell is running (and is ignored there) still reaches it when the cell starts.
+    Interrupt {
+        id: String,
+    },
     Exit,
 }
 
@@ -82,6 +87,8 @@ pub enum RunnerFrame {
         #[serde(default)]
         executable: String,
     },
+    /// The cell has begun. Informational: the runner may write it together with the
+    /// request's next frame, so it is no signal that an interrupt would now land.
     Started {
         id: Option<String>,
     },
