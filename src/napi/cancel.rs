@@ -107,18 +107,28 @@ impl<T: 'static + JsValuesTupleIntoVec> EventSink<T> {
             return;
         };
         let delivered = self.delivered.clone();
-        // A throwing callback must not fail the cell; the throw is ignored here.
-        // Blocking: when the queue is full this waits (on a runtime thread, never the
-        // JavaScript one) until JavaScript has taken events off it.
-        let status = callback.call_with_return_value(
-            value,
-            ThreadsafeFunctionCallMode::Blocking,
-            move |_, _| {
-                delivered.count.fetch_add(1, Ordering::SeqCst);
-                delivered.notify.notify_waiters();
-                Ok(())
-            },
-        );
+        let call = move || {
+            // A throwing callback must not fail the cell; the throw is ignored here.
+            callback.call_with_return_value(
+                value,
+                ThreadsafeFunctionCallMode::Blocking,
+                move |_, _| {
+                    delivered.count.fetch_add(1, Ordering::SeqCst);
+                    delivered.notify.notify_waiters();
+                    Ok(())
+                },
+            )
+        };
+        // Blocking: with the queue full this waits until JavaScript has taken events off
+        // it. The runtime has one worker, so the wait is moved off it: other kernels'
+        // frames and timers go on meanwhile. (Fewer than EVENT_QUEUE events not yet
+        // returned from the callback means the queue has room and the call returns at once.)
+        let in_flight = self.sent - self.delivered.count.load(Ordering::SeqCst);
+        let status = if in_flight >= EVENT_QUEUE as u64 {
+            tokio::task::block_in_place(call)
+        } else {
+            call()
+        };
         if status == Status::Ok {
             self.sent += 1;
         }

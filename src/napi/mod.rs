@@ -81,3 +81,18 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| KernelError::io("background task", std::io::Error::other(e)))?
 }
+
+/// The addon's tokio runtime: one worker thread. A cell's round trip then wakes one
+/// host thread for the runner's answer instead of handing frames between workers (on a
+/// virtual machine every cross-thread wake-up costs tens of microseconds); blocking work
+/// goes to `spawn_blocking`'s own threads as before.
+#[napi_derive::module_init]
+fn init_runtime() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("pykernel-io")
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
+}
