@@ -146,7 +146,8 @@ def _display_module():
         # the runner's directory shadows nothing, and the name is ours alone.
         if _RUNNER_DIR not in sys.path:
             sys.path.append(_RUNNER_DIR)
-        import pykernel_display
+        with _own_bytecode():
+            import pykernel_display
         pykernel_display.setup(_jsonable, _send_display)
         _display = pykernel_display
     return _display
@@ -1486,7 +1487,8 @@ class _Kernel:
         if self._magics is None:
             if _RUNNER_DIR not in sys.path:
                 sys.path.append(_RUNNER_DIR)
-            import pykernel_magics
+            with _own_bytecode():
+                import pykernel_magics
             _INTERNAL_FILES.add(pykernel_magics.__file__)
             self._magics = pykernel_magics.Magics(_PreludeAPI(self))
         return self._magics
@@ -1560,6 +1562,18 @@ class _Kernel:
                 capture.wait_seen(token, max(0.0, deadline - time.monotonic()))
 
 
+class _own_bytecode:
+    """Cache the runner's own modules' bytecode whatever the user's setting
+    (PYTHONDONTWRITEBYTECODE, -B), which stays in force for their modules."""
+
+    def __enter__(self):
+        self._user_setting = sys.dont_write_bytecode
+        sys.dont_write_bytecode = False
+
+    def __exit__(self, *exc_info):
+        sys.dont_write_bytecode = self._user_setting
+
+
 def _prelude_code(path):
     """The prelude's code object, from the bytecode cache beside it when that
     is current, as for the modules imported from the runner's directory:
@@ -1569,7 +1583,8 @@ def _prelude_code(path):
     try:
         loader = sys.modules["_frozen_importlib_external"].SourceFileLoader(
             "pykernel_prelude", path)
-        return loader.get_code("pykernel_prelude")
+        with _own_bytecode():
+            return loader.get_code("pykernel_prelude")
     except Exception:
         with open(path, encoding="utf-8") as f:
             return compile(f.read(), path, "exec", dont_inherit=True)
