@@ -152,6 +152,11 @@ async function main() {
     jupyter = { __error: env.error }
   }
 
+  // The warm floor is the echo run interleaved with pykernel's round trips (same window).
+  if (pykernel.echoInterleaved) {
+    floor.warmRoundTripMsFloorPhase = floor.warmRoundTripMs
+    Object.assign(floor, pykernel.echoInterleaved)
+  }
   const rows = buildRows({ pykernel, jupyter, floor, runner }, cfg)
   let pythonReal = python
   try {

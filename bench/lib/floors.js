@@ -237,4 +237,4 @@ async function measureFloors(python, cfg, log) {
   return f
 }
 
-module.exports = { measureFloors }
+module.exports = { measureFloors, echoColdStart }

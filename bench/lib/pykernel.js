@@ -9,6 +9,7 @@
 const path = require('node:path')
 const { statusKiB, withTimeout, cmdline } = require('./proc')
 const { runnerColdStart, startRunner, runnerOneResult, runnerCount } = require('./runner_direct')
+const { echoColdStart } = require('./floors')
 const { msSince, now, cpuSince, sleep } = require('./stats')
 
 const ROOT = path.resolve(__dirname, '..', '..')
@@ -108,39 +109,49 @@ async function measurePykernel(python, cfg, log, addon) {
     })
 
     if (k) {
-      // Warm round trips, in blocks alternating with the runner alone.
+      // Warm round trips, in blocks alternating with the runner alone and the echo
+      // floor: a shared machine's state (idle cores wake slowly, busy ones fast) moves the
+      // echo time by 3x between minutes, so the ratio is only fair within one window.
       await guard('warmRoundTripMs', async () => {
+        let echo = null
+        try {
+          echo = (await echoColdStart(python))[1]
+        } catch (e) {
+          log(`echo floor failed to start: ${e.message}`)
+        }
         for (let i = 0; i < cfg.warmup; i++) await one(k)
         if (runner) for (let i = 0; i < cfg.warmup; i++) await runnerOneResult(runner)
+        if (echo) for (let i = 0; i < cfg.warmup; i++) await echo.request({ type: 'execute' })
         const s = []
         const a = []
+        const e = []
         let cpuK = 0
         let cpuA = 0
+        let cpuE = 0
         const block = Math.max(1, Math.min(50, cfg.warmRuns))
-        for (let done = 0; done < cfg.warmRuns; done += block) {
-          const n = Math.min(block, cfg.warmRuns - done)
-          let c0 = process.cpuUsage()
-          for (let i = 0; i < n; i++) {
+        const timed = async (samples, fn) => {
+          const c0 = process.cpuUsage()
+          for (let i = 0; i < block && samples.length < cfg.warmRuns; i++) {
             const t0 = now()
-            await one(k)
-            s.push(msSince(t0))
+            await fn()
+            samples.push(msSince(t0))
           }
-          cpuK += cpuSince(c0)
-          if (runner) {
-            c0 = process.cpuUsage()
-            for (let i = 0; i < n; i++) {
-              const t0 = now()
-              await runnerOneResult(runner)
-              a.push(msSince(t0))
-            }
-            cpuA += cpuSince(c0)
-          }
+          return cpuSince(c0)
+        }
+        while (s.length < cfg.warmRuns) {
+          cpuK += await timed(s, () => one(k))
+          if (runner) cpuA += await timed(a, () => runnerOneResult(runner))
+          if (echo) cpuE += await timed(e, () => echo.request({ type: 'execute' }))
         }
         m.hostCpuPerCellUs = cpuK / cfg.warmRuns
         m.warmRoundTripMs = s
         if (runner) {
           rm.hostCpuPerCellUs = cpuA / cfg.warmRuns
           rm.warmRoundTripMs = a
+        }
+        if (echo) {
+          m.echoInterleaved = { warmRoundTripMs: e, hostCpuPerCellUs: cpuE / cfg.warmRuns }
+          await echo.close()
         }
       })
 
