@@ -853,7 +853,11 @@ class _Requests:
         if self._thread is None:
             thread = threading.Thread(target=self._read_while_active,
                                       name="pykernel-requests", daemon=True)
-            thread.start()
+            try:
+                thread.start()
+            except RuntimeError as exc:    # no thread to be had (a process limit)
+                _diag("cannot start the request reader yet: %s" % exc)
+                return
             self._thread = thread
         self._active.set()
 
