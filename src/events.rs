@@ -27,27 +27,41 @@ pub enum KernelEvent {
 
 impl KernelEvent {
     /// The JavaScript shape (`KernelEvent` in index.d.ts).
-    pub fn to_json(&self) -> Value {
+    /// The event as `onEvent` receives it. Consumes the event: a 20 MB print is moved into
+    /// the JSON value, not copied.
+    pub fn into_json(self) -> Value {
+        // Built by hand: `json!` serializes its values by reference, which would copy them.
+        let object = |kind: &str, fields: Vec<(&str, Value)>| {
+            let mut map = Map::with_capacity(fields.len() + 1);
+            map.insert("type".into(), Value::String(kind.into()));
+            for (key, value) in fields {
+                map.insert(key.into(), value);
+            }
+            Value::Object(map)
+        };
         match self {
-            KernelEvent::Stdout(text) => json!({"type": "stdout", "text": text}),
-            KernelEvent::Stderr(text) => json!({"type": "stderr", "text": text}),
+            KernelEvent::Stdout(text) => object("stdout", vec![("text", Value::String(text))]),
+            KernelEvent::Stderr(text) => object("stderr", vec![("text", Value::String(text))]),
             KernelEvent::Display {
                 bundle,
                 display_id,
                 update,
             } => {
-                let mut v = json!({"type": "display", "bundle": bundle});
+                let mut fields = vec![("bundle", bundle)];
                 if let Some(id) = display_id {
-                    v["displayId"] = json!(id);
+                    fields.push(("displayId", Value::String(id)));
                 }
-                if *update {
-                    v["update"] = json!(true);
+                if update {
+                    fields.push(("update", Value::Bool(true)));
                 }
-                v
+                object("display", fields)
             }
-            KernelEvent::Result(bundle) => json!({"type": "result", "bundle": bundle}),
-            KernelEvent::Status { op, data } => json!({"type": "status", "op": op, "data": data}),
-            KernelEvent::Clear { wait } => json!({"type": "clear", "wait": wait}),
+            KernelEvent::Result(bundle) => object("result", vec![("bundle", bundle)]),
+            KernelEvent::Status { op, data } => object(
+                "status",
+                vec![("op", Value::String(op)), ("data", Value::Object(data))],
+            ),
+            KernelEvent::Clear { wait } => object("clear", vec![("wait", Value::Bool(wait))]),
             KernelEvent::Error(e) => json!({
                 "type": "error", "ename": e.ename, "evalue": e.evalue, "traceback": e.traceback
             }),
@@ -282,11 +296,11 @@ mod tests {
             update: true,
         };
         assert_eq!(
-            e.to_json(),
+            e.into_json(),
             json!({"type":"display","bundle":{"text/plain":"x"},"displayId":"p","update":true})
         );
         assert_eq!(
-            KernelEvent::Stdout("hi".into()).to_json(),
+            KernelEvent::Stdout("hi".into()).into_json(),
             json!({"type":"stdout","text":"hi"})
         );
     }

@@ -135,7 +135,7 @@ pub async fn evaluate(
     turn: &Turn,
     cells: Vec<Cell>,
     options: EvalOptions,
-    on_event: impl FnMut(usize, &KernelEvent) + Send,
+    on_event: impl FnMut(usize, KernelEvent) + Send,
 ) -> Result<EvalResult> {
     let mut evaluation = Evaluation::new(cells, options);
     evaluation.run(kernel, turn, on_event).await?;
@@ -207,7 +207,7 @@ impl Evaluation {
         &mut self,
         kernel: &Kernel,
         turn: &Turn,
-        mut on_event: impl FnMut(usize, &KernelEvent) + Send,
+        mut on_event: impl FnMut(usize, KernelEvent) + Send,
     ) -> Result<()> {
         let total = self.cells.len();
         while self.next < total {
@@ -229,7 +229,7 @@ impl Evaluation {
             let outcome = kernel
                 .execute_holding(turn, request, self.options.abort.clone(), |event| {
                     view.add(&event);
-                    on_event(index, &event);
+                    on_event(index, event);
                 })
                 .await?;
             self.next += 1;

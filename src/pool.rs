@@ -482,7 +482,7 @@ impl Admission {
     /// a cell already running is left to finish in the kernel.
     pub async fn run(
         self,
-        mut on_event: impl FnMut(usize, &KernelEvent) + Send,
+        mut on_event: impl FnMut(usize, KernelEvent) + Send,
     ) -> Result<EvalResult> {
         let Admission {
             pool,
@@ -560,7 +560,7 @@ async fn run_in_session(
     reset_epoch: Option<u64>,
     cells: Vec<Cell>,
     options: EvalOptions,
-    on_event: &mut (impl FnMut(usize, &KernelEvent) + Send),
+    on_event: &mut (impl FnMut(usize, KernelEvent) + Send),
 ) -> Result<EvalResult> {
     let disposed = || {
         session

@@ -245,7 +245,7 @@ impl JsKernel {
             async move {
                 let mut sink = EventSink::new(on_event);
                 let outcome = kernel
-                    .execute_in_turn(place, request, abort, |event| sink.push(event.to_json()))
+                    .execute_in_turn(place, request, abort, |event| sink.push(event.into_json()))
                     .await;
                 sink.finish().await;
                 Ok(outcome)
@@ -303,7 +303,7 @@ impl JsKernel {
                 let mut sink = EventSink::new(on_event);
                 let turn = place.turn().await;
                 let result = executor::evaluate(&kernel, &turn, cells, eval, |index, event| {
-                    sink.push((index as u32, event.to_json()).into())
+                    sink.push((index as u32, event.into_json()).into())
                 })
                 .await;
                 drop(turn);

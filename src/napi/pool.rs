@@ -170,7 +170,7 @@ impl JsKernelPool {
             async move {
                 let mut sink = EventSink::new(on_event);
                 let result = admission
-                    .run(|index, event| sink.push((index as u32, event.to_json()).into()))
+                    .run(|index, event| sink.push((index as u32, event.into_json()).into()))
                     .await;
                 sink.finish().await;
                 Ok(result)
