@@ -242,14 +242,14 @@ impl JsKernel {
         // The place in line is taken now, so calls run in the order JavaScript made them.
         let place = kernel.queue();
         env.spawn_future_with_callback(
-            async move {
+            super::eager(async move {
                 let mut sink = EventSink::new(on_event);
                 let outcome = kernel
                     .execute_in_turn(place, request, abort, |event| sink.push(event.into_json()))
                     .await;
                 sink.finish().await;
                 Ok(outcome)
-            },
+            }),
             move |env, outcome| {
                 cancellation.release(env);
                 outcome
@@ -299,7 +299,7 @@ impl JsKernel {
         let kernel = self.inner.clone();
         let place = kernel.queue();
         env.spawn_future_with_callback(
-            async move {
+            super::eager(async move {
                 let mut sink = EventSink::new(on_event);
                 let turn = place.turn().await;
                 let result = executor::evaluate(&kernel, &turn, cells, eval, |index, event| {
@@ -309,7 +309,7 @@ impl JsKernel {
                 drop(turn);
                 sink.finish().await;
                 Ok(result)
-            },
+            }),
             move |env, result| {
                 cancellation.release(env);
                 result

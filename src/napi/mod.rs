@@ -94,5 +94,37 @@ fn init_runtime() {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    let _ = RUNTIME.set(runtime.handle().clone());
     napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
+}
+
+static RUNTIME: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
+
+/// Runs `fut` on the calling JavaScript thread until it first waits, then lets the
+/// runtime carry on with it. A cell's request is then written to the kernel's pipe by
+/// the call itself: the runner starts on it at once, while the runtime's worker wakes
+/// up in parallel instead of in front of it. The first poll never blocks: everything
+/// it can wait for (the kernel's turn, a pipe with no room, a reply) is a tokio future,
+/// which registers and returns. Wakers registered during it are replaced when the
+/// runtime polls the future again, and tokio's primitives keep what happened meanwhile.
+pub(crate) fn eager<F>(fut: F) -> impl std::future::Future<Output = F::Output> + Send + 'static
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let mut fut = Box::pin(fut);
+    let first = RUNTIME.get().and_then(|handle| {
+        let _entered = handle.enter();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match fut.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(value) => Some(value),
+            std::task::Poll::Pending => None,
+        }
+    });
+    async move {
+        match first {
+            Some(value) => value,
+            None => fut.await,
+        }
+    }
 }

@@ -167,14 +167,14 @@ impl JsKernelPool {
             Err(err) => return promise(env, async move { Err(err) }),
         };
         env.spawn_future_with_callback(
-            async move {
+            super::eager(async move {
                 let mut sink = EventSink::new(on_event);
                 let result = admission
                     .run(|index, event| sink.push((index as u32, event.into_json()).into()))
                     .await;
                 sink.finish().await;
                 Ok(result)
-            },
+            }),
             move |env, result| {
                 cancellation.release(env);
                 result
