@@ -65,6 +65,24 @@ test('a timeout that lands before the cell is running still stops it, without a 
   assert.equal((await run(kernel, 'import sys; sys.setswitchinterval(0.005); 6*7')).result.result['text/plain'], '42')
 })
 
+test('interrupt() right after execute() stops the cell, though it has not started yet', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  for (let i = 0; i < 5; i++) {
+    const started = Date.now()
+    // The SIGINT lands while the runner is still reading the request (it ignores it
+    // there); the `interrupt` frame written before it stops the cell as it starts.
+    const pending = kernel.execute('while True: pass', { timeoutMs: 8000 })
+    kernel.interrupt()
+    const result = await pending
+    assert.equal(result.cancelled, true)
+    assert.equal(result.timedOut, false, `round ${i}: the interrupt was lost, the 8 s timeout stopped the cell`)
+    assert.equal(result.error.ename, 'KeyboardInterrupt')
+    assert.ok(Date.now() - started < 4000, `round ${i}: ${Date.now() - started} ms`)
+  }
+  assert.equal((await run(kernel, '6*7')).result.result['text/plain'], '42')
+})
+
 test('interrupt() reaches shell children of the cell', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())

@@ -238,6 +238,8 @@ pub struct Kernel {
     queue: Arc<Fifo>,
     execution_count: AtomicU32,
     next_id: AtomicU64,
+    /// The request written to the runner and not yet done: what `interrupt` names.
+    running: Mutex<Option<String>>,
     bridge: Option<Arc<dyn Bridge>>,
     max_processes: Option<usize>,
     /// Set when the process guard killed the kernel for running too many processes.
@@ -379,6 +381,7 @@ impl Kernel {
             queue: Fifo::new(),
             execution_count: AtomicU32::new(0),
             next_id: AtomicU64::new(1),
+            running: Mutex::new(None),
             bridge: config.bridge.clone(),
             max_processes: config.max_processes,
             process_limit_hit,
@@ -534,6 +537,8 @@ impl Kernel {
             collector.outcome.execution_count = self.execution_count();
             return Ok(collector.outcome);
         }
+        // Named before the write: an interrupt from now on names this request.
+        let _running = RunningGuard::set(&self.running, &id);
         // A dead pipe shows up below as the end of the frame stream.
         let _ = self.send(&frame).await;
 
@@ -659,6 +664,17 @@ impl Kernel {
     /// shell children it started are interrupted too. Between cells the runner ignores it.
     pub fn interrupt(&self) {
         self.kill_group(Signal::SIGINT);
+    }
+
+    /// Interrupts the request in flight, if any, as a timeout does (`interrupt` frame,
+    /// then SIGINT), so an interrupt asked for just after the call is not lost while the
+    /// runner is still reading the request; with none in flight, a plain SIGINT.
+    pub async fn interrupt_running(&self) {
+        let running = self.running.lock().unwrap().clone();
+        match running {
+            Some(id) => self.interrupt_request(&id).await,
+            None => self.interrupt(),
+        }
     }
 
     /// Stops request `id`: the `interrupt` frame names it, then SIGINT breaks into the
@@ -824,6 +840,22 @@ impl Drop for Kernel {
         if self.alive() {
             self.kill_group(Signal::SIGKILL);
         }
+    }
+}
+
+/// Marks a request as the one in flight while it is alive.
+struct RunningGuard<'a>(&'a Mutex<Option<String>>);
+
+impl<'a> RunningGuard<'a> {
+    fn set(slot: &'a Mutex<Option<String>>, id: &str) -> Self {
+        *slot.lock().unwrap() = Some(id.to_string());
+        RunningGuard(slot)
+    }
+}
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = None;
     }
 }
 

@@ -319,10 +319,12 @@ impl JsKernel {
         )
     }
 
-    /// SIGINT to the kernel's process group (the cell and its shell children).
+    /// SIGINT to the kernel's process group (the cell and its shell children). A cell
+    /// that is still being handed to the runner is stopped as it starts.
     #[napi]
     pub fn interrupt(&self) {
-        self.inner.interrupt();
+        let kernel = self.inner.clone();
+        super::spawn_eager(async move { kernel.interrupt_running().await });
     }
 
     /// exit -> grace -> SIGTERM -> grace -> SIGKILL; `confirmed` once the process is reaped.

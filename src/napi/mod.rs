@@ -112,19 +112,40 @@ where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let mut fut = Box::pin(fut);
-    let first = RUNTIME.get().and_then(|handle| {
-        let _entered = handle.enter();
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match fut.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(value) => Some(value),
-            std::task::Poll::Pending => None,
-        }
-    });
+    let first = first_poll(fut);
     async move {
         match first {
-            Some(value) => value,
-            None => fut.await,
+            FirstPoll::Done(value) => value,
+            FirstPoll::Waiting(fut) => fut.await,
         }
+    }
+}
+
+/// [`eager`] for a task nobody awaits: what is left after its first wait runs on the
+/// runtime (nothing is spawned when the first poll finished it).
+pub(crate) fn spawn_eager<F>(fut: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    if let (FirstPoll::Waiting(rest), Some(handle)) = (first_poll(fut), RUNTIME.get()) {
+        handle.spawn(rest);
+    }
+}
+
+enum FirstPoll<F: std::future::Future> {
+    Done(F::Output),
+    Waiting(std::pin::Pin<Box<F>>),
+}
+
+fn first_poll<F: std::future::Future>(fut: F) -> FirstPoll<F> {
+    let mut fut = Box::pin(fut);
+    let Some(handle) = RUNTIME.get() else {
+        return FirstPoll::Waiting(fut);
+    };
+    let _entered = handle.enter();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match fut.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(value) => FirstPoll::Done(value),
+        std::task::Poll::Pending => FirstPoll::Waiting(fut),
     }
 }
