@@ -95,7 +95,10 @@ export declare class Kernel {
    * result: sanitized, annotated, truncated `output`, plus images, JSON and statuses.
    */
   evaluate(cells: EvalCell[], options?: EvaluateOptions): Promise<EvalResult>
-  /** SIGINT to the kernel's process group (the cell and its shell children). */
+  /**
+   * SIGINT to the kernel's process group (the cell and its shell children). A cell
+   * that is still being handed to the runner is stopped as it starts.
+   */
   interrupt(): void
   /** exit -> grace -> SIGTERM -> grace -> SIGKILL; `confirmed` once the process is reaped. */
   shutdown(options?: ShutdownOptions | undefined | null): Promise<ShutdownResult>
