@@ -101,27 +101,25 @@ def cmdline(pid):
         return ""
 
 
-def rss_kib(pid):
+def status_kib(pid, field):
+    """A /proc/<pid>/status field in KiB (VmRSS, VmHWM: the peak RSS since start or
+    since reset_peak()); None when the process is gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         return None
     return None
+
+
+def rss_kib(pid):
+    return status_kib(pid, "VmRSS")
 
 
 def peak_kib(pid):
-    """VmHWM: the process's peak RSS since start or since reset_peak()."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
+    return status_kib(pid, "VmHWM")
 
 
 def reset_peak(pid):
