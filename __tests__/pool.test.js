@@ -264,6 +264,38 @@ test('a call waiting on a session being disposed gets a clear error; the next ge
   assert.notEqual(Number(value(fresh)), pid)
 })
 
+test('prewarm: the spare is initialized ahead with the pool settings; a session with its own kv store re-initializes it', async (t) => {
+  const artifactsDir = tempDir()
+  const pool = new KernelPool({ kernel, artifactsDir })
+  t.after(() => pool.disposeAll())
+  assert.ok(await waitFor(() => pool.spares.length === 1, { timeoutMs: 5000 }))
+  const [spare] = pool.spares
+  // Ready before any session claims it: the prelude already ran in a fresh namespace.
+  const r = await pool.execute({
+    sessionId: 'chat-a',
+    cells: [cell("import os; (os.getpid(), 'kv' in dir(), [n for n in globals() if not n.startswith('_')][:3])")],
+  })
+  assert.match(value(r), new RegExp(`^\\(${spare}, True, `))
+  // The session's own kv store reached the spare's runner (a second init).
+  const store = new addon.KvStore(artifactsDir, 'chat-a')
+  await pool.execute({ sessionId: 'chat-a', cells: [cell('kv.set("seen", 42)')] })
+  assert.equal(store.get('seen'), 42)
+  assert.equal(value(await pool.execute({ sessionId: 'chat-a', cells: [cell('kv.path')] })), `'${store.path}'`)
+  assert.equal(r.cells[0].executionCount, 1)
+
+  // Same settings as the pool's (no kv store): the spare is used as it was readied.
+  const plain = new KernelPool({ kernel })
+  t.after(() => plain.disposeAll())
+  assert.ok(await waitFor(() => plain.spares.length === 1, { timeoutMs: 5000 }))
+  const [ready] = plain.spares
+  const first = await plain.execute({
+    sessionId: 'chat-b',
+    cells: [cell("import os; (os.getpid(), callable(display), callable(kv.get), sorted(n for n in set(globals()) - __pykernel__.hidden_names if not n.startswith('_')))")],
+  })
+  assert.equal(value(first), `(${ready}, True, True, ['os'])`)
+  assert.equal(first.cells[0].executionCount, 1)
+})
+
 test('prewarm: a new session starts on the spare kernel, configured for it, and a new spare follows', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())

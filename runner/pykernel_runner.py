@@ -1348,7 +1348,8 @@ class _Kernel:
         })
 
     def _make_namespace(self):
-        self._runner_module = sys.modules.get("__main__")   # keep it alive
+        if self.namespace is None:  # a second init replaces the namespace, not this
+            self._runner_module = sys.modules.get("__main__")   # keep it alive
         module = type(sys)("__main__")
         module.__builtins__ = builtins
         sys.modules["__main__"] = module

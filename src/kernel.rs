@@ -240,6 +240,8 @@ pub struct Kernel {
     next_id: AtomicU64,
     /// The request written to the runner and not yet done: what `interrupt` names.
     running: Mutex<Option<String>>,
+    /// The `init` frame the runner last answered with `ready`.
+    initialized: Mutex<Option<Vec<u8>>>,
     bridge: Option<Arc<dyn Bridge>>,
     max_processes: Option<usize>,
     /// Set when the process guard killed the kernel for running too many processes.
@@ -382,6 +384,7 @@ impl Kernel {
             execution_count: AtomicU32::new(0),
             next_id: AtomicU64::new(1),
             running: Mutex::new(None),
+            initialized: Mutex::new(None),
             bridge: config.bridge.clone(),
             max_processes: config.max_processes,
             process_limit_hit,
@@ -391,17 +394,13 @@ impl Kernel {
 
     /// Sends `init` (cwd, variables, prelude, kv store) and waits for `ready`, bounded by
     /// the start-up timeout; on failure the process is killed and the error says why.
+    /// A kernel may be initialized again (a pool's spare, readied with the pool's
+    /// defaults, then claimed by a session with another cwd or kv store): the runner
+    /// then makes a fresh namespace and runs the prelude again.
     pub async fn initialize(&self, config: &KernelConfig) -> Result<()> {
         let (mut init_rx, init_route) = open_route(&self.routes, INIT_ID);
-        let init = HostFrame::Init {
-            id: INIT_ID.to_string(),
-            cwd: config.cwd.display().to_string(),
-            env: config.env.clone().into_iter().collect(),
-            status_mime: config.status_mime.clone(),
-            prelude: Some(self.prelude.display().to_string()),
-            env_prefix: config.env_prefix.clone(),
-            kv_path: config.kv_path().map(|p| p.display().to_string()),
-        };
+        let init = self.init_frame(config);
+        let encoded = init.encode();
         // A failed write means the runner is already gone; the wait below reports why.
         let _ = self.send(&init).await;
         let ready = timeout(config.startup_timeout, async {
@@ -417,6 +416,7 @@ impl Kernel {
         match ready {
             Ok(true) => {
                 tracing::info!(pid = self.pid, interpreter = %self.interpreter(), "kernel started");
+                *self.initialized.lock().unwrap() = Some(encoded);
                 Ok(())
             }
             Ok(false) => {
@@ -664,6 +664,24 @@ impl Kernel {
     /// shell children it started are interrupted too. Between cells the runner ignores it.
     pub fn interrupt(&self) {
         self.kill_group(Signal::SIGINT);
+    }
+
+    /// Whether the kernel was last initialized exactly as `config` would initialize it.
+    pub fn initialized_for(&self, config: &KernelConfig) -> bool {
+        let wanted = self.init_frame(config).encode();
+        self.initialized.lock().unwrap().as_ref() == Some(&wanted)
+    }
+
+    fn init_frame(&self, config: &KernelConfig) -> HostFrame {
+        HostFrame::Init {
+            id: INIT_ID.to_string(),
+            cwd: config.cwd.display().to_string(),
+            env: config.env.clone().into_iter().collect(),
+            status_mime: config.status_mime.clone(),
+            prelude: Some(self.prelude.display().to_string()),
+            env_prefix: config.env_prefix.clone(),
+            kv_path: config.kv_path().map(|p| p.display().to_string()),
+        }
     }
 
     /// Interrupts the request in flight, if any, as a timeout does (`interrupt` frame,

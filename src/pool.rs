@@ -408,7 +408,12 @@ impl PoolInner {
             let pool = Arc::downgrade(self);
             let config = self.config.kernel.clone();
             self.runtime.spawn(async move {
-                let spawned = Kernel::spawn(&config).await;
+                // Initialized with the pool's defaults: a session claiming it with the
+                // same settings (the usual case) runs its first cell at once.
+                let spawned = match Kernel::spawn(&config).await {
+                    Ok(kernel) => kernel.initialize(&config).await.map(|()| kernel),
+                    Err(err) => Err(err),
+                };
                 let Some(pool) = pool.upgrade() else { return };
                 let mut spares = pool.spares.lock().unwrap();
                 spares.spawning -= 1;
@@ -426,6 +431,7 @@ impl PoolInner {
     /// A ready kernel for `config`: a spare when one fits, else a fresh start.
     async fn new_kernel(self: &Arc<Self>, config: &KernelConfig) -> Result<Arc<Kernel>> {
         let kernel = match self.take_spare(config).await {
+            Some(spare) if spare.initialized_for(config) => spare,
             Some(spare) => match spare.initialize(config).await {
                 Ok(()) => spare,
                 Err(err) => {
