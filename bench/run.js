@@ -157,6 +157,7 @@ async function main() {
     floor.warmRoundTripMsFloorPhase = floor.warmRoundTripMs
     Object.assign(floor, pykernel.echoInterleaved)
   }
+  if (pykernel.echoAfterIdleMs) floor.newSessionFirstCellMs = pykernel.echoAfterIdleMs
   const rows = buildRows({ pykernel, jupyter, floor, runner }, cfg)
   let pythonReal = python
   try {

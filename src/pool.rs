@@ -451,6 +451,17 @@ impl PoolInner {
         if self.spares.lock().unwrap().ready.is_empty() {
             return None;
         }
+        // Spares start from the pool's settings: a session that resolves Python the same
+        // way fits any of them, with no resolution (a blocking-pool thread) in between.
+        let pool = &self.config.kernel;
+        if config.interpreter == pool.interpreter
+            && config.cwd == pool.cwd
+            && config.base_env == pool.base_env
+        {
+            let mut spares = self.spares.lock().unwrap();
+            let index = spares.ready.iter().position(|k| k.alive())?;
+            return Some(spares.ready.swap_remove(index));
+        }
         let wanted = Kernel::resolve(config).await.ok()?;
         let mut spares = self.spares.lock().unwrap();
         let index = spares

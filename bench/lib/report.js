@@ -7,7 +7,7 @@ const METRICS = [
   { key: 'coldStartMs', label: 'cold start: spawn -> `1+1` result', unit: 'ms', floor: 'coldStartMs', floorWhat: 'echo server spawn -> first answer' },
   { key: 'startToReadyMs', label: '… of which Kernel.start (spawn -> ready)', unit: 'ms', sides: ['pykernel'] },
   { key: 'coldStartMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'coldStartMs' },
-  { key: 'newSessionFirstCellMs', label: "new session's first `1+1` (KernelPool)", unit: 'ms', sides: ['pykernel'] },
+  { key: 'newSessionFirstCellMs', label: "new session's first `1+1` (KernelPool, prewarmed)", unit: 'ms', sides: ['pykernel', 'floor'], floor: 'newSessionFirstCellMs', floorWhat: 'one echo round trip after the same idle time' },
   { key: 'warmRoundTripMs', label: 'warm `1+1` round trip', unit: 'ms', floor: 'warmRoundTripMs', floorWhat: 'echo round trip, interleaved with pykernel' },
   { key: 'warmRoundTripMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'warmRoundTripMs' },
   { key: 'hostCpuPerCellUs', label: 'host CPU per warm cell', unit: 'µs', floor: 'hostCpuPerCellUs', floorWhat: 'Node CPU per echo round trip, interleaved' },
@@ -87,7 +87,13 @@ function targets(rows, cfg) {
   v = med('coldStartMs', 'jupyter') && med('coldStartMs', 'pykernel') ? med('coldStartMs', 'jupyter') / med('coldStartMs', 'pykernel') : null
   add('cold start >= 15x faster than Jupyter', v, `${fmt(v)}x faster`, v >= 15)
   v = med('newSessionFirstCellMs', 'pykernel')
-  add("new session's first cell (prewarmed) <= 5 ms", v, `${fmt(v)} ms`, v <= 5)
+  const idle = med('newSessionFirstCellMs', 'floor')
+  add(
+    "new session's first cell (prewarmed) <= 5 ms",
+    v,
+    `${fmt(v)} ms` + (idle !== null ? ` (an echo round trip after the same idle: ${fmt(idle)} ms)` : ''),
+    v <= 5,
+  )
   v = r.warmRoundTripMs.ratioFloor
   add('warm round trip p50 <= 2x echo floor', v, `${fmt(v)}x`, v <= 2)
   v = med('warmRoundTripMs', 'jupyter') && med('warmRoundTripMs', 'pykernel') ? med('warmRoundTripMs', 'jupyter') / med('warmRoundTripMs', 'pykernel') : null
