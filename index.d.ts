@@ -330,7 +330,11 @@ export interface PoolOptions {
   shutdownGraceMs?: number
   /** Where full outputs are written when the agent's copy is cut. */
   artifactsDir?: string
-  /** Spawned kernels kept ready for new sessions. @default 1 in 'session' mode, 0 in 'per-call' */
+  /**
+   * Kernels kept started and initialized with the pool's settings for new sessions (a
+   * session with its own cwd or kv store initializes one again). @default 1 in
+   * 'session' mode, 0 in 'per-call'
+   */
   prewarm?: number
   /** Defaults for every kernel (a request's cwd and interpreter override them). */
   kernel?: KernelOptions

@@ -35,7 +35,9 @@ pub struct PoolOptions {
     pub shutdown_grace_ms: Option<u32>,
     /// Where full outputs are written when the agent's copy is cut.
     pub artifacts_dir: Option<String>,
-    /// Spawned kernels kept ready for new sessions. @default 1 in 'session' mode, 0 in 'per-call'
+    /// Kernels kept started and initialized with the pool's settings for new sessions (a
+    /// session with its own cwd or kv store initializes one again). @default 1 in
+    /// 'session' mode, 0 in 'per-call'
     pub prewarm: Option<u32>,
     /// Defaults for every kernel (a request's cwd and interpreter override them).
     pub kernel: Option<KernelOptions>,
