@@ -816,7 +816,7 @@ class _Requests:
 
     def __init__(self, fd, dispatch, at_end):
         self._fd = fd
-        self._dispatch = dispatch   # one line -> handled, or returned to queue
+        self._dispatch = dispatch   # handles one line; requests come back via put()
         self._at_end = at_end       # the host closed the pipe
         self._items = collections.deque()
         self._partial = []          # the start of a line cut by a read
@@ -1000,7 +1000,6 @@ class _Kernel:
         self.env_prefix = "PYKERNEL_"
         self.kv_path = None
         self._prelude_path = None
-        self._prelude_loaded = None     # (path, code), loaded ahead of `init`
         self._magics = None     # pykernel_magics.Magics, for the first magic
 
         self._redirect_fds()
@@ -1307,14 +1306,10 @@ class _Kernel:
                 _diag("a late KeyboardInterrupt reached the main loop")
 
     def _warm_up(self):
-        """Import what cells may need, while nothing waits for the kernel; and
-        load the prelude's code, so a spare kernel's `init` only runs it."""
+        """Import what cells may need, while nothing waits for the kernel."""
         self._warmed_up = True
         import _ast, traceback  # noqa: F401,E401
         self._register_sources()
-        if self.namespace is None:
-            path = os.path.join(_RUNNER_DIR, "prelude.py")
-            self._prelude_loaded = (path, _prelude_code(path))
 
     def _init(self, request):
         try:
@@ -1356,8 +1351,7 @@ class _Kernel:
         self.namespace = module.__dict__
 
     def _load_prelude(self, path):
-        loaded, self._prelude_loaded = self._prelude_loaded, None
-        code = loaded[1] if loaded and loaded[0] == path else _prelude_code(path)
+        code = _prelude_code(path)
         _INTERNAL_FILES.add(path)
         self._prelude_path = path
         namespace = self.namespace
