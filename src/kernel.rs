@@ -903,16 +903,16 @@ fn check_cwd(cwd: &std::path::Path) -> Result<()> {
     }
 }
 
-/// Reads protocol lines and hands each frame to the request it belongs to. Frames of no
-/// live request (output of a thread whose cell ended) are dropped. Ends at EOF, which
-/// closes every route: that is how a waiting request learns the kernel is gone.
 /// Room for a quarter megabyte in the runner's output pipe (Linux; 64 KiB otherwise): a
 /// big frame then crosses in a few writes, each waking this side once, not hundreds.
 fn widen_pipe(stdout: &ChildStdout) {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsFd;
-        let _ = nix::fcntl::fcntl(stdout.as_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
+        let _ = nix::fcntl::fcntl(
+            stdout.as_fd(),
+            nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES),
+        );
     }
     #[cfg(not(target_os = "linux"))]
     let _ = stdout;
@@ -920,6 +920,9 @@ fn widen_pipe(stdout: &ChildStdout) {
 
 const PIPE_BYTES: i32 = 256 * 1024;
 
+/// Reads protocol lines and hands each frame to the request it belongs to. Frames of no
+/// live request (output of a thread whose cell ended) are dropped. Ends at EOF, which
+/// closes every route: that is how a waiting request learns the kernel is gone.
 async fn read_frames(stdout: ChildStdout, routes: Routes, trace: bool) {
     let mut reader = BufReader::with_capacity(PIPE_BYTES as usize, stdout);
     let mut line = Vec::with_capacity(4096);
