@@ -48,6 +48,7 @@ STDIN_MESSAGE = ("input() is not supported: this kernel has no interactive "
 
 # The runner's own writes; cells get a wrapped os.write (see _write_after_pending).
 _os_write = os.write
+_os_writev = os.writev
 
 _FLUSH_INTERVAL = 0.005     # seconds proxy output may wait to be coalesced
 _FLUSH_CHARS = 1 << 20      # ... or until this much is waiting: a tight print loop
@@ -278,19 +279,20 @@ else:
 
 
 def _frame_bytes(frame):
-    """One strict-JSON, valid-UTF-8 line for *frame*; never fails."""
+    """*frame* as strict JSON in valid UTF-8, without its newline (a 20 MB
+    frame is not copied once more to append one); never fails."""
     try:
         line = _encode_json(frame)
     except Exception:   # NaN/Infinity, circular data, a failing default
         line = _encode_json(_jsonable(frame))
     try:
-        return (line + "\n").encode("utf-8")
+        return line.encode("utf-8")
     except UnicodeEncodeError:
         # Lone surrogates (print('\ud800')): the host accepts neither raw nor
         # escaped ones, so pair what pairs and replace the rest with U+FFFD.
         line = line.encode("utf-16-le", "surrogatepass").decode(
             "utf-16-le", "replace")
-        return (line + "\n").encode("utf-8")
+        return line.encode("utf-8")
 
 
 class _InterruptGuard:
@@ -346,25 +348,31 @@ class _Channel:
             return
         data = _frame_bytes(frame)
         with _interrupts, self._lock:
-            if self._held:
-                data, self._held = self._held + data, b""
+            parts = [self._held, data, b"\n"] if self._held else [data, b"\n"]
             if hold:
-                self._held = data
+                self._held = b"".join(parts)
             else:
-                self._write(data)
+                self._held = b""
+                self._write(parts)
 
     def release(self):
         """Write a held frame now."""
         with _interrupts, self._lock:
             if self._held and self._fd is not None:
-                data, self._held = self._held, b""
-                self._write(data)
+                parts, self._held = [self._held], b""
+                self._write(parts)
 
-    def _write(self, data):
-        data = memoryview(data)
+    def _write(self, parts):
+        """Write *parts* (bytes) whole, in as few system calls as the pipe allows."""
+        parts = [memoryview(p) for p in parts]
         try:
-            while data:
-                data = data[_os_write(self._fd, data):]
+            while parts:
+                written = _os_writev(self._fd, parts)
+                while parts and written >= len(parts[0]):
+                    written -= len(parts[0])
+                    parts.pop(0)
+                if written:
+                    parts[0] = parts[0][written:]
         except OSError as exc:
             self._on_broken(exc)
 

@@ -928,6 +928,8 @@ async fn read_frames(stdout: ChildStdout, routes: Routes, trace: bool) {
     let mut line = Vec::with_capacity(4096);
     loop {
         line.clear();
+        // A 20 MB frame must not keep 20 MB of this kernel's host memory for good.
+        line.shrink_to(PIPE_BYTES as usize);
         match reader.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
