@@ -47,6 +47,22 @@ test('kernel basics', async (t) => {
     assert.equal(result.stdout, '0\n1\n2\n')
   })
 
+  await t.test('output written before the result or the error comes before it; figures follow the result', async () => {
+    const ok = await run(kernel, "import os, sys\nprint('a')\nos.write(1, b'b\\n')\nsys.stderr.write('c\\n')\n40 + 2")
+    const types = ok.events.map((e) => e.type)
+    assert.equal(types.at(-1), 'result', types.join(' '))
+    assert.equal(types.filter((t) => t === 'result').length, 1)
+    assert.equal(ok.events.filter((e) => e.type === 'stdout').map((e) => e.text).join(''), 'a\nb\n')
+    assert.equal(ok.events.filter((e) => e.type === 'stderr').map((e) => e.text).join(''), 'c\n')
+    assert.equal(ok.result.result['text/plain'], '42')
+    const failed = await run(kernel, "print('before')\n1/0")
+    assert.deepEqual(failed.events.map((e) => e.type), ['stdout', 'error'])
+    assert.equal(failed.events[0].text, 'before\n')
+    const figure = await run(kernel, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\n'value'")
+    const order = figure.events.map((e) => e.type).filter((t) => t === 'result' || t === 'display')
+    assert.deepEqual(order, ['result', 'display'])
+  })
+
   await t.test('a partial line printed before a display comes before it', async () => {
     const { events } = await run(kernel, "print('a', end='')\ndisplay(5)")
     assert.deepEqual(

@@ -962,11 +962,12 @@ class _PreludeAPI:
 # -- the kernel ---------------------------------------------------------------
 
 class _Outcome:
-    __slots__ = ("status", "cancelled")
+    __slots__ = ("status", "cancelled", "last_frame")
 
     def __init__(self):
         self.status = "ok"
         self.cancelled = False
+        self.last_frame = None  # the result or error, sent with `done`
 
 
 class _Kernel:
@@ -1395,29 +1396,42 @@ class _Kernel:
         self._stdin_requested = False
         self.running = run
         self._main_thread.__dict__[_RUN_ATTR] = run
-        if not self._forked:
-            self._repair_streams()
         outcome = self._run_cell(request, filename)
         if self._forked:
             _os_exit(0)     # a fork() in the cell returned here: end the child
-        if not request.get("silent"):
+        if not request.get("silent") and self._figures_may_show():
+            # Figures follow the cell's result, as in Jupyter.
+            if outcome.last_frame is not None:
+                self._emit(outcome.last_frame, hold=True)
+                outcome.last_frame = None
             self._show_open_figures(run, outcome)
         if run in self._interrupted_runs:
             self._abort_calls(run)
-        self._emit({"type": "done", "id": run, "status": outcome.status,
-                    "executionCount": self.execution_count,
-                    "cancelled": outcome.cancelled,
-                    "stdinRequested": self._stdin_requested})
+        # One drain for the output before the result (nothing of the cell ran since)
+        # and before `done`; the result or error and `done` then leave in one write.
+        self._drain_output(_DRAIN_TIMEOUT)
+        if outcome.last_frame is not None:
+            self._channel.send(outcome.last_frame, hold=True)
+        self._channel.send({"type": "done", "id": run, "status": outcome.status,
+                            "executionCount": self.execution_count,
+                            "cancelled": outcome.cancelled,
+                            "stdinRequested": self._stdin_requested})
         self._main_thread.__dict__[_RUN_ATTR] = None
         self.running = None
         self._stop_at_start.clear()     # any left name requests that have ended
         self._requests.after_request()
+        if not self._forked:
+            # What this cell broke is mended for the next, after its `done` is out.
+            self._repair_streams()
+
+    @staticmethod
+    def _figures_may_show():
+        """False while nothing was displayed and pyplot is not imported."""
+        return _display is not None or "matplotlib.pyplot" in sys.modules
 
     def _show_open_figures(self, run, outcome):
         """Display the pyplot figures the cell left open, as part of the cell
         (even one that failed, as Jupyter does); interruptible like it."""
-        if _display is None and "matplotlib.pyplot" not in sys.modules:
-            return      # nothing to show, and matplotlib stays unimported
         try:
             try:
                 self._interruptible = True
@@ -1428,7 +1442,7 @@ class _Kernel:
             if not outcome.cancelled:
                 outcome.status = "error"
                 outcome.cancelled = True
-                self._report(run, exc)
+                self._emit(self._error_frame(run, exc), hold=True)
         except BaseException as exc:
             _diag("showing the open figures failed: %s" % _safe_str(exc))
 
@@ -1455,22 +1469,22 @@ class _Kernel:
                 if last is not None:
                     value = self._run_code(last)
                     if show and value is not None and not request.get("silent"):
-                        self._emit({"type": "result", "id": request.get("id"),
-                                    "bundle": _build_bundle(value)}, hold=True)
+                        outcome.last_frame = {"type": "result", "id": request.get("id"),
+                                              "bundle": _build_bundle(value)}
                         self._remember_result(value)
             finally:
                 self._interruptible = False
         except SystemExit as exc:
             if exc.code is not None and exc.code != 0:
                 outcome.status = "error"
-                self._report(request.get("id"), exc)
+                outcome.last_frame = self._error_frame(request.get("id"), exc)
         except KeyboardInterrupt as exc:
             outcome.status = "error"
             outcome.cancelled = True
-            self._report(request.get("id"), exc)
+            outcome.last_frame = self._error_frame(request.get("id"), exc)
         except BaseException as exc:
             outcome.status = "error"
-            self._report(request.get("id"), exc)
+            outcome.last_frame = self._error_frame(request.get("id"), exc)
         return outcome
 
     def _compile(self, source, filename):
@@ -1550,7 +1564,8 @@ class _Kernel:
         builtins.__ = getattr(builtins, "_", None)
         builtins._ = value
 
-    def _report(self, run, exc):
+    def _error_frame(self, run, exc):
+        """The `error` frame for *exc*, with the user's frames only."""
         import traceback
         self._register_sources()
         sys.last_type, sys.last_value = type(exc), exc
@@ -1560,8 +1575,8 @@ class _Kernel:
             lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
         except Exception:
             lines = ["%s: %s\n" % (type(exc).__name__, _safe_str(exc))]
-        self._emit({"type": "error", "id": run, "ename": type(exc).__name__,
-                    "evalue": _safe_str(exc), "traceback": lines}, hold=True)
+        return {"type": "error", "id": run, "ename": type(exc).__name__,
+                "evalue": _safe_str(exc), "traceback": lines}
 
     def _drain_output(self, timeout):
         """Send everything written so far, by proxies and to fds 1/2."""
