@@ -296,6 +296,33 @@ test('prewarm: the spare is initialized ahead with the pool settings; a session 
   assert.equal(first.cells[0].executionCount, 1)
 })
 
+test('prewarm: a spare with the pool settings is initialized before the claim, and the claim sends no init', async () => {
+  // The protocol trace (stderr of a host process) shows when each init is written.
+  const script = `
+    const { KernelPool } = require(${JSON.stringify(path.resolve(__dirname, '..'))})
+    const pool = new KernelPool({ kernel: { interpreter: ${JSON.stringify(python || null)} || undefined } })
+    const wait = async () => { while (pool.spares.length === 0) await new Promise((r) => setTimeout(r, 20)) }
+    wait().then(async () => {
+      await new Promise((r) => setTimeout(r, 200))
+      process.stderr.write('--- claim ---\\n')
+      const r = await pool.execute({ sessionId: 's', cells: [{ code: '6*7' }] })
+      process.stderr.write('--- answer ' + r.output.trim() + ' ---\\n')
+      await pool.disposeAll()
+    })`
+  const out = require('node:child_process').spawnSync(process.execPath, ['-e', script], {
+    env: { ...process.env, PYKERNEL_PYTHON_IPC_TRACE: '1' },
+    encoding: 'utf8',
+    timeout: 30000,
+  })
+  const [before, after = ''] = out.stderr.split('--- claim ---')
+  assert.match(after, /--- answer 42 ---/, out.stderr.slice(-2000))
+  const pid = after.match(/\[pykernel (\d+)\] -> \{"type":"execute"/)?.[1]
+  assert.ok(pid, 'the cell was written to a kernel')
+  assert.match(before, new RegExp(`\\[pykernel ${pid}\\] -> \\{"type":"init"`), 'the spare was initialized while waiting')
+  // (A new spare is started and initialized after the call; that is another pid.)
+  assert.doesNotMatch(after, new RegExp(`\\[pykernel ${pid}\\] -> \\{"type":"init"`), 'the claim initialized it again')
+})
+
 test('prewarm: a new session starts on the spare kernel, configured for it, and a new spare follows', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())

@@ -830,7 +830,7 @@ class _Requests:
         self._partial = []          # the start of a line cut by a read
         self._reading = threading.Lock()
         self._active = threading.Event()
-        self._wake_r, self._wake_w = os.pipe()
+        self._wake_r = self._wake_w = None   # made with the thread: most kernels never need it
         self._thread = None
 
     def put(self, request):
@@ -859,6 +859,8 @@ class _Requests:
     def during_request(self):
         """Have the reader thread read frames while a request runs."""
         if self._thread is None:
+            if self._wake_r is None:
+                self._wake_r, self._wake_w = os.pipe()
             thread = threading.Thread(target=self._read_while_active,
                                       name="pykernel-requests", daemon=True)
             try:
