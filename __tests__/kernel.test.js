@@ -146,6 +146,28 @@ test('kernel basics', async (t) => {
     assert.equal(again.result.result['text/plain'], '84')
   })
 
+  // One-line cells are compiled as an expression first (a faster path); these must mean
+  // exactly what they mean as the last line of a longer cell.
+  await t.test('a one-line cell means what it would in a longer cell', async () => {
+    assert.equal((await run(kernel, 'x = 5')).result.result, undefined)
+    assert.equal((await run(kernel, 'x * 2  # a comment; not a semicolon')).result.result['text/plain'], '10')
+    const both = await run(kernel, 'print("out"); x + 1')
+    assert.equal(both.result.stdout, 'out\n')
+    assert.equal(both.result.result['text/plain'], '6')
+    const indented = await run(kernel, '  x')
+    assert.equal(indented.result.error.ename, 'IndentationError')
+    assert.equal((await run(kernel, 'x +')).result.error.ename, 'SyntaxError')
+    const failed = await run(kernel, '1/0')
+    assert.equal(failed.result.error.ename, 'ZeroDivisionError')
+    assert.match(failed.result.error.traceback.join(''), /1\/0/)
+    await run(kernel, 'import asyncio')
+    assert.equal((await run(kernel, 'await asyncio.sleep(0, 7)')).result.result['text/plain'], '7')
+    for (const code of ['x is 5', 'y = x is 5']) {
+      const warned = await run(kernel, code)
+      assert.equal(warned.result.stderr.split('SyntaxWarning').length - 1, 1, `${code}: ${warned.result.stderr}`)
+    }
+  })
+
   await t.test('silent cells do not count', async () => {
     const before = kernel.executionCount
     const { result } = await run(kernel, '5', { silent: true })

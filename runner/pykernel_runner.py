@@ -437,7 +437,7 @@ class _Output:
 
     def flush(self):
         """Pass all pending text to the pumps (which send it soon)."""
-        if self._in_child:
+        if self._in_child or not self._pending:
             return
         with _interrupts, self._lock:
             pending = self._pending
@@ -992,6 +992,7 @@ class _Kernel:
         self._interruptible = False
         self._interrupted_runs = set()
         self._stop_at_start = set()     # requests the host stopped before they ran
+        self._sigint_ignored = False    # a SIGINT came while no cell ran
         self._stdin_requested = False
         self.execution_count = 0
         self._hidden_cells = itertools.count(1)
@@ -1159,7 +1160,10 @@ class _Kernel:
 
     def _on_sigint(self, signum, frame):
         if not self._interruptible:
-            return      # between requests, SIGINT is ignored
+            # Between requests SIGINT is ignored; the next cell reads the host's
+            # `interrupt` frame, written before the signal, before it starts.
+            self._sigint_ignored = True
+            return
         if _interrupts.depth:
             _interrupts.deferred = True
             return
@@ -1457,7 +1461,9 @@ class _Kernel:
                 # From here on SIGINT raises KeyboardInterrupt in the cell.  One that
                 # came earlier was ignored, but its `interrupt` frame, written before
                 # it, is in the pipe by now.
-                self._requests.read_available()
+                if self._sigint_ignored:
+                    self._sigint_ignored = False
+                    self._requests.read_available()
                 if request.get("id") in self._stop_at_start:
                     self._interrupted_runs.add(request.get("id"))
                     raise KeyboardInterrupt
@@ -1496,6 +1502,14 @@ class _Kernel:
         if _may_have_magics(source):
             source = self._load_magics().transform(source)
         flags = self._compile_flags | _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        if _one_line_expression_candidate(source):
+            # Half the cost of the general path, which builds the AST as Python
+            # objects; a one-line cell that is not an expression fails fast.
+            try:
+                return None, compile(source, filename, "eval", flags,
+                                     dont_inherit=True), True
+            except SyntaxError:
+                pass
         tree = compile(source, filename, "exec", flags | _ast.PyCF_ONLY_AST,
                        dont_inherit=True)
         body = last = show = None
@@ -1758,6 +1772,13 @@ def _may_have_magics(source):
                 return True
             equals = line.find("=", equals + 1)
     return False
+
+
+def _one_line_expression_candidate(source):
+    """Whether *source* may compile as an expression: one line, and no
+    backslash (an invalid escape would warn twice when the attempt fails)."""
+    line = source.rstrip()
+    return "\n" not in line and "\r" not in line and "\\" not in source
 
 
 def _ends_with_semicolon(source, node):
