@@ -10,6 +10,7 @@ const path = require('node:path')
 const { statusKiB, withTimeout, cmdline } = require('./proc')
 const { runnerColdStart, startRunner, runnerOneResult, runnerCount } = require('./runner_direct')
 const { echoColdStart } = require('./floors')
+const { placementUnavailable, underEachPlacement } = require('./placement')
 const { msSince, now, cpuSince, sleep } = require('./stats')
 
 const ROOT = path.resolve(__dirname, '..', '..')
@@ -151,6 +152,25 @@ async function measurePykernel(python, cfg, log, addon) {
         }
         if (echo) {
           m.echoInterleaved = { warmRoundTripMs: e, hostCpuPerCellUs: cpuE / cfg.warmRuns }
+          // The same, with the host and the kernel (and the echo server) pinned to one core
+          // and then to two: the regimes the unpinned run can fall into (placement.js).
+          const unavailable = placementUnavailable()
+          if (unavailable) log(`placement rows skipped: ${unavailable}`)
+          else {
+            await underEachPlacement([k.pid, echo.child.pid], async (key) => {
+              const ks = []
+              const es = []
+              const n = Math.ceil(cfg.warmRuns / 2)
+              for (let i = 0; i < cfg.warmup; i++) await one(k)
+              for (let i = 0; i < cfg.warmup; i++) await echo.request({ type: 'execute' })
+              while (ks.length < n) {
+                await timed(ks, () => one(k))
+                await timed(es, () => echo.request({ type: 'execute' }))
+              }
+              m[`warm${key}Ms`] = ks
+              m.echoInterleaved[`warm${key}Ms`] = es
+            })
+          }
           await echo.close()
         }
       })

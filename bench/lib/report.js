@@ -10,6 +10,8 @@ const METRICS = [
   { key: 'newSessionFirstCellMs', label: "new session's first `1+1` (KernelPool, prewarmed)", unit: 'ms', sides: ['pykernel', 'floor'], floor: 'newSessionFirstCellMs', floorWhat: 'one echo round trip after the same idle time' },
   { key: 'warmRoundTripMs', label: 'warm `1+1` round trip', unit: 'ms', floor: 'warmRoundTripMs', floorWhat: 'echo round trip, interleaved with pykernel' },
   { key: 'warmRoundTripMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'warmRoundTripMs' },
+  { key: 'warmOneCoreMs', label: '… host and kernel pinned to one core', unit: 'ms', sides: ['pykernel', 'floor'], floor: 'warmOneCoreMs', floorWhat: 'echo round trip, pinned the same way' },
+  { key: 'warmTwoCoresMs', label: '… host pinned to one core, kernel to the other', unit: 'ms', sides: ['pykernel', 'floor'], floor: 'warmTwoCoresMs', floorWhat: 'echo round trip, pinned the same way' },
   { key: 'hostCpuPerCellUs', label: 'host CPU per warm cell', unit: 'µs', floor: 'hostCpuPerCellUs', floorWhat: 'Node CPU per echo round trip, interleaved' },
   { key: 'hostCpuPerCellUs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'µs', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'hostCpuPerCellUs' },
   { key: 'linesMBps', label: '{MB} MB as {lines} print lines', unit: 'MB/s', higher: true, floor: 'linesMBps', floorWhat: 'bare pipe, `python -u` prints, Node reads' },
