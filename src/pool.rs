@@ -196,7 +196,7 @@ enum Target {
         place: Place,
         reset_epoch: Option<u64>,
     },
-    PerCall(KernelConfig),
+    PerCall(Box<KernelConfig>),
 }
 
 impl Pool {
@@ -235,7 +235,7 @@ impl Pool {
             config.artifacts_dir = inner.config.artifacts_dir.clone();
         }
         let target = match inner.config.mode {
-            PoolMode::PerCall => Target::PerCall(config),
+            PoolMode::PerCall => Target::PerCall(Box::new(config)),
             PoolMode::Session => {
                 let key = session_key(&request, &config)?;
                 config.session_id = Some(

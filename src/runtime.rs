@@ -245,8 +245,10 @@ fn venv_of(exe: &Path) -> Option<PathBuf> {
         .then(|| venv.to_path_buf())
 }
 
-static PROBES: Lazy<Mutex<HashMap<(PathBuf, PathBuf), (PathBuf, String)>>> =
-    Lazy::new(|| Mutex::new(HashMap::new()));
+/// (candidate, cwd) -> (real executable, version).
+type ProbeCache = HashMap<(PathBuf, PathBuf), (PathBuf, String)>;
+
+static PROBES: Lazy<Mutex<ProbeCache>> = Lazy::new(|| Mutex::new(HashMap::new()));
 
 /// Runs the candidate once to learn its real executable and version. Cached per
 /// (candidate, cwd): a shim may pick a different Python per directory (`.python-version`).

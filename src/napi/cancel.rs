@@ -10,6 +10,10 @@ use napi::threadsafe_function::{
 
 use crate::kernel::AbortHandle;
 
+/// `EventTarget.addEventListener` / `removeEventListener` for the `abort` event.
+type ListenerMethod<'env> =
+    Function<'env, FnArgs<(&'env str, Function<'env, (), ()>)>, Unknown<'env>>;
+
 /// The `abort` listener added to a caller's AbortSignal, removed when the cell ends so a
 /// signal reused for many cells does not collect listeners.
 pub(super) struct AbortListener {
@@ -22,8 +26,7 @@ impl AbortListener {
         let removed = (|| -> Result<()> {
             let signal = self.signal.get_value(env)?;
             let listener = self.listener.borrow_back(env)?;
-            let remove: Function<FnArgs<(&str, Function<(), ()>)>, Unknown> =
-                signal.get_named_property("removeEventListener")?;
+            let remove: ListenerMethod = signal.get_named_property("removeEventListener")?;
             remove.apply(signal, ("abort", listener).into())?;
             Ok(())
         })();
@@ -49,8 +52,7 @@ pub(super) fn watch_signal(
         on_abort.abort();
         Ok(())
     })?;
-    let add: Function<FnArgs<(&str, Function<(), ()>)>, Unknown> =
-        signal.get_named_property("addEventListener")?;
+    let add: ListenerMethod = signal.get_named_property("addEventListener")?;
     add.apply(signal, ("abort", callback).into())?;
     let listener = AbortListener {
         signal: signal.create_ref()?,

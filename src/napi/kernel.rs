@@ -58,13 +58,12 @@ impl KernelOptions {
     pub(super) fn into_config(self, env: &Env) -> std::result::Result<KernelConfig, KernelError> {
         let mut config = KernelConfig::new(cwd_or_current(self.cwd));
         if let Some(on_call) = self.on_call {
-            config.bridge =
-                Some(
-                    JsBridge::new(env, &on_call).map_err(|e| KernelError::InvalidArgument {
-                        name: "onCall",
-                        reason: e.reason.clone(),
-                    })?,
-                );
+            config.bridge = Some(JsBridge::shared(env, &on_call).map_err(|e| {
+                KernelError::InvalidArgument {
+                    name: "onCall",
+                    reason: e.reason.clone(),
+                }
+            })?);
         }
         config.artifacts_dir = self.artifacts_dir.map(PathBuf::from);
         config.max_processes = self.max_processes.map(|n| n.max(1) as usize);
@@ -364,7 +363,7 @@ struct JsBridge {
 }
 
 impl JsBridge {
-    fn new(env: &Env, on_call: &FunctionRef<Value, Promise<Value>>) -> Result<Arc<dyn Bridge>> {
+    fn shared(env: &Env, on_call: &FunctionRef<Value, Promise<Value>>) -> Result<Arc<dyn Bridge>> {
         let on_call = on_call
             .borrow_back(env)?
             .build_threadsafe_function::<Value>()
