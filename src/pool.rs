@@ -730,11 +730,11 @@ async fn check_heartbeat(pool: &PoolInner, session: &Session) {
 }
 
 fn session_key(request: &PoolRequest, config: &KernelConfig) -> Result<SessionKey> {
-    let cwd = std::fs::canonicalize(&config.cwd).map_err(|_| KernelError::CwdInvalid {
+    let (cwd, is_dir) = real_path(&config.cwd).map_err(|_| KernelError::CwdInvalid {
         path: config.cwd.clone(),
         reason: "does not exist",
     })?;
-    if !cwd.is_dir() {
+    if !is_dir {
         return Err(KernelError::CwdInvalid {
             path: config.cwd.clone(),
             reason: "is not a directory",
@@ -772,10 +772,28 @@ fn real_interpreter(interpreter: &str, cwd: &Path) -> String {
     } else {
         cwd.join(expanded)
     };
-    std::fs::canonicalize(&path)
-        .unwrap_or(path)
+    real_path(&path)
+        .map_or(path, |(real, _)| real)
         .display()
         .to_string()
+}
+
+/// What `std::fs::canonicalize` returns, and whether it is a directory, in four system
+/// calls however long the path: open it `O_PATH`, ask /proc what the descriptor is, stat
+/// it. realpath(3) reads the link of every component (a dozen calls for a venv's python
+/// through pyenv), and every pool request resolves its cwd and interpreter.
+fn real_path(path: &Path) -> std::io::Result<(PathBuf, bool)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_PATH)
+        .open(path)?;
+    let is_dir = file.metadata()?.is_dir();
+    match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+        Ok(real) if real.is_absolute() => Ok((real, is_dir)),
+        _ => Ok((std::fs::canonicalize(path)?, is_dir)), // no /proc
+    }
 }
 
 /// `timeoutSeconds`: default 30, 0 is none, otherwise clamped to 1..3600 with a notice.
@@ -817,6 +835,35 @@ async fn dispose_all_of(inner: &Arc<PoolInner>, sessions: Vec<Arc<Session>>, bud
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn real_path_agrees_with_canonicalize() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(base.join("d")).unwrap();
+        std::fs::write(base.join("d/f"), "").unwrap();
+        std::os::unix::fs::symlink(base.join("d"), base.join("link-d")).unwrap();
+        std::os::unix::fs::symlink("link-d/f", base.join("link-f")).unwrap();
+        std::os::unix::fs::symlink(base.join("link-f"), base.join("link-link-f")).unwrap();
+        let cases = [
+            (base.join("link-link-f"), false),
+            (base.join("link-d/../d/./f"), false),
+            (base.join("link-d"), true),
+            (base.clone(), true),
+        ];
+        for (path, dir) in cases {
+            let expected = std::fs::canonicalize(&path).unwrap();
+            assert_eq!(
+                real_path(&path).unwrap(),
+                (expected, dir),
+                "{}",
+                path.display()
+            );
+        }
+        assert!(real_path(&base.join("missing")).is_err());
+        std::os::unix::fs::symlink(base.join("missing"), base.join("dangling")).unwrap();
+        assert!(real_path(&base.join("dangling")).is_err());
+    }
 
     #[test]
     fn timeouts_are_clamped_with_the_exact_notice() {
