@@ -157,6 +157,7 @@ async function measurePykernel(python, cfg, log, addon) {
           const unavailable = placementUnavailable()
           if (unavailable) log(`placement rows skipped: ${unavailable}`)
           else {
+            // A machine that refuses affinity changes loses these rows, not the ones above.
             await underEachPlacement([k.pid, echo.child.pid], async (key) => {
               const ks = []
               const es = []
@@ -169,6 +170,10 @@ async function measurePykernel(python, cfg, log, addon) {
               }
               m[`warm${key}Ms`] = ks
               m.echoInterleaved[`warm${key}Ms`] = es
+            }).catch((e) => {
+              m.warmOneCoreMs = m.warmOneCoreMs || { error: `pinning failed: ${e.message}` }
+              m.warmTwoCoresMs = m.warmTwoCoresMs || { error: `pinning failed: ${e.message}` }
+              log(`placement rows failed: ${e.message}`)
             })
           }
           await echo.close()
