@@ -83,6 +83,34 @@ test('interrupt() right after execute() stops the cell, though it has not starte
   assert.equal((await run(kernel, '6*7')).result.result['text/plain'], '42')
 })
 
+test('an interrupt that lands after the request was read but before the cell began stops it', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  // A thread that holds the GIL for 0.6 s, from 1 s after this cell, with a 0.3 s switch
+  // interval. The next request, sent during that time, is read at once (a read releases
+  // the GIL) but waits up to 0.3 s for the GIL before its cell can begin. The interrupt
+  // frame and the SIGINT land in that gap: the SIGINT is ignored (no cell runs yet), and
+  // the frame, still unread in the pipe, must be read as the cell begins.
+  const setup = await run(
+    kernel,
+    'import sys, threading, time\n' +
+      'def _hog():\n    end = time.monotonic() + 0.6\n    while time.monotonic() < end:\n        pass\n' +
+      'sys.setswitchinterval(0.3)\nthreading.Timer(1.0, _hog).start()',
+  )
+  assert.equal(setup.result.status, 'ok')
+  await new Promise((r) => setTimeout(r, 1100))
+  const started = Date.now()
+  const pending = kernel.execute('while True: pass', { timeoutMs: 8000 })
+  await new Promise((r) => setTimeout(r, 100))
+  kernel.interrupt()
+  const result = await pending
+  assert.equal(result.timedOut, false, 'the interrupt was lost; the 8 s timeout stopped the cell')
+  assert.equal(result.cancelled, true)
+  assert.equal(result.error.ename, 'KeyboardInterrupt')
+  assert.ok(Date.now() - started < 4000, `${Date.now() - started} ms`)
+  assert.equal((await run(kernel, 'sys.setswitchinterval(0.005); 6*7')).result.result['text/plain'], '42')
+})
+
 test('interrupt() reaches shell children of the cell', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())
