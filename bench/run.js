@@ -39,6 +39,7 @@ const MODES = {
     interruptRuns: 3,
     fourRuns: 1,
     settleMs: 300,
+    shortSettleMs: 300,
     jupyterTimeoutMs: 90_000,
   },
   full: {
@@ -53,6 +54,7 @@ const MODES = {
     interruptRuns: 20,
     fourRuns: 3,
     settleMs: 1000,
+    shortSettleMs: 300,
     jupyterTimeoutMs: 900_000,
   },
 }
@@ -158,6 +160,7 @@ async function main() {
     Object.assign(floor, pykernel.echoInterleaved)
   }
   if (pykernel.echoAfterIdleMs) floor.newSessionFirstCellMs = pykernel.echoAfterIdleMs
+  if (pykernel.echoAfterShortIdleMs) floor.newSessionFirstCellShortIdleMs = pykernel.echoAfterShortIdleMs
   const rows = buildRows({ pykernel, jupyter, floor, runner }, cfg)
   let pythonReal = python
   try {
