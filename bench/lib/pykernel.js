@@ -286,14 +286,16 @@ async function measurePykernel(python, cfg, log, addon) {
       }
       // The idle before each call: the mode's settle time and, when that is longer, a short
       // one too, since the machine's idle penalty grows with the idle time.
-      const idles = [['', cfg.settleMs]]
-      if (cfg.shortSettleMs < cfg.settleMs) idles.push(['ShortIdle', cfg.shortSettleMs])
+      const idles = [{ key: 'newSessionFirstCellMs', echoKey: 'echoAfterIdleMs', idleMs: cfg.settleMs, name: 'first' }]
+      if (cfg.shortSettleMs < cfg.settleMs) {
+        idles.push({ key: 'newSessionFirstCellShortIdleMs', echoKey: 'echoAfterShortIdleMs', idleMs: cfg.shortSettleMs, name: 'first-short' })
+      }
       try {
-        for (const [suffix, idleMs] of idles) {
+        for (const { key, echoKey, idleMs, name } of idles) {
           const s = []
           const e = []
           for (let i = 0; i <= cfg.coldRuns; i++) {
-            const sessionId = `first${suffix}-${i}`
+            const sessionId = `${name}-${i}`
             await sleep(idleMs)
             const t0 = now()
             const r = await pool.execute({ sessionId, cells: [{ code: '1+1' }] })
@@ -308,8 +310,8 @@ async function measurePykernel(python, cfg, log, addon) {
               if (i > 0) e.push(msSince(t1))
             }
           }
-          m[`newSessionFirstCell${suffix}Ms`] = s
-          if (echo) m[`echoAfter${suffix}IdleMs`] = e
+          m[key] = s
+          if (echo) m[echoKey] = e
         }
       } finally {
         if (echo) await echo.close().catch(() => {})
