@@ -782,6 +782,7 @@ fn real_interpreter(interpreter: &str, cwd: &Path) -> String {
 /// calls however long the path: open it `O_PATH`, ask /proc what the descriptor is, stat
 /// it. realpath(3) reads the link of every component (a dozen calls for a venv's python
 /// through pyenv), and every pool request resolves its cwd and interpreter.
+#[cfg(target_os = "linux")]
 fn real_path(path: &Path) -> std::io::Result<(PathBuf, bool)> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
@@ -794,6 +795,13 @@ fn real_path(path: &Path) -> std::io::Result<(PathBuf, bool)> {
         Ok(real) if real.is_absolute() => Ok((real, is_dir)),
         _ => Ok((std::fs::canonicalize(path)?, is_dir)), // no /proc
     }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn real_path(path: &Path) -> std::io::Result<(PathBuf, bool)> {
+    let real = std::fs::canonicalize(path)?;
+    let is_dir = real.is_dir();
+    Ok((real, is_dir))
 }
 
 /// `timeoutSeconds`: default 30, 0 is none, otherwise clamped to 1..3600 with a notice.
