@@ -233,6 +233,27 @@ test('timeouts: default, clamp notice, 0 = none; a queued call aborted before it
   assert.equal(value(await pool.execute({ sessionId: 't', cells: [cell("'queued_ran' in globals()")] })), 'False')
 })
 
+test('a cwd reached through a symlink keys the same session as its target; a file is no cwd', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const dir = tempDir()
+  const target = path.join(dir, 'work')
+  const fs = require('node:fs')
+  fs.mkdirSync(target)
+  fs.symlinkSync(target, path.join(dir, 'link'))
+  fs.symlinkSync(path.join(dir, 'link'), path.join(dir, 'link-to-link'))
+  fs.writeFileSync(path.join(dir, 'file.txt'), 'x')
+  await pool.execute({ cwd: target, cells: [cell('import os; shared = os.getpid()')] })
+  for (const cwd of [path.join(dir, 'link'), path.join(dir, 'link-to-link'), path.join(dir, 'link', '..', 'work')]) {
+    const r = await pool.execute({ cwd, cells: [cell('shared == os.getpid()')] })
+    assert.equal(value(r), 'True', cwd)
+  }
+  await assert.rejects(
+    pool.execute({ cwd: path.join(dir, 'file.txt'), cells: [cell('1')] }),
+    (e) => e.code === 'ERR_CWD_INVALID' && /is not a directory/.test(e.message),
+  )
+})
+
 test('bad requests get coded errors; disposeAll refuses new work', async () => {
   const pool = new KernelPool({ kernel })
   await assert.rejects(pool.execute({}), (e) => e.code === 'ERR_INVALID_ARG' && /cells/.test(e.message))
