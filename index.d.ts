@@ -81,6 +81,8 @@ export declare class Kernel {
   /** Starts a kernel: resolves Python, spawns the runner, waits until it is ready. */
   static start(options?: KernelOptions | undefined | null): Promise<Kernel>
   get pid(): number
+  /** The protections this kernel runs under, and the defaults it lacks. */
+  get isolation(): IsolationInfo
   get alive(): boolean
   /** The resolved real executable (`sys.executable`). */
   get interpreter(): string
@@ -144,6 +146,8 @@ export interface Availability {
   path?: string
   version?: string
   reason?: string
+  /** The protections a kernel started with the default sandbox gets on this machine. */
+  isolation: IsolationInfo
 }
 
 export interface BackendSettings {
@@ -278,6 +282,16 @@ export interface ImageOutput {
   data: string
 }
 
+/** What a kernel runs under (`kernel.isolation`) or would on this machine (`check`). */
+export interface IsolationInfo {
+  /** `namespaces+landlock`, `namespaces`, `landlock`, `none`, or `off`. */
+  mode: string
+  /** The protections in force, e.g. `pid-namespace`, `signal-scope`. */
+  enforced: Array<string>
+  /** Default protections this machine cannot give, each with what it leaves open. */
+  missing: Array<string>
+}
+
 export interface KernelOptions {
   /** Working directory; must exist and be a directory. @default process.cwd() */
   cwd?: string
@@ -308,6 +322,12 @@ export interface KernelOptions {
   /** With `sessionId`, where the session's kv store lives (`<dir>/kernel-store/`). */
   artifactsDir?: string
   sessionId?: string
+  /**
+   * What the kernel may reach: on by default (its own process tree and /proc, no
+   * signals or ptrace to the host, read-only runner files); `'off'` for hosts that
+   * already sandbox.
+   */
+  sandbox?: 'off' | SandboxOptions
 }
 
 export interface KvStoreOptions {
@@ -384,6 +404,17 @@ export interface ResolvePythonOptions {
   cwd?: string
   interpreter?: string
   baseEnv?: Record<string, string>
+}
+
+export interface SandboxOptions {
+  /** `false`: no network but loopback (a network namespace of its own). @default true */
+  network?: boolean
+  /**
+   * Confine writes to the kernel's cwd, a private temporary directory (`TMPDIR`),
+   * `/dev` and these directories (relative ones against cwd); reads stay allowed.
+   * @default undefined (writes anywhere the user may write, except the runner files)
+   */
+  writable?: Array<string>
 }
 
 export interface SessionInfo {

@@ -1,11 +1,12 @@
 //! The kernel's `Command`, built but not spawned: what runs, where, with which variables,
-//! in which process group. Spawning and the lifecycle live in `kernel.rs`.
+//! in which session, under which sandbox. Spawning and the lifecycle live in `kernel.rs`.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
-use tokio::process::Command;
+use crate::sandbox::Plan;
 
 /// Everything that decides how the kernel process starts.
 pub struct LaunchSpec<'a> {
@@ -17,8 +18,12 @@ pub struct LaunchSpec<'a> {
     pub memory_limit_bytes: Option<u64>,
     /// A pids cgroup the kernel starts in (`maxProcesses`).
     pub cgroup: Option<&'a crate::process_guard::PidsCgroup>,
+    /// The sandbox, prepared in the host; entered between fork and exec.
+    pub sandbox: &'a Plan,
 }
 
+/// A std `Command` (not tokio's): the kernel is reaped by [`crate::reaper`], and in a
+/// sandbox it is not even the process this command spawns.
 pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
     let mut cmd = Command::new(spec.python);
     cmd.arg("-u")
@@ -35,18 +40,17 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
     let cgroup_procs = spec
         .cgroup
         .map(|c| c as *const crate::process_guard::PidsCgroup as usize);
-    // SAFETY: between fork and exec only async-signal-safe calls are allowed; setsid and
-    // setrlimit are plain system calls and nothing here allocates.
+    let sandbox = spec.sandbox as *const Plan as usize;
+    // SAFETY: between fork and exec only async-signal-safe calls are allowed; everything
+    // here is a plain system call and nothing allocates. The plan and the cgroup outlive
+    // the spawn (the caller holds them).
     unsafe {
         cmd.pre_exec(move || {
-            // Its own session (and so its own process group): one signal to the group
-            // reaches the kernel and every child it started, and the terminal's Ctrl-C
-            // aimed at the host does not reach the kernel.
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
             // Descriptors the host opened without close-on-exec (files, sockets of
             // other libraries) must not reach Python: mark everything above stdio
             // close-on-exec. A kernel older than Linux 5.11 refuses the flag; then
             // only what the host marked itself is closed.
+            #[cfg(target_os = "linux")]
             nix::libc::syscall(
                 nix::libc::SYS_close_range,
                 3u32,
@@ -54,8 +58,6 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
                 nix::libc::CLOSE_RANGE_CLOEXEC,
             );
             if let Some(cgroup) = cgroup_procs {
-                // SAFETY: the cgroup outlives the spawn (the caller holds it), and
-                // entering it only writes to a file.
                 let cgroup = &*(cgroup as *const crate::process_guard::PidsCgroup);
                 cgroup.enter_from_child()?;
             }
@@ -67,7 +69,11 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
                 )
                 .map_err(std::io::Error::from)?;
             }
-            Ok(())
+            // Its own session (one signal to the group reaches the kernel and every
+            // child it started; the terminal's Ctrl-C aimed at the host does not reach
+            // it), inside the sandbox.
+            let sandbox = &*(sandbox as *const Plan);
+            sandbox.enter()
         });
     }
     cmd

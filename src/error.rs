@@ -42,6 +42,9 @@ pub enum KernelError {
     #[error("the session was disposed while this call waited for its turn; call again to get a fresh kernel.")]
     SessionDisposed,
 
+    #[error("cannot sandbox the kernel: {reason}")]
+    Sandbox { reason: String },
+
     #[error("invalid argument `{name}`: {reason}")]
     InvalidArgument { name: &'static str, reason: String },
 
@@ -64,6 +67,7 @@ impl KernelError {
             KernelError::KernelDead { .. } => "ERR_KERNEL_DEAD",
             KernelError::RunnerDir { .. } => "ERR_RUNNER_DIR",
             KernelError::InvalidArgument { .. } => "ERR_INVALID_ARG",
+            KernelError::Sandbox { .. } => "ERR_SANDBOX",
             KernelError::PoolDisposed => "ERR_POOL_DISPOSED",
             KernelError::SessionDisposed => "ERR_SESSION_DISPOSED",
             KernelError::Io { .. } => "ERR_IO",

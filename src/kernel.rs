@@ -11,11 +11,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::{sleep_until, timeout, Instant};
 
@@ -25,8 +24,10 @@ use crate::error::{KernelError, Result, StderrTail};
 use crate::events::{Collector, ErrorInfo, ExecuteOutcome, KernelEvent};
 use crate::fifo::{Fifo, Place, Turn};
 use crate::protocol::{decode, HostFrame, RunnerFrame};
+use crate::reaper::KernelProcess;
 use crate::runner_script;
 use crate::runtime::{self, ResolveOptions, Resolved};
+use crate::sandbox::{Isolation, Plan, SandboxConfig, Target};
 use crate::watchdog::Watchdog;
 
 pub const DEFAULT_STATUS_MIME: &str = "application/x-pykernel-status";
@@ -60,6 +61,8 @@ pub struct KernelConfig {
     /// With `session_id`, where the session's kv store lives.
     pub artifacts_dir: Option<PathBuf>,
     pub session_id: Option<String>,
+    /// What the kernel may reach on the host (see `sandbox`).
+    pub sandbox: SandboxConfig,
 }
 
 impl KernelConfig {
@@ -96,6 +99,7 @@ impl KernelConfig {
             bridge: None,
             artifacts_dir: None,
             session_id: None,
+            sandbox: SandboxConfig::default(),
         }
     }
 }
@@ -226,6 +230,12 @@ fn open_route<'a>(
 
 pub struct Kernel {
     pid: u32,
+    process: Arc<KernelProcess>,
+    isolation: Isolation,
+    /// Set once a cell was told which default protections this kernel lacks.
+    isolation_reported: AtomicBool,
+    /// The private temporary directory of a kernel whose writes are confined.
+    _private_tmp: Option<tempfile::TempDir>,
     resolved: Resolved,
     prelude: PathBuf,
     status_mime: String,
@@ -323,27 +333,83 @@ impl Kernel {
             .get("PYKERNEL_PYTHON_IPC_TRACE")
             .is_some_and(|v| v == "1");
 
+        let private_tmp = if config.sandbox.confines_writes() {
+            let dir = tempfile::Builder::new()
+                .prefix("pykernel-tmp-")
+                .tempdir()
+                .map_err(|e| KernelError::io("making the kernel's private tmp", e))?;
+            for key in ["TMPDIR", "TMP", "TEMP"] {
+                env.insert(key.into(), dir.path().display().to_string());
+            }
+            Some(dir)
+        } else {
+            None
+        };
+        let runner_base = files
+            .runner
+            .parent()
+            .and_then(std::path::Path::parent)
+            .unwrap_or(&files.runner)
+            .to_path_buf();
+        let (sandbox, isolation) = Plan::prepare(
+            &config.sandbox,
+            &Target {
+                cwd: &config.cwd,
+                runner_base: &runner_base,
+                private_tmp: private_tmp.as_ref().map(|d| d.path()),
+            },
+        )?;
+
         let cgroup = config
             .max_processes
             .and_then(crate::process_guard::PidsCgroup::create);
-        let mut child = build_command(&LaunchSpec {
+        let mut command = build_command(&LaunchSpec {
             python: &resolved.path,
             runner: &files.runner,
             cwd: &config.cwd,
             env: &env,
             memory_limit_bytes: config.memory_limit_bytes,
             cgroup: cgroup.as_ref(),
-        })
-        .spawn()
-        .map_err(|e| KernelError::PythonInvalid {
-            path: resolved.path.display().to_string(),
-            reason: format!("cannot start it: {e}"),
+            sandbox: &sandbox,
+        });
+        let mut child = command.spawn().map_err(|e| {
+            sandbox.clean_up_failed_spawn();
+            KernelError::PythonInvalid {
+                path: resolved.path.display().to_string(),
+                reason: if sandbox.spawns_through_launcher() {
+                    format!("cannot start it in its sandbox: {e} (`sandbox: 'off'` tells whether the sandbox is the cause)")
+                } else {
+                    format!("cannot start it: {e}")
+                },
+            }
         })?;
-        let pid = child.id().unwrap_or_default();
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout is piped");
+        let pid = sandbox
+            .kernel_pid(child.id())
+            .map_err(|e| KernelError::io("starting the kernel in its sandbox", e))?;
+        let (stdin, stdout, stderr) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        if sandbox.spawns_through_launcher() {
+            // The launcher exits as soon as it has made the kernel. (`wait` would close
+            // a stdin still held by `child`: the pipes were taken first.)
+            let _ = child.wait();
+        }
+        drop(command);
+        let (process, exit) = KernelProcess::watch(pid);
+        let pipes = (|| {
+            Ok::<_, std::io::Error>((
+                stdin.map(ChildStdin::from_std).transpose()?,
+                ChildStdout::from_std(stdout.expect("stdout is piped"))?,
+                tokio::process::ChildStderr::from_std(stderr.expect("stderr is piped"))?,
+            ))
+        })();
+        let (stdin, stdout, stderr) = match pipes {
+            Ok(pipes) => pipes,
+            Err(e) => {
+                process.signal_group(Signal::SIGKILL);
+                return Err(KernelError::io("connecting to the kernel's pipes", e));
+            }
+        };
         widen_pipe(&stdout);
-        let stderr = child.stderr.take().expect("stderr is piped");
 
         let routes: Routes = Arc::default();
         tokio::spawn(read_frames(stdout, routes.clone(), trace));
@@ -355,8 +421,6 @@ impl Kernel {
             stderr_closed_tx,
             trace,
         ));
-        let (exit_tx, exit) = watch::channel(None);
-        tokio::spawn(reap(child, exit_tx));
         let process_limit_hit = Arc::new(AtomicBool::new(false));
         if let Some(limit) = config.max_processes {
             tokio::spawn(crate::process_guard::watch_processes(
@@ -369,6 +433,10 @@ impl Kernel {
 
         Ok(Arc::new(Kernel {
             pid,
+            process,
+            isolation,
+            isolation_reported: AtomicBool::new(false),
+            _private_tmp: private_tmp,
             resolved,
             prelude: files.prelude,
             status_mime: config.status_mime.clone(),
@@ -450,6 +518,36 @@ impl Kernel {
 
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The protections this kernel runs under, and the defaults it lacks.
+    pub fn isolation(&self) -> &Isolation {
+        &self.isolation
+    }
+
+    /// The status event that tells, once per kernel, which default protections it lacks.
+    fn isolation_notice(&self) -> Option<KernelEvent> {
+        if self.isolation.missing.is_empty() || self.isolation_reported.swap(true, Ordering::SeqCst)
+        {
+            return None;
+        }
+        let mut data = serde_json::Map::new();
+        data.insert("mode".into(), Value::String(self.isolation.mode.clone()));
+        data.insert(
+            "missing".into(),
+            Value::Array(
+                self.isolation
+                    .missing
+                    .iter()
+                    .cloned()
+                    .map(Value::String)
+                    .collect(),
+            ),
+        );
+        Some(KernelEvent::Status {
+            op: "sandbox".into(),
+            data,
+        })
     }
 
     pub fn interpreter(&self) -> &str {
@@ -537,6 +635,13 @@ impl Kernel {
             collector.outcome.cancelled = true;
             collector.outcome.execution_count = self.execution_count();
             return Ok(collector.outcome);
+        }
+        if let Some(KernelEvent::Status { op, data }) = self.isolation_notice() {
+            collector.outcome.statuses.push(crate::events::StatusEvent {
+                op: op.clone(),
+                data: data.clone(),
+            });
+            on_event(KernelEvent::Status { op, data });
         }
         // Named before the write: an interrupt from now on names this request.
         let _running = RunningGuard::set(&self.running, &id);
@@ -823,13 +928,11 @@ impl Kernel {
         self.writer.send(frame).await
     }
 
+    /// Signals the kernel's group, never after the kernel was reaped (its pid may be
+    /// someone else's by then). In a sandbox nothing of the kernel outlives it; without
+    /// one, children that stayed in the group are signalled while the kernel lives.
     fn kill_group(&self, signal: Signal) {
-        if self.pid == 0 {
-            return;
-        }
-        // The group outlives its leader while any member lives, so this also reaches
-        // children after the kernel itself was reaped.
-        let _ = killpg(Pid::from_raw(self.pid as i32), signal);
+        self.process.signal_group(signal);
     }
 
     async fn wait_for_exit(&self, wait: Duration) -> Option<ExitInfo> {
@@ -998,17 +1101,6 @@ async fn drain_stderr(
         }
     }
     let _ = closed.send(true);
-}
-
-async fn reap(mut child: Child, exit: watch::Sender<Option<ExitInfo>>) {
-    let info = match child.wait().await {
-        Ok(status) => ExitInfo::from(status),
-        Err(_) => ExitInfo {
-            code: None,
-            signal: None,
-        },
-    };
-    let _ = exit.send(Some(info));
 }
 
 #[cfg(test)]

@@ -15,8 +15,10 @@ pub mod output;
 pub mod pool;
 pub mod process_guard;
 pub mod protocol;
+pub mod reaper;
 pub mod runner_script;
 pub mod runtime;
+pub mod sandbox;
 pub mod watchdog;
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::cancel::{Callback, EventSink};
 use super::eval::{EvalCell, EvalResult};
 use super::options::{Cancellation, OptionReader};
+use super::sandbox::{sandbox_config, IsolationInfo, SandboxOptions};
 use super::{cwd_or_current, js_error, promise};
 use crate::error::KernelError;
 use crate::events::ExecuteOutcome;
@@ -51,12 +52,18 @@ pub struct KernelOptions {
     /// With `sessionId`, where the session's kv store lives (`<dir>/kernel-store/`).
     pub artifacts_dir: Option<String>,
     pub session_id: Option<String>,
+    /// What the kernel may reach: on by default (its own process tree and /proc, no
+    /// signals or ptrace to the host, read-only runner files); `'off'` for hosts that
+    /// already sandbox.
+    #[napi(ts_type = "'off' | SandboxOptions")]
+    pub sandbox: Option<Either<String, SandboxOptions>>,
 }
 
 impl KernelOptions {
     /// Call on the JavaScript thread: the bridge callback is bound to it here.
     pub(super) fn into_config(self, env: &Env) -> std::result::Result<KernelConfig, KernelError> {
         let mut config = KernelConfig::new(cwd_or_current(self.cwd));
+        config.sandbox = sandbox_config(self.sandbox, &config.cwd)?;
         if let Some(on_call) = self.on_call {
             config.bridge = Some(JsBridge::shared(env, &on_call).map_err(|e| {
                 KernelError::InvalidArgument {
@@ -201,6 +208,12 @@ impl JsKernel {
     #[napi(getter)]
     pub fn pid(&self) -> u32 {
         self.inner.pid()
+    }
+
+    /// The protections this kernel runs under, and the defaults it lacks.
+    #[napi(getter)]
+    pub fn isolation(&self) -> IsolationInfo {
+        self.inner.isolation().into()
     }
 
     #[napi(getter)]

@@ -21,6 +21,7 @@ mod options;
 mod output;
 mod pool;
 mod python;
+mod sandbox;
 
 use std::path::PathBuf;
 

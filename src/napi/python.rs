@@ -93,6 +93,8 @@ pub struct Availability {
     pub path: Option<String>,
     pub version: Option<String>,
     pub reason: Option<String>,
+    /// The protections a kernel started with the default sandbox gets on this machine.
+    pub isolation: super::sandbox::IsolationInfo,
 }
 
 /// Whether a kernel can start here; never throws. Probes are cached per interpreter and cwd.
@@ -103,18 +105,30 @@ pub fn check_python_kernel_availability<'env>(
 ) -> Result<PromiseRaw<'env, Availability>> {
     let opts = resolve_options(options);
     promise(env, async move {
+        let isolation = blocking(|| Ok(crate::sandbox::default_isolation()))
+            .await
+            .map(|i| (&i).into())
+            .unwrap_or_else(
+                |e: crate::error::KernelError| super::sandbox::IsolationInfo {
+                    mode: "none".into(),
+                    enforced: vec![],
+                    missing: vec![e.to_string()],
+                },
+            );
         Ok(match blocking(move || runtime::resolve(&opts)).await {
             Ok((resolved, _)) => Availability {
                 ok: true,
                 path: Some(resolved.path.display().to_string()),
                 version: Some(resolved.version),
                 reason: None,
+                isolation,
             },
             Err(err) => Availability {
                 ok: false,
                 path: None,
                 version: None,
                 reason: Some(err.to_string()),
+                isolation,
             },
         })
     })

@@ -1,0 +1,154 @@
+//! Waits for the kernel process and signals it without ever hitting a reused pid.
+//!
+//! A pid is only safe to signal while its process is unreaped: after `waitpid` the
+//! number may belong to anyone. So the waiter first learns of the exit without reaping
+//! (`waitid(WNOWAIT)`: the process stays a zombie and keeps its pid), then reaps it
+//! under the same lock every signal takes. A signal is either sent before the reap, to
+//! our own zombie or live process, or not sent at all.
+//!
+//! We reap ourselves rather than through tokio because in a sandbox the kernel is not
+//! the process tokio spawned (see `sandbox`), and one waiting path serves both.
+
+use std::sync::{Arc, Mutex};
+
+use nix::libc;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use tokio::sync::watch;
+
+use crate::kernel::ExitInfo;
+
+/// The kernel process, while it may be signalled.
+pub struct KernelProcess {
+    pid: u32,
+    /// True once reaped: from then on the pid is not ours.
+    reaped: Mutex<bool>,
+}
+
+impl KernelProcess {
+    /// Starts waiting for child `pid`; its exit is published on the returned channel.
+    pub fn watch(pid: u32) -> (Arc<KernelProcess>, watch::Receiver<Option<ExitInfo>>) {
+        let process = Arc::new(KernelProcess {
+            pid,
+            reaped: Mutex::new(false),
+        });
+        let (tx, rx) = watch::channel(None);
+        let waiter = process.clone();
+        let spawned = std::thread::Builder::new()
+            .name("pykernel-reaper".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let info = waiter.wait();
+                let _ = tx.send(Some(info));
+            });
+        if let Err(e) = spawned {
+            tracing::error!("cannot start the kernel's reaper thread: {e}");
+        }
+        (process, rx)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Signals the kernel's process group (the kernel and everything that stayed in its
+    /// group). False when the kernel was already reaped.
+    pub fn signal_group(&self, signal: Signal) -> bool {
+        let reaped = self.reaped.lock().unwrap();
+        if *reaped || self.pid == 0 {
+            return false;
+        }
+        killpg(Pid::from_raw(self.pid as i32), signal).is_ok()
+    }
+
+    /// Signals the kernel process alone.
+    pub fn signal(&self, signal: Signal) -> bool {
+        let reaped = self.reaped.lock().unwrap();
+        if *reaped || self.pid == 0 {
+            return false;
+        }
+        kill(Pid::from_raw(self.pid as i32), signal).is_ok()
+    }
+
+    fn wait(&self) -> ExitInfo {
+        let pid = self.pid as libc::id_t;
+        loop {
+            // SAFETY: siginfo_t is plain data; waitid fills it.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            let r =
+                unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+            if r == 0 {
+                break;
+            }
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                // Not our child (someone else reaped it): nothing left to signal.
+                *self.reaped.lock().unwrap() = true;
+                return ExitInfo {
+                    code: None,
+                    signal: None,
+                };
+            }
+        }
+        let mut reaped = self.reaped.lock().unwrap();
+        let mut status = 0;
+        // SAFETY: reaping our own child, which waitid saw exit.
+        let r = unsafe { libc::waitpid(self.pid as libc::pid_t, &mut status, 0) };
+        *reaped = true;
+        drop(reaped);
+        if r < 0 {
+            return ExitInfo {
+                code: None,
+                signal: None,
+            };
+        }
+        if libc::WIFEXITED(status) {
+            ExitInfo {
+                code: Some(libc::WEXITSTATUS(status)),
+                signal: None,
+            }
+        } else if libc::WIFSIGNALED(status) {
+            ExitInfo {
+                code: None,
+                signal: Some(libc::WTERMSIG(status)),
+            }
+        } else {
+            ExitInfo {
+                code: None,
+                signal: None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    #[tokio::test]
+    async fn a_reaped_pid_is_never_signalled_again() {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let (process, mut exit) = KernelProcess::watch(child.id());
+        assert!(process.signal_group(Signal::SIGTERM));
+        exit.wait_for(|e| e.is_some()).await.unwrap();
+        assert_eq!(exit.borrow().unwrap().signal, Some(libc::SIGTERM));
+        // The pid is free for reuse now: nothing may reach it.
+        assert!(!process.signal_group(Signal::SIGKILL));
+        assert!(!process.signal(Signal::SIGKILL));
+    }
+
+    #[tokio::test]
+    async fn an_exit_code_is_reported() {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "exit 7"])
+            .spawn()
+            .unwrap();
+        let (_process, mut exit) = KernelProcess::watch(child.id());
+        exit.wait_for(|e| e.is_some()).await.unwrap();
+        assert_eq!(exit.borrow().unwrap().code, Some(7));
+    }
+}

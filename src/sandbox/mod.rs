@@ -1,0 +1,364 @@
+//! Kernel isolation: what code in a cell can reach outside its kernel.
+//!
+//! A cell is code an LLM wrote, running as the host's user. On Linux every kernel gets,
+//! by default:
+//!
+//! - **Its own user, PID, mount and IPC namespaces** (`namespaces.rs`): the kernel is the
+//!   init of a process tree of its own, with a `/proc` that shows only that tree. The
+//!   host and other kernels have no pid there: nothing to signal, ptrace, or read under
+//!   `/proc/<pid>` (`environ`, `fd/*`), even as root. When the kernel ends, Linux kills
+//!   every process in the namespace, whatever it did to its session or group. The
+//!   runner files are mounted read-only inside, so nothing a cell writes is ever run by
+//!   a later kernel. Capabilities are dropped, so a cell cannot undo any of it.
+//! - **A Landlock domain** (`landlock_rules.rs`): no signals to and no abstract unix
+//!   sockets of processes outside it (ABI 6), no ptrace of them, no mount changes; with
+//!   `writable`, writes only beneath the allowed directories; with `network: false` and
+//!   no namespaces, no TCP.
+//!
+//! Why both: Landlock alone leaves root's `/proc/<host>/environ` readable (measured) and
+//! cannot make processes die with the kernel; namespaces alone leave the host's abstract
+//! sockets reachable while the network is shared. Both are unprivileged (no setuid
+//! helper, no daemon) and cost a few system calls at spawn.
+//!
+//! What the machine offers is probed once per process ([`support`]); a kernel started
+//! with less than the defaults says what it lacks ([`Isolation::missing`]); an option the
+//! machine cannot enforce is refused, never silently dropped.
+
+#[cfg(target_os = "linux")]
+mod landlock_rules;
+#[cfg(target_os = "linux")]
+mod namespaces;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use crate::error::{KernelError, Result};
+
+/// `KernelOptions.sandbox`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SandboxConfig {
+    /// No isolation: for hosts that already run inside a sandbox.
+    Off,
+    On {
+        /// `false`: no network but loopback.
+        network: bool,
+        /// `Some`: writes only beneath the kernel's cwd, a private temporary directory,
+        /// `/dev` and these directories. Reads stay allowed everywhere.
+        writable: Option<Vec<PathBuf>>,
+    },
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig::On {
+            network: true,
+            writable: None,
+        }
+    }
+}
+
+impl SandboxConfig {
+    pub fn is_off(&self) -> bool {
+        matches!(self, SandboxConfig::Off)
+    }
+
+    pub fn confines_writes(&self) -> bool {
+        matches!(
+            self,
+            SandboxConfig::On {
+                writable: Some(_),
+                ..
+            }
+        )
+    }
+}
+
+/// What this machine can enforce.
+#[derive(Debug, Clone)]
+pub struct Support {
+    /// User + PID + mount namespaces with a `/proc` of their own; else why not.
+    pub namespaces: std::result::Result<(), String>,
+    /// The Landlock ABI (0: none).
+    pub landlock_abi: i32,
+}
+
+/// Probed once per process: a throwaway child tries the namespaces for real.
+pub fn support() -> &'static Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    SUPPORT.get_or_init(|| {
+        #[cfg(target_os = "linux")]
+        {
+            Support {
+                namespaces: namespaces::probe(),
+                landlock_abi: landlock_rules::abi(),
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            Support {
+                namespaces: Err("not Linux".into()),
+                landlock_abi: 0,
+            }
+        }
+    })
+}
+
+/// What a kernel got: the protections in force and, in words, the defaults it lacks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Isolation {
+    /// `namespaces+landlock`, `namespaces`, `landlock`, `none` (nothing available) or
+    /// `off` (asked for).
+    pub mode: String,
+    pub enforced: Vec<&'static str>,
+    pub missing: Vec<String>,
+}
+
+/// What a kernel started with the default sandbox gets on this machine.
+pub fn default_isolation() -> Isolation {
+    let root = Path::new("/");
+    let target = Target {
+        cwd: root,
+        runner_base: root,
+        private_tmp: None,
+    };
+    match Plan::prepare(&SandboxConfig::default(), &target) {
+        Ok((_, isolation)) => isolation,
+        Err(e) => Isolation {
+            mode: "none".into(),
+            enforced: vec![],
+            missing: vec![e.to_string()],
+        },
+    }
+}
+
+/// Everything prepared in the host for one spawn; [`Plan::enter`] applies it in the child.
+pub struct Plan {
+    #[cfg(target_os = "linux")]
+    namespaces: Option<namespaces::NamespacePlan>,
+    #[cfg(target_os = "linux")]
+    landlock: Option<std::os::fd::OwnedFd>,
+}
+
+/// What [`Plan::prepare`] needs to know about the kernel.
+pub struct Target<'a> {
+    pub cwd: &'a Path,
+    /// Read-only inside the kernel (the runner files).
+    pub runner_base: &'a Path,
+    /// The private temporary directory, made when writes are confined.
+    pub private_tmp: Option<&'a Path>,
+}
+
+impl Plan {
+    /// Chooses the protections for `config` on this machine. Errs when an option that
+    /// was asked for cannot be enforced here.
+    pub fn prepare(config: &SandboxConfig, target: &Target<'_>) -> Result<(Plan, Isolation)> {
+        let support = support();
+        let mut isolation = Isolation::default();
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+        let mut plan = Plan {
+            #[cfg(target_os = "linux")]
+            namespaces: None,
+            #[cfg(target_os = "linux")]
+            landlock: None,
+        };
+        let SandboxConfig::On { network, writable } = config else {
+            isolation.mode = "off".into();
+            return Ok((plan, isolation));
+        };
+        let refuse = |what: &str, needs: &str| {
+            KernelError::Sandbox {
+            reason: format!(
+                "{what} cannot be enforced on this machine: it needs {needs} ({}; Landlock ABI {}). Drop the option, or run the host where these are available.",
+                support.namespaces.as_ref().err().map_or("user namespaces available", |e| e.as_str()),
+                support.landlock_abi
+            ),
+        }
+        };
+        if writable.is_some() && support.landlock_abi < 1 {
+            return Err(refuse("sandbox.writable", "Landlock"));
+        }
+        if !network && support.namespaces.is_err() && support.landlock_abi < 4 {
+            return Err(refuse(
+                "sandbox.network = false",
+                "user namespaces or Landlock ABI 4",
+            ));
+        }
+        let writable_dirs = writable.as_ref().map(|extra| {
+            let mut dirs = vec![target.cwd.to_path_buf(), PathBuf::from("/dev")];
+            dirs.extend(target.private_tmp.map(Path::to_path_buf));
+            dirs.extend(extra.iter().cloned());
+            dirs
+        });
+        let mut modes = Vec::new();
+        #[cfg(target_os = "linux")]
+        {
+            if support.namespaces.is_ok() {
+                let ns = namespaces::NamespacePlan::new(*network, &[target.runner_base.into()])
+                    .map_err(|e| KernelError::Sandbox {
+                        reason: format!("preparing namespaces: {e}"),
+                    })?;
+                plan.namespaces = Some(ns);
+                modes.push("namespaces");
+                isolation.enforced.extend([
+                    "user-namespace",
+                    "pid-namespace",
+                    "own-proc",
+                    "runner-read-only",
+                    "capabilities-dropped",
+                ]);
+                if !network {
+                    isolation.enforced.push("network-namespace");
+                }
+            }
+            if support.landlock_abi >= 1 {
+                let rules = landlock_rules::Rules {
+                    abi: support.landlock_abi,
+                    writable: writable_dirs.as_deref(),
+                    deny_tcp: !network && plan.namespaces.is_none(),
+                };
+                let (fd, enforced) =
+                    landlock_rules::build(&rules).map_err(|reason| KernelError::Sandbox {
+                        reason: format!("preparing Landlock: {reason}"),
+                    })?;
+                plan.landlock = Some(fd);
+                modes.push("landlock");
+                isolation.enforced.extend(enforced);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = writable_dirs;
+        isolation.mode = if modes.is_empty() {
+            "none".into()
+        } else {
+            modes.join("+")
+        };
+        isolation.missing = missing(support, *network);
+        Ok((plan, isolation))
+    }
+
+    /// Applies the plan in the forked child, before exec. Also makes the kernel the
+    /// leader of its own session (one signal to the group reaches all it started).
+    ///
+    /// # Safety
+    /// Call only between fork and exec: async-signal-safe system calls only.
+    pub unsafe fn enter(&self) -> std::io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            match &self.namespaces {
+                Some(ns) => ns.enter()?,
+                None => {
+                    nix::unistd::setsid().map_err(std::io::Error::from)?;
+                }
+            }
+            if let Some(fd) = &self.landlock {
+                use std::os::fd::AsRawFd;
+                landlock_rules::restrict_self(fd.as_raw_fd())?;
+            }
+            Ok(())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        }
+    }
+
+    /// The kernel's pid, given the pid of the process that was spawned: in namespace
+    /// mode the kernel is a second process the spawned one reported.
+    pub fn kernel_pid(&self, spawned: u32) -> std::io::Result<u32> {
+        #[cfg(target_os = "linux")]
+        if let Some(ns) = &self.namespaces {
+            return ns.kernel_pid();
+        }
+        Ok(spawned)
+    }
+
+    /// Whether the spawned process is only a launcher that exits at once (namespaces).
+    pub fn spawns_through_launcher(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.namespaces.is_some()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+
+    /// After a failed spawn: reap a kernel process that was made but never ran Python.
+    pub fn clean_up_failed_spawn(&self) {
+        #[cfg(target_os = "linux")]
+        if let Some(ns) = &self.namespaces {
+            ns.reap_failed_kernel();
+        }
+    }
+}
+
+/// The default protections this machine cannot give, in words a user can act on.
+fn missing(support: &Support, network: bool) -> Vec<String> {
+    let mut missing = Vec::new();
+    if let Err(why) = &support.namespaces {
+        missing.push(format!(
+            "no PID namespace ({why}): processes that leave the kernel's process group can outlive shutdown, and as root the host's /proc/<pid> entries (environ included) stay readable"
+        ));
+        missing.push(
+            "runner files are writable by the kernel: they are verified before each start, but a kernel can race a later start".into(),
+        );
+        if support.landlock_abi < 1 {
+            missing.push(
+                "no Landlock: the kernel can signal and ptrace the host and other kernels".into(),
+            );
+        } else if support.landlock_abi < 6 {
+            missing.push(format!(
+                "Landlock ABI {} has no signal scoping: the kernel can signal the host",
+                support.landlock_abi
+            ));
+        }
+    }
+    if network && support.landlock_abi < 6 {
+        missing.push(format!(
+            "Landlock ABI {} has no abstract unix socket scoping: the host's abstract sockets are reachable (use sandbox.network = false)",
+            support.landlock_abi
+        ));
+    }
+    missing
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_enforces_nothing_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = Target {
+            cwd: dir.path(),
+            runner_base: dir.path(),
+            private_tmp: None,
+        };
+        let (plan, isolation) = Plan::prepare(&SandboxConfig::Off, &target).unwrap();
+        assert_eq!(isolation.mode, "off");
+        assert!(isolation.enforced.is_empty());
+        assert!(!plan.spawns_through_launcher());
+    }
+
+    #[test]
+    fn a_missing_writable_path_is_a_clear_error() {
+        if support().landlock_abi < 1 {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let target = Target {
+            cwd: dir.path(),
+            runner_base: dir.path(),
+            private_tmp: None,
+        };
+        let config = SandboxConfig::On {
+            network: true,
+            writable: Some(vec![dir.path().join("absent")]),
+        };
+        let err = Plan::prepare(&config, &target).err().unwrap();
+        assert_eq!(err.code(), "ERR_SANDBOX");
+        assert!(err.to_string().contains("absent"), "{err}");
+    }
+}
