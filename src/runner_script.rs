@@ -15,16 +15,34 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{KernelError, Result};
 
-/// The entry point; the runner proper is a module, so its bytecode is cached.
+/// The entry point; the runner proper is a package of modules, so their bytecode is cached.
 pub const RUNNER_PY: &str = include_str!("../runner/runner.py");
-pub const RUNNER_CORE_PY: &str = include_str!("../runner/pykernel_runner.py");
 pub const PRELUDE_PY: &str = include_str!("../runner/prelude.py");
 pub const DISPLAY_PY: &str = include_str!("../runner/pykernel_display.py");
 pub const MAGICS_PY: &str = include_str!("../runner/pykernel_magics.py");
 
+/// A module of the runner package, `runner/pykernel_runner/` (one module per concern).
+macro_rules! package_module {
+    ($name:literal) => {
+        (
+            concat!("pykernel_runner/", $name),
+            include_str!(concat!("../runner/pykernel_runner/", $name)),
+        )
+    };
+}
+
 const FILES: &[(&str, &str)] = &[
     ("runner.py", RUNNER_PY),
-    ("pykernel_runner.py", RUNNER_CORE_PY),
+    package_module!("__init__.py"),
+    package_module!("signals.py"),
+    package_module!("channel.py"),
+    package_module!("capture.py"),
+    package_module!("stdin.py"),
+    package_module!("requests.py"),
+    package_module!("siblings.py"),
+    package_module!("cells.py"),
+    package_module!("patches.py"),
+    package_module!("kernel.py"),
     ("prelude.py", PRELUDE_PY),
     ("pykernel_display.py", DISPLAY_PY),
     ("pykernel_magics.py", MAGICS_PY),
@@ -67,6 +85,10 @@ pub fn materialize(base: &Path) -> Result<RunnerFiles> {
     ensure_private_dir(&dir)?;
     for (name, text) in FILES {
         let path = dir.join(name);
+        let parent = path.parent().unwrap_or(&dir);
+        if parent != dir {
+            ensure_private_dir(parent)?; // the package's folder
+        }
         let current = fs::read(&path).ok();
         if current.as_deref() != Some(text.as_bytes()) {
             write_atomically(&dir, &path, text.as_bytes())?;
@@ -144,6 +166,23 @@ mod tests {
         fs::write(&files.runner, "import os; os.system('evil')").unwrap();
         let again = materialize(&base).unwrap();
         assert_eq!(fs::read_to_string(&again.runner).unwrap(), RUNNER_PY);
+    }
+
+    #[test]
+    fn the_runner_package_is_written_privately_and_whole() {
+        let base = tempfile::tempdir().unwrap();
+        let files = materialize(base.path()).unwrap();
+        let package = files.runner.parent().unwrap().join("pykernel_runner");
+        assert_eq!(fs::metadata(&package).unwrap().mode() & 0o777, 0o700);
+        // Every module of the package is embedded: one left out would fail only at import.
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("runner/pykernel_runner");
+        for entry in fs::read_dir(source).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if name.ends_with(".py") {
+                let text = fs::read_to_string(package.join(&name));
+                assert!(text.is_ok(), "pykernel_runner/{name} is not in FILES");
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,429 @@
+"""Output capture: the cells' stdout and stderr, framed per request, in order.
+
+fds 1 and 2 become pipes that a pump thread each forwards as stdout/stderr
+frames of the running request, so ``os.system``, subprocesses and C code are
+captured too; ``sys.stdout``/``sys.stderr`` are proxies whose text a flusher
+thread, started on first output, hands to the pumps.  Proxy text travels in
+order with the pipe's bytes (a marker written into the pipe says where it
+goes), and before any frame of a request (display, result, error, done) the
+kernel writes a marker into each pipe and waits until the pump has passed it:
+the host sees output in the order it was written, and all of it before
+``done``.
+"""
+
+import codecs
+import collections
+import fcntl as _fcntl
+import io
+import itertools
+import os
+import select as _select
+import threading
+import time
+
+from .channel import diag
+from .signals import interrupts
+
+# The runner's own writes; cells get a wrapped os.write (see write_after_pending).
+_os_write = os.write
+
+_FLUSH_INTERVAL = 0.005     # seconds proxy output may wait to be coalesced
+_FLUSH_CHARS = 1 << 20      # ... or until this much is waiting: a tight print loop
+                            # must not pile up its output in memory
+DRAIN_TIMEOUT = 2.0         # bound on waiting for fd output before `done`
+RUN_ATTR = "_pykernel_run"          # a Thread's request id, set at start()
+_UNSET = object()
+
+# ioctl asking how many bytes a pipe holds (Linux; other systems share the value
+# or fail the ioctl, and then drains simply use markers).
+_FIONREAD = 0x541B
+
+_current_thread = threading.current_thread
+
+
+class Output:
+    """Coalesces proxy writes and hands them to the pumps, in write order.
+
+    Writers append ``(request id, stream, text)`` to a deque without a lock.
+    Within _FLUSH_INTERVAL a flusher thread (or at once an explicit flush)
+    passes the text to the pump of the stream's pipe, which sends it when it
+    reaches the marker written for it; so text printed by Python and bytes
+    written to fd 1/2 by children reach the host in the order written.
+    """
+
+    def __init__(self, channel):
+        self._channel = channel
+        self._captures = {}         # stream name -> FdCapture
+        self._pending = collections.deque()
+        self.pending_chars = 0      # approximate: writers add, flush resets
+        self._lock = threading.Lock()
+        self.armed = False
+        self._wake = threading.Event()
+        self._flusher = None
+        self._in_child = False
+
+    def append(self, item):
+        self._pending.append(item)
+
+    def attach(self, capture):
+        self._captures[capture.stream] = capture
+
+    def arm(self):
+        """Have the flusher pass pending output on soon."""
+        with interrupts:   # armed but never woken would stall the output
+            self.armed = True
+            if self._flusher is None:
+                flusher = threading.Thread(target=self._flush_soon_loop,
+                                           name="pykernel-flusher", daemon=True)
+                try:
+                    flusher.start()
+                except RuntimeError:
+                    # No thread to be had (a process limit): write through.
+                    self.armed = False
+                    self.flush()
+                    return
+                self._flusher = flusher
+            self._wake.set()
+
+    def _flush_soon_loop(self):
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            time.sleep(_FLUSH_INTERVAL)
+            self.armed = False
+            self.flush()
+
+    def flush(self):
+        """Pass all pending text to the pumps (which send it soon)."""
+        if self._in_child or not self._pending:
+            return
+        with interrupts, self._lock:
+            pending = self._pending
+            self.pending_chars = 0
+            items = [pending.popleft() for _ in range(len(pending))]
+            if not items:
+                return
+            run, stream, texts = items[0][0], items[0][1], []
+            previous = None
+            for item_run, item_stream, text in items:
+                if item_stream is not stream or item_run != run:
+                    previous = self._pass_on(run, stream, texts, previous)
+                    run, stream, texts = item_run, item_stream, []
+                texts.append(text)
+            self._pass_on(run, stream, texts, previous)
+
+    def _pass_on(self, run, stream, texts, previous):
+        capture = self._captures.get(stream)
+        if previous is not None and previous[0] is not capture:
+            # stdout and stderr have a pump each: keep their order by letting
+            # the earlier one send its text first
+            previous[0].wait_seen(previous[1], DRAIN_TIMEOUT)
+        text = "".join(texts)
+        token = capture.enqueue(run, text) if capture is not None else None
+        if token is None:   # fd 1/2 is not our pipe any more: send directly
+            self._channel.send({"type": stream, "id": run, "data": text})
+            return None
+        return capture, token
+
+    def after_fork_in_child(self):
+        self._in_child = True
+        self._pending = collections.deque()
+        self.pending_chars = 0      # approximate: writers add, flush resets
+        self.armed = True       # nothing may start a flusher in the child
+
+
+class StreamProxy(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr``: text written here becomes frames of the
+    request the writing thread belongs to."""
+
+    encoding = "utf-8"
+    errors = "replace"
+    newlines = None
+    line_buffering = True
+    mode = "w"
+
+    def __init__(self, name, fd, output, running):
+        self._stream = name
+        self._fd = fd
+        self._output = output
+        self._running = running     # the request id for threads of unknown origin
+        self.buffer = _BinaryProxy(self)
+
+    @property
+    def name(self):
+        return "<%s>" % self._stream
+
+    def write(self, s):
+        if s.__class__ is not str:
+            if not isinstance(s, str):
+                raise TypeError("write() argument must be str, not %s"
+                                % type(s).__name__)
+        if s:
+            run = getattr(_current_thread(), RUN_ATTR, _UNSET)
+            if run is _UNSET:
+                run = self._running()
+            output = self._output
+            output.append((run, self._stream, s))
+            output.pending_chars += len(s)
+            if output.pending_chars > _FLUSH_CHARS:
+                output.flush()
+            elif not output.armed:
+                output.arm()
+        return len(s)
+
+    def _write_through(self, s):
+        # After fork(): the child's frames would interleave with ours, so its
+        # output goes to fd 1/2 and reaches the host through the pumps.
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str, not %s"
+                            % type(s).__name__)
+        data = s.encode("utf-8", "replace")
+        while data:
+            data = data[_os_write(self._fd, data):]
+        return len(s)
+
+    def flush(self):
+        self._output.flush()
+
+    def fileno(self):
+        return self._fd
+
+    def isatty(self):
+        return False
+
+    def readable(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def seekable(self):
+        return False
+
+    def close(self):
+        """The proxy stays open: closing stdout must not end the kernel's
+        output."""
+
+
+class _BinaryProxy:
+    """``sys.stdout.buffer``: bytes are decoded (UTF-8) and written as text."""
+
+    mode = "wb"
+
+    def __init__(self, text):
+        self._text = text
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def write(self, data):
+        self._text.write(self._decoder.decode(bytes(data)))
+        return len(data)
+
+    def flush(self):
+        self._text.flush()
+
+    def fileno(self):
+        return self._text.fileno()
+
+    def isatty(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def readable(self):
+        return False
+
+    def close(self):
+        pass
+
+
+class FdCapture:
+    """A pipe standing in for fd 1 or 2, pumped into frames by a thread.
+
+    Markers written into the pipe order things with the bytes around them: a
+    proxy's text is held until the pump reaches the marker written when the
+    text was flushed, and before ``done`` the main thread writes a marker and
+    waits until the pump has forwarded everything in front of it.  A write of
+    at most PIPE_BUF bytes is atomic, so a marker arrives whole, though
+    possibly split across reads.
+    """
+
+    _tag = b"\x00\x1bpykernel-sync-" + os.urandom(6).hex().encode() + b":"
+    _marker_len = len(_tag) + 9     # tag, 8 hex digits, NUL
+    _tokens = itertools.count(1)
+
+    def __init__(self, fd, stream, channel, running, seen_changed):
+        read_fd, write_fd = os.pipe()
+        os.dup2(write_fd, fd)       # inheritable: children write here
+        os.close(write_fd)
+        self.fd = fd
+        self.stream = stream
+        self._read_fd = read_fd
+        self._channel = channel
+        self._running = running
+        self._seen_changed = seen_changed   # a Condition shared by the pumps
+        self._identity = self._pipe_identity(fd)
+        self._held = collections.deque()    # (token, run, text) from proxies
+        self.seen = 0
+        # Held by the pump from a read until what it read is forwarded, so that
+        # "the pipe is empty and the pump holds nothing" can be checked at once.
+        self._busy = threading.Lock()
+        self._start_pump()
+
+    def _start_pump(self):
+        self._pumping = True
+        threading.Thread(target=self._pump, name="pykernel-" + self.stream,
+                         daemon=True).start()
+
+    def restore(self):
+        """Point fd 1/2 at the pipe again if a cell closed or replaced it."""
+        try:
+            if self._pipe_identity(self.fd) == self._identity:
+                return
+        except OSError:
+            pass                    # closed
+        try:
+            # No spare write end is kept open (a cell could find and write to it);
+            # Linux reopens a pipe's write side through its read end's /proc entry.
+            write_fd = os.open("/proc/self/fd/%d" % self._read_fd, os.O_WRONLY)
+            if write_fd != self.fd:     # a closed fd 1/2 is the lowest free one
+                os.dup2(write_fd, self.fd)
+                os.close(write_fd)
+            else:
+                os.set_inheritable(write_fd, True)
+            if not self._pumping:       # it saw the end of the pipe when fd 1/2 closed
+                self._start_pump()
+        except OSError as exc:
+            diag("cannot restore fd %d: %s" % (self.fd, exc))
+
+    @staticmethod
+    def _pipe_identity(fd):
+        st = os.fstat(fd)
+        return st.st_dev, st.st_ino
+
+    def mark(self, token=None):
+        """Write a marker into the pipe; its token, or None if fd 1/2 is no
+        longer our pipe (a cell may have closed or replaced it)."""
+        if token is None:
+            token = next(self._tokens)
+        try:
+            if self._pipe_identity(self.fd) != self._identity:
+                return None
+            _os_write(self.fd, self._tag + b"%08x\x00" % token)
+        except OSError:
+            return None
+        return token
+
+    def enqueue(self, run, text):
+        """Hold *text* until the pump reaches a marker written now."""
+        entry = (next(self._tokens), run, text)
+        self._held.append(entry)    # before the marker: the pump may be quick
+        if self.mark(entry[0]) is None:
+            try:
+                self._held.remove(entry)
+            except ValueError:
+                pass
+            return None
+        return entry[0]
+
+    def wait_seen(self, token, timeout):
+        """Wait until the pump has forwarded everything before *token*."""
+        deadline = time.monotonic() + timeout
+        with self._seen_changed:
+            while self.seen < token:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    diag("%s pipe not drained within %.1f s" % (self.stream, timeout))
+                    self.release_held()
+                    return False
+                self._seen_changed.wait(remaining)
+        return True
+
+    def release_held(self):
+        """Send held text whose marker will not come."""
+        while self._held:
+            try:
+                _, run, text = self._held.popleft()
+            except IndexError:
+                break
+            self._send(run, text)
+
+    def _send(self, run, text):
+        self._channel.send({"type": self.stream, "id": run, "data": text})
+
+    def quiet(self):
+        """Whether everything written to the pipe so far has been forwarded: the
+        pipe is empty and the pump is not between a read and its frames.  Then
+        a drain needs no marker, and a cell that wrote nothing to fd 1/2 does
+        not wait on the pump threads twice."""
+        with self._busy:
+            if self._held or self._tail:
+                return False
+            try:
+                pending = _fcntl.ioctl(self._read_fd, _FIONREAD, b"\0\0\0\0")
+            except OSError:
+                return False
+            return pending == b"\0\0\0\0"
+
+    def _pump(self):
+        decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+        tag, tag_len, marker_len = self._tag, len(self._tag), self._marker_len
+        held = b""
+        readable = _select.poll()
+        readable.register(self._read_fd, _select.POLLIN)
+        while True:
+            readable.poll()     # wait without reading, so `quiet` can look
+            with self._busy:
+                if not self._pump_once(decode, tag, tag_len, marker_len, held):
+                    self._pumping = False
+                    return
+                held = self._tail
+
+    _tail = b""
+
+    def _pump_once(self, decode, tag, tag_len, marker_len, held):
+        """Read and forward one chunk; False at the end of the pipe."""
+        try:
+            chunk = os.read(self._read_fd, 65536)
+        except BlockingIOError:
+            self._tail = held
+            return True
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        data = held + chunk if held else chunk
+        held = b""
+        i = data.find(tag)
+        while i >= 0 and len(data) >= i + marker_len:
+            text = decode(data[:i])
+            if text:
+                self._send(self._running(), text)
+            self._reached(int(data[i + tag_len:i + marker_len - 1], 16))
+            data = data[i + marker_len:]
+            i = data.find(tag)
+        if i < 0:
+            # the tail may be the start of a marker cut by the read
+            i = data.rfind(b"\x00", max(0, len(data) - tag_len + 1))
+            if i >= 0 and not tag.startswith(data[i:]):
+                i = -1
+        if i >= 0:
+            held, data = data[i:], data[:i]
+        text = decode(data)
+        if text:
+            self._send(self._running(), text)
+        self._tail = held
+        return True
+
+    def _reached(self, token):
+        queue = self._held
+        while queue and queue[0][0] <= token:
+            _, run, text = queue.popleft()
+            self._send(run, text)
+        if token > self.seen:
+            with self._seen_changed:
+                self.seen = token
+                self._seen_changed.notify_all()
+
+    def close_in_child(self):
+        os.close(self._read_fd)

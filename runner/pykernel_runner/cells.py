@@ -1,0 +1,209 @@
+"""Cells: compiled and run in the user's namespace; errors with the user's frames.
+
+A cell is split like a REPL's input: its body is exec'd, and a final
+expression is eval'd so its value can be shown.  Top-level ``await`` runs
+on one event loop kept across cells.  Tracebacks show the user's frames
+only, with the cell as ``<cell N>``, and tracebacks, warnings and inspect
+see the cell's lines.
+"""
+
+import builtins
+import sys
+
+from .channel import safe_str
+from .siblings import on_path, own_bytecode
+
+_CO_COROUTINE = 0x0080      # inspect.CO_COROUTINE, without importing inspect
+_FUTURE_ANNOTATIONS = 0x1000000     # __future__.annotations.compiler_flag
+
+# Frames from these files never appear in a user's traceback: the runner's own
+# modules (added by the package as it is imported), the prelude's path when it
+# is loaded and pykernel_magics.
+INTERNAL_FILES = set()
+
+
+class Cells:
+    """Compiles and runs cells in the user's namespace (the kernel sets
+    ``namespace`` at init); keeps what compiling a cell carries over to the
+    next (``from __future__ import annotations``, the event loop)."""
+
+    def __init__(self, magics_api):
+        self.namespace = None
+        self._magics_api = magics_api   # -> the primitives pykernel_magics builds on
+        self._magics = None     # pykernel_magics.Magics, for the first magic
+        self._cell_files = set()
+        self._sources = {}      # cell lines not yet given to linecache
+        self._compile_flags = 0
+        self._loop = None
+
+    def compile(self, source, filename):
+        """Compile *source* as (body, last expression or None, show result)."""
+        import _ast
+        self.remember_source(filename, source)
+        if _may_have_magics(source):
+            source = self._load_magics().transform(source)
+        flags = self._compile_flags | _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        if _one_line_expression_candidate(source):
+            # Half the cost of the general path, which builds the AST as Python
+            # objects; a one-line cell that is not an expression fails fast.
+            try:
+                return None, compile(source, filename, "eval", flags,
+                                     dont_inherit=True), True
+            except SyntaxError:
+                pass
+        tree = compile(source, filename, "exec", flags | _ast.PyCF_ONLY_AST,
+                       dont_inherit=True)
+        body = last = show = None
+        if tree.body and isinstance(tree.body[-1], _ast.Expr):
+            node = tree.body.pop()
+            show = not _ends_with_semicolon(source, node)
+            last = compile(_ast.Expression(node.value), filename, "eval",
+                           flags, dont_inherit=True)
+        if tree.body or last is None:
+            body = compile(tree, filename, "exec", flags, dont_inherit=True)
+            # `from __future__ import annotations` lasts for the session
+            self._compile_flags |= body.co_flags & _FUTURE_ANNOTATIONS
+        return body, last, show
+
+    def _load_magics(self):
+        """pykernel_magics, imported for the first cell that may hold a
+        magic (at the end of sys.path, as pykernel_display is)."""
+        if self._magics is None:
+            on_path()
+            with own_bytecode():
+                import pykernel_magics
+            INTERNAL_FILES.add(pykernel_magics.__file__)
+            self._magics = pykernel_magics.Magics(self._magics_api())
+        return self._magics
+
+    def remember_source(self, filename, source):
+        """Give tracebacks, warnings and inspect the cell's lines."""
+        self._cell_files.add(filename)
+        self._sources[filename] = (len(source), None, source.splitlines(True),
+                                   filename)
+        if "linecache" in sys.modules:  # else: when it is imported (it imports re)
+            self.register_sources()
+
+    def register_sources(self):
+        import linecache
+        linecache.cache.update(self._sources)
+        self._sources.clear()
+
+    def run(self, code):
+        if code.co_flags & _CO_COROUTINE:
+            return self._run_coroutine(eval(code, self.namespace))
+        return eval(code, self.namespace)
+
+    def _run_coroutine(self, coroutine):
+        """Run a top-level-await cell on the session's one event loop."""
+        import asyncio
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        task = loop.create_task(coroutine)
+        try:
+            return loop.run_until_complete(task)
+        except BaseException:
+            if not task.done():
+                task.cancel()
+                try:
+                    loop.run_until_complete(task)
+                except BaseException:
+                    pass
+            elif not task.cancelled():
+                task.exception()    # retrieved: no "never retrieved" warning
+            raise
+
+    def remember_result(self, value):
+        builtins.___ = getattr(builtins, "__", None)
+        builtins.__ = getattr(builtins, "_", None)
+        builtins._ = value
+
+    def error_frame(self, run, exc):
+        """The `error` frame for *exc*, with the user's frames only."""
+        import traceback
+        self.register_sources()
+        sys.last_type, sys.last_value = type(exc), exc
+        _strip_internal_frames(exc, self._cell_files)
+        sys.last_traceback = exc.__traceback__
+        try:
+            lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        except Exception:
+            lines = ["%s: %s\n" % (type(exc).__name__, safe_str(exc))]
+        return {"type": "error", "id": run, "ename": type(exc).__name__,
+                "evalue": safe_str(exc), "traceback": lines}
+
+
+def _may_have_magics(source):
+    """Whether a line of *source* starts with % or !, or assigns one (x =
+    !cmd): the cheap test that keeps other cells from importing
+    pykernel_magics, which then decides with tokenize."""
+    if "%" not in source and "!" not in source:
+        return False
+    for line in source.split("\n"):
+        if line.lstrip()[:1] in ("%", "!"):
+            return True
+        equals = line.find("=")
+        while equals >= 0:
+            if line[equals + 1:].lstrip()[:1] in ("%", "!"):
+                return True
+            equals = line.find("=", equals + 1)
+    return False
+
+
+def _one_line_expression_candidate(source):
+    """Whether *source* may compile as an expression: one line, and no
+    backslash (an invalid escape would warn twice when the attempt fails)."""
+    line = source.rstrip()
+    return "\n" not in line and "\r" not in line and "\\" not in source
+
+
+def _ends_with_semicolon(source, node):
+    """True if a `;` follows the cell's final expression (comments aside)."""
+    lines = source.split("\n")
+    row = node.end_lineno - 1
+    if row >= len(lines):
+        return False
+    first = lines[row].encode("utf-8")[node.end_col_offset:].decode(
+        "utf-8", "replace")
+    for line in [first] + lines[row + 1:]:
+        if ";" in line.split("#", 1)[0]:
+            return True
+    return False
+
+
+def _strip_internal_frames(exc, cell_files):
+    """Cut the runner's frames out of tracebacks: the user sees frames from
+    the first ``<cell N>`` frame on, minus runner and prelude frames."""
+    seen, todo = set(), [exc]
+    while todo:
+        exc = todo.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        exc.__traceback__ = _user_frames(exc.__traceback__, cell_files)
+        todo += [exc.__cause__, exc.__context__]
+        group = getattr(exc, "exceptions", None)
+        if isinstance(group, tuple):
+            todo += [e for e in group if isinstance(e, BaseException)]
+
+
+def _user_frames(tb, cell_files):
+    entries = []
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    start = 0
+    for i, entry in enumerate(entries):
+        if entry.tb_frame.f_code.co_filename in cell_files:
+            start = i
+            break
+    kept = [entry for entry in entries[start:]
+            if entry.tb_frame.f_code.co_filename not in INTERNAL_FILES]
+    for entry, after in zip(kept, kept[1:]):
+        entry.tb_next = after
+    if not kept:
+        return None
+    kept[-1].tb_next = None
+    return kept[0]

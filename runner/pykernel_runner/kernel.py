@@ -1,0 +1,623 @@
+"""The kernel process: its start-up, the main loop that runs requests, and
+the primitives the prelude builds on.
+
+Threads: the main thread runs init and every cell (so SIGINT raises
+KeyboardInterrupt where the user's code is); between requests it reads them
+itself, and while one runs a reader thread takes the host's frames
+(answering pings itself); two pump threads forward fd 1/2 and a flusher
+hands them proxy text (capture); a watchdog ends the process if the host
+dies.
+"""
+
+import _signal
+import builtins
+import itertools
+import os
+import sys
+import threading
+import time
+
+from . import siblings
+from .capture import DRAIN_TIMEOUT, RUN_ATTR, FdCapture, Output, StreamProxy
+from .cells import INTERNAL_FILES, Cells
+from .channel import Channel, decode_json, diag, safe_str, use_diag_fd
+from .patches import PatchOnImport, flushing_first, write_after_pending
+from .requests import PendingCall, Requests
+from .signals import interrupts
+from .stdin import NoStdin, StdinNotImplementedError, refuse_getpass
+
+_EXIT_DRAIN_TIMEOUT = 0.5   # bound on waiting for fd output when the cell calls os._exit()
+_WATCHDOG_INTERVAL = 0.25
+_WARM_UP_WHEN_IDLE = 0.05   # seconds without a request before the warm-up
+_UNSET = object()
+
+_current_thread = threading.current_thread
+_os_exit = os._exit
+
+
+class PreludeAPI:
+    """The runner's primitives, injected into the prelude as ``__pykernel__``."""
+
+    def __init__(self, kernel):
+        self.send_display = kernel.send_display
+        self.send_clear = kernel.send_clear
+        self.emit_status = kernel.emit_status
+        self.bridge_call = kernel.bridge_call
+        self.build_bundle = siblings.build_bundle
+        self.hidden_names = kernel.hidden_names
+        self.status_mime = kernel.status_mime
+        self.env_prefix = kernel.env_prefix
+        self.kv_path = kernel.kv_path       # the session's kv store file, or None
+        self.namespace = kernel.namespace
+        self.capture_frames = kernel.capture_frames
+        self.reload_prelude = kernel.reload_prelude
+
+    def __repr__(self):
+        return "<pykernel runner API>"
+
+
+class _Outcome:
+    __slots__ = ("status", "cancelled", "last_frame")
+
+    def __init__(self):
+        self.status = "ok"
+        self.cancelled = False
+        self.last_frame = None  # the result or error, sent with `done`
+
+
+class Kernel:
+    """The kernel process: its channel and state, the main loop that runs
+    requests, and the primitives the prelude builds on."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self._forked = False            # True in a child made by os.fork()
+        self._parent = os.getppid()
+        self._proto_in = os.dup(0)      # os.dup: non-inheritable
+        proto_out = os.dup(1)
+        self._diag_fd = os.dup(2)
+        use_diag_fd(self._diag_fd)
+        self._channel = Channel(proto_out, self._host_gone)
+        self._output = Output(self._channel)
+
+        self.running = None             # id of the request being executed
+        self._main_thread = threading.main_thread()
+        self._stdin_requested = False
+        self.execution_count = 0
+        self._hidden_cells = itertools.count(1)
+        self._cells = Cells(self._magics_api)
+        self._warmed_up = False
+        self._requests = Requests(self._proto_in, self._dispatch, self.terminate)
+        self._calls = {}
+        self._call_ids = itertools.count(1)
+        self._seen_changed = threading.Condition(threading.Lock())
+
+        self.namespace = None
+        self.hidden_names = set()
+        self.status_mime = "application/x-pykernel-status"
+        self.env_prefix = "PYKERNEL_"
+        self.kv_path = None
+        self._prelude_path = None
+
+        self._redirect_fds()
+        self._patch_process()
+
+    # start-up
+
+    def _redirect_fds(self):
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.close(null)
+        self._null_rdev = os.fstat(0).st_rdev
+        running = self._get_running
+        self._captures = [
+            FdCapture(1, "stdout", self._channel, running, self._seen_changed),
+            FdCapture(2, "stderr", self._channel, running, self._seen_changed),
+        ]
+        for capture in self._captures:
+            self._output.attach(capture)
+        sys.stdin = NoStdin(self._note_stdin_request)
+        sys.stdout = StreamProxy("stdout", 1, self._output, running)
+        sys.stderr = StreamProxy("stderr", 2, self._output, running)
+        self._streams = (sys.stdin, sys.stdout, sys.stderr)
+
+    def _repair_streams(self):
+        """Undo what an earlier cell broke: fds 0/1/2 closed or replaced, and
+        sys.stdin/stdout/stderr replaced by something that cannot be used.  A
+        working replacement (a file, a StringIO) is the user's choice and stays."""
+        try:
+            if os.fstat(0).st_rdev != self._null_rdev:
+                raise OSError
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != 0:
+                os.dup2(null, 0)
+                os.close(null)
+            else:
+                os.set_inheritable(0, True)
+        for capture in self._captures:
+            capture.restore()
+        for name, proxy, needed in (("stdin", self._streams[0], "readline"),
+                                    ("stdout", self._streams[1], "write"),
+                                    ("stderr", self._streams[2], "write")):
+            current = getattr(sys, name, None)
+            if current is not proxy and not callable(getattr(current, needed, None)):
+                setattr(sys, name, proxy)
+
+    def _patch_process(self):
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        interrupts.install(self._get_running)
+        siblings.connect(self.send_display)
+        builtins.StdinNotImplementedError = StdinNotImplementedError
+        _start_thread.original = threading.Thread.start
+        threading.Thread.start = _start_thread
+        os._exit = _exit_process
+        # Text printed before a child starts must reach its pipe first.
+        for name in ("system", "posix_spawn", "posix_spawnp"):
+            if hasattr(os, name):
+                setattr(os, name, flushing_first(getattr(os, name), self._output))
+        output = self._output
+        os.write = write_after_pending(os.write, output)
+
+        def patch_fork_exec(module):    # subprocess starts children with this
+            module.fork_exec = flushing_first(module.fork_exec, output)
+
+        def patch_getpass(module):      # rather than open /dev/tty
+            module.getpass = refuse_getpass
+
+        PatchOnImport.install({"_posixsubprocess": patch_fork_exec,
+                                "getpass": patch_getpass,
+                                "matplotlib.pyplot": siblings.patch_pyplot})
+        os.register_at_fork(before=self._output.flush,
+                            after_in_child=self._after_fork_in_child)
+        try:
+            import faulthandler     # builtin; a crash leaves a trace for the host
+            faulthandler.enable(self._diag_fd)
+        except Exception:
+            pass
+        threading.Thread(target=self._watch_parent, name="pykernel-watchdog",
+                         daemon=True).start()
+
+    def _get_running(self):
+        return self.running
+
+    # ending
+
+    def terminate(self, host_present=False):
+        """Send what is pending, then end the process.
+
+        When the host asked (the `exit` frame) the runner exits with status 0 and the host
+        ends whatever is left of the process group; when the host is gone, nobody else
+        will, so the whole group goes down with the runner.
+        """
+        try:
+            self._drain_output(_EXIT_DRAIN_TIMEOUT)
+            self._channel.release()
+        except BaseException:
+            pass
+        if host_present:
+            _os_exit(0)
+        self._kill_group_and_exit()
+
+    def _kill_group_and_exit(self):
+        try:
+            # SIGKILL to the whole group, the runner last of all, so no child
+            # is orphaned; only when the group is ours (the host made us a
+            # session leader), never a group we merely joined.
+            if os.getpgid(0) == self.pid:
+                os.killpg(self.pid, _signal.SIGKILL)
+        finally:
+            _os_exit(0)
+
+    def _host_gone(self, exc):
+        diag("protocol stdout is gone (%s); exiting" % exc)
+        self._kill_group_and_exit()
+
+    def _watch_parent(self):
+        while True:
+            time.sleep(_WATCHDOG_INTERVAL)
+            if self.running is not None:
+                # A long request: read the host's frames (an exit) while it runs.
+                self._requests.during_request()
+            if os.getppid() != self._parent:
+                diag("the host process is gone; exiting")
+                self.terminate()
+
+    def _after_fork_in_child(self):
+        self.pid = os.getpid()
+        self._forked = True
+        self._channel.disown()
+        self._output.after_fork_in_child()
+        StreamProxy.write = StreamProxy._write_through
+        StreamProxy.flush = lambda self: None
+        for fd in (self._proto_in, self._channel.fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for capture in self._captures:
+            try:
+                capture.close_in_child()
+            except OSError:
+                pass
+
+    # the protocol's input
+
+    def _dispatch(self, line):
+        if not line.strip():
+            return
+        try:
+            request = decode_json(line.decode("utf-8"))
+        except Exception as exc:    # the C scanner also raises StopIteration
+            diag("ignored a line that is not JSON (%s): %r" % (exc, line[:200]))
+            return
+        if not isinstance(request, dict):
+            diag("ignored a frame that is not an object: %r" % line[:200])
+            return
+        kind = request.get("type")
+        if kind is None and "code" in request:
+            kind = request["type"] = "execute"
+        if kind in ("execute", "init"):
+            self._requests.put(request)
+        elif kind == "reply":
+            self._settle_call(request)
+        elif kind == "interrupt":
+            interrupts.request(request.get("id"))
+        elif kind == "ping":
+            self._channel.send({"type": "pong", "id": request.get("id")})
+        elif kind == "exit":
+            self.terminate(host_present=True)
+        else:
+            diag("ignored a frame of unknown type %r" % (kind,))
+
+    # frames of a request
+
+    def _emit(self, frame, hold=False):
+        """Send a request frame after the output written before it."""
+        self._drain_output(DRAIN_TIMEOUT)
+        self._channel.send(frame, hold)
+
+    def send_display(self, bundle, display_id=None, update=False):
+        if not isinstance(bundle, dict):
+            raise TypeError("a display bundle is a dict of MIME type to data, "
+                            "not %s" % type(bundle).__name__)
+        frame = {"type": "display", "id": thread_run(), "bundle": bundle}
+        if display_id is not None:
+            frame["displayId"] = str(display_id)
+        if update:
+            frame["update"] = True
+        self._emit(frame)
+
+    def send_clear(self, wait=False):
+        self._emit({"type": "clear", "id": thread_run(), "wait": bool(wait)})
+
+    def emit_status(self, op, **data):
+        data["op"] = op
+        self.send_display({self.status_mime: data})
+
+    def capture_frames(self, sink):
+        """Offer the running request's frames to *sink* (``%%capture``): a
+        frame for which it returns true is not sent.  Output written before
+        this call is sent first; calling the returned function sends what
+        is written until then to the sink, and ends the capture."""
+        run = thread_run()
+        channel = self._channel
+        outer = channel.divert
+        self._drain_output(DRAIN_TIMEOUT)
+
+        def divert(frame):
+            if frame.get("id") == run and sink(frame):
+                return True
+            return outer is not None and outer(frame)
+
+        def stop():
+            try:
+                self._drain_output(DRAIN_TIMEOUT)
+            finally:
+                channel.divert = outer
+
+        channel.divert = divert
+        return stop
+
+    # the bridge
+
+    def bridge_call(self, name, args=None):
+        """Call *name* on the host and block until its reply."""
+        if self._forked:
+            raise RuntimeError("bridge call %r: not available in a forked "
+                               "child process" % (name,))
+        run = thread_run()
+        if run in interrupts.interrupted_runs:
+            raise RuntimeError("bridge call '%s' aborted: eval cell was "
+                               "interrupted" % (name,))
+        call_id = "py-%d" % next(self._call_ids)
+        call = self._calls[call_id] = PendingCall(name, run)
+        self._requests.during_request()     # the reply comes while a cell runs
+        try:
+            self._emit({"type": "call", "id": run, "callId": call_id,
+                        "name": name, "args": args})
+            call.done.wait()
+        finally:
+            self._calls.pop(call_id, None)
+        if not call.ok:
+            raise RuntimeError(call.value)
+        return call.value
+
+    def _settle_call(self, reply):
+        call = self._calls.get(reply.get("callId"))
+        if call is None:
+            diag("ignored a reply for unknown call %r" % (reply.get("callId"),))
+        elif reply.get("ok"):
+            call.settle(True, reply.get("value"))
+        else:
+            call.settle(False, safe_str(reply.get("error", "bridge call failed")))
+
+    def _abort_calls(self, run):
+        for call in list(self._calls.values()):
+            if call.run == run:
+                call.settle(False, "bridge call '%s' aborted: eval cell was "
+                                   "interrupted" % (call.name,))
+
+    # stdin
+
+    def _note_stdin_request(self):
+        if thread_run() == self.running:
+            self._stdin_requested = True
+
+    # the main loop
+
+    def serve(self):
+        while True:
+            try:
+                request = self._requests.next(
+                    None if self._warmed_up else _WARM_UP_WHEN_IDLE)
+                if request is None:
+                    self._warm_up()
+                elif request["type"] == "init":
+                    self._init(request)
+                else:
+                    self._execute(request)
+            except KeyboardInterrupt:
+                # Interrupts are only raised while a cell runs and the cell
+                # catches them; this is the last line of defence.
+                diag("a late KeyboardInterrupt reached the main loop")
+
+    def _warm_up(self):
+        """Import what cells may need, while nothing waits for the kernel."""
+        self._warmed_up = True
+        import _ast, traceback  # noqa: F401,E401
+        self._cells.register_sources()
+
+    def _init(self, request):
+        try:
+            self._apply_cwd_env(request)
+            self.status_mime = request.get("statusMime") or self.status_mime
+            self.env_prefix = request.get("envPrefix") or self.env_prefix
+            self.kv_path = request.get("kvPath") or None
+            sys.argv = [""]
+            here = {siblings.RUNNER_DIR,    # runner.py's, the package's parent
+                    os.path.dirname(os.path.dirname(os.path.realpath(__file__)))}
+            if sys.path and sys.path[0] in here:
+                sys.path[0] = ""    # imports resolve from the cwd, as in a REPL
+            self._make_namespace()
+            self._main_thread.__dict__[RUN_ATTR] = request.get("id")
+            self.running = request.get("id")
+            prelude = request.get("prelude")
+            if prelude:
+                self._load_prelude(prelude)
+            self._output.flush()
+        except BaseException:
+            import traceback
+            diag("init failed:\n" + traceback.format_exc())
+            _os_exit(1)
+        finally:
+            self.running = None
+            self._main_thread.__dict__[RUN_ATTR] = None
+        self._channel.send({
+            "type": "ready", "id": request.get("id"), "pid": self.pid,
+            "python": "%d.%d.%d" % sys.version_info[:3],
+            "executable": sys.executable,
+        })
+
+    def _make_namespace(self):
+        if self.namespace is None:  # a second init replaces the namespace, not this
+            self._runner_module = sys.modules.get("__main__")   # keep it alive
+        module = type(sys)("__main__")
+        module.__builtins__ = builtins
+        sys.modules["__main__"] = module
+        self.namespace = self._cells.namespace = module.__dict__
+
+    def _load_prelude(self, path):
+        code = siblings.prelude_code(path)
+        INTERNAL_FILES.add(path)
+        self._prelude_path = path
+        namespace = self.namespace
+        before = set(namespace)
+        namespace["__pykernel__"] = PreludeAPI(self)
+        exec(code, namespace)
+        self.hidden_names.update(set(namespace) - before)
+
+    def _magics_api(self):
+        return PreludeAPI(self)
+
+    def reload_prelude(self):
+        """Run the prelude again, after ``%reset`` cleared its names."""
+        if self._prelude_path:
+            self._load_prelude(self._prelude_path)
+
+    @staticmethod
+    def _apply_cwd_env(request):
+        cwd = request.get("cwd")
+        if cwd:
+            os.chdir(cwd)
+        for key, value in (request.get("env") or {}).items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value if isinstance(value, str) else str(value)
+
+    def _execute(self, request):
+        run = request.get("id")
+        counts = request.get("storeHistory", True) and not request.get("silent")
+        if counts:
+            self.execution_count += 1
+            filename = "<cell %d>" % self.execution_count
+        else:
+            filename = "<hidden cell %d>" % next(self._hidden_cells)
+        self._stdin_requested = False
+        self.running = run
+        self._main_thread.__dict__[RUN_ATTR] = run
+        outcome = self._run_cell(request, filename)
+        if self._forked:
+            _os_exit(0)     # a fork() in the cell returned here: end the child
+        if not request.get("silent") and self._figures_may_show():
+            # Figures follow the cell's result, as in Jupyter.
+            if outcome.last_frame is not None:
+                self._emit(outcome.last_frame, hold=True)
+                outcome.last_frame = None
+            self._show_open_figures(run, outcome)
+        if run in interrupts.interrupted_runs:
+            self._abort_calls(run)
+        # One drain for the output before the result (nothing of the cell ran since)
+        # and before `done`; the result or error and `done` then leave in one write.
+        self._drain_output(DRAIN_TIMEOUT)
+        if outcome.last_frame is not None:
+            self._channel.send(outcome.last_frame, hold=True)
+        self._channel.send({"type": "done", "id": run, "status": outcome.status,
+                            "executionCount": self.execution_count,
+                            "cancelled": outcome.cancelled,
+                            "stdinRequested": self._stdin_requested})
+        self._main_thread.__dict__[RUN_ATTR] = None
+        self.running = None
+        interrupts.stop_at_start.clear()     # any left name requests that have ended
+        self._requests.after_request()
+        if not self._forked:
+            # What this cell broke is mended for the next, after its `done` is out.
+            self._repair_streams()
+
+    @staticmethod
+    def _figures_may_show():
+        """False while nothing was displayed and pyplot is not imported."""
+        return siblings.display_loaded() or "matplotlib.pyplot" in sys.modules
+
+    def _show_open_figures(self, run, outcome):
+        """Display the pyplot figures the cell left open, as part of the cell
+        (even one that failed, as Jupyter does); interruptible like it."""
+        try:
+            try:
+                interrupts.interruptible = True
+                siblings.display_module().end_cell()
+            finally:
+                interrupts.interruptible = False
+        except KeyboardInterrupt as exc:
+            if not outcome.cancelled:
+                outcome.status = "error"
+                outcome.cancelled = True
+                self._emit(self._cells.error_frame(run, exc), hold=True)
+        except BaseException as exc:
+            diag("showing the open figures failed: %s" % safe_str(exc))
+
+    def _run_cell(self, request, filename):
+        """Run one cell; report its result or error.  Never raises."""
+        outcome = _Outcome()
+        try:
+            try:
+                interrupts.interruptible = True
+                # From here on SIGINT raises KeyboardInterrupt in the cell.  One that
+                # came earlier was ignored, but its `interrupt` frame, written before
+                # it, is in the pipe by now.
+                if interrupts.ignored:
+                    interrupts.ignored = False
+                    self._requests.read_available()
+                if request.get("id") in interrupts.stop_at_start:
+                    interrupts.interrupted_runs.add(request.get("id"))
+                    raise KeyboardInterrupt
+                # Informational; it leaves with the next frame, not in a write of its own.
+                self._channel.send({"type": "started", "id": request.get("id")}, hold=True)
+                self._apply_cwd_env(request)
+                source = request.get("code") or ""
+                body, last, show = self._cells.compile(source, filename)
+                if body is not None:
+                    self._cells.run(body)
+                if last is not None:
+                    value = self._cells.run(last)
+                    if show and value is not None and not request.get("silent"):
+                        outcome.last_frame = {"type": "result", "id": request.get("id"),
+                                              "bundle": siblings.build_bundle(value)}
+                        self._cells.remember_result(value)
+            finally:
+                interrupts.interruptible = False
+        except SystemExit as exc:
+            if exc.code is not None and exc.code != 0:
+                outcome.status = "error"
+                outcome.last_frame = self._cells.error_frame(request.get("id"), exc)
+        except KeyboardInterrupt as exc:
+            outcome.status = "error"
+            outcome.cancelled = True
+            outcome.last_frame = self._cells.error_frame(request.get("id"), exc)
+        except BaseException as exc:
+            outcome.status = "error"
+            outcome.last_frame = self._cells.error_frame(request.get("id"), exc)
+        return outcome
+
+    def _drain_output(self, timeout):
+        """Send everything written so far, by proxies and to fds 1/2."""
+        if self._forked:
+            return
+        self._output.flush()
+        marked = [(c, c.mark()) for c in self._captures if not c.quiet()]
+        deadline = time.monotonic() + timeout
+        for capture, token in marked:
+            if token is not None:
+                capture.wait_seen(token, max(0.0, deadline - time.monotonic()))
+
+
+_kernel = None
+
+
+def thread_run():
+    """The id of the request the calling thread belongs to."""
+    run = getattr(_current_thread(), RUN_ATTR, _UNSET)
+    if run is _UNSET:
+        return _kernel.running if _kernel is not None else None
+    return run
+
+
+def _start_thread(thread):
+    # A thread belongs to the request of the thread that starts it, so its
+    # output is framed with that id even after the request has ended.
+    thread.__dict__[RUN_ATTR] = thread_run()
+    return _start_thread.original(thread)
+
+
+_start_thread.__name__ = _start_thread.__qualname__ = "start"
+_start_thread.__doc__ = threading.Thread.start.__doc__
+
+
+def _exit_process(status):
+    """os._exit that first sends the output the cell wrote."""
+    kernel = _kernel
+    if kernel is not None and os.getpid() == kernel.pid and not kernel._forked:
+        try:
+            kernel._drain_output(_EXIT_DRAIN_TIMEOUT)
+            kernel._channel.release()
+        except BaseException:
+            pass
+    _os_exit(status)
+
+
+_exit_process.__name__ = _exit_process.__qualname__ = "_exit"
+_exit_process.__doc__ = _os_exit.__doc__
+
+
+def main():
+    global _kernel
+    try:
+        _kernel = Kernel()
+        _kernel.serve()
+    except BaseException:
+        # A runner bug: stdout/stderr are proxies by now, so report to the
+        # host's diagnostics stream before going.
+        import traceback
+        diag("internal error:\n" + traceback.format_exc())
+        _os_exit(70)
