@@ -1,19 +1,56 @@
 """pykernel's kernel process: ``python -u runner.py``.
 
 Only an entry point.  The runner itself is the ``pykernel_runner`` package next to this
-file, imported as modules so Python keeps their compiled bytecode in ``__pycache__``
-between kernels; a script run as ``__main__`` is compiled again on every start, and
-compiling the runner is most of what a kernel's start-up would cost beyond the
-interpreter's own.
+file.  Its bytecode comes from the cache the host built once per interpreter
+(``$PYKERNEL_BYTECODE``), which no kernel can write: a script run as ``__main__`` is
+compiled again on every start, and compiling the runner would cost more than the rest of
+a kernel's start-up.  Python's own ``__pycache__`` is never used for the runner's files,
+so bytecode a cell planted there could not run in a later kernel.
 """
 
 import sys
 
-# Our own bytecode is cached even where the environment says to write none
-# (PYTHONDONTWRITEBYTECODE=1 is common in containers): that setting is for the
-# user's modules, and it is restored before any of theirs is imported.
-_user_setting, sys.dont_write_bytecode = sys.dont_write_bytecode, False
+
+def _runner_bytecode():
+    """Load the runner's modules (and, through ``code_for``, the prelude) from the
+    host's cache; compile from source when an entry is missing or unreadable."""
+    import marshal
+    import os
+
+    cache = os.environ.pop("PYKERNEL_BYTECODE", "")
+    ext = sys.modules["_frozen_importlib_external"]
+
+    def code_for(name, path):
+        if cache:
+            try:
+                with open(os.path.join(cache, name + ".pyc"), "rb") as f:
+                    data = f.read()
+                if data[:4] == ext.MAGIC_NUMBER:
+                    return marshal.loads(memoryview(data)[16:])
+            except (OSError, ValueError, EOFError, TypeError):
+                pass
+        with open(path, "rb") as f:
+            return compile(f.read(), path, "exec", dont_inherit=True)
+
+    class Loader(ext.SourceFileLoader):
+        def get_code(self, fullname):
+            return code_for(fullname, self.path)
+
+    class Finder:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name.partition(".")[0] not in ("pykernel_runner", "pykernel_display", "pykernel_magics"):
+                return None
+            spec = ext.PathFinder.find_spec(name, path)
+            if spec is not None and isinstance(spec.loader, ext.SourceFileLoader):
+                spec.loader = Loader(spec.loader.name, spec.loader.path)
+            return spec
+
+    Finder.code_for = staticmethod(code_for)
+    sys.meta_path.insert(0, Finder)
+
+
+_runner_bytecode()
 import pykernel_runner  # noqa: E402
-sys.dont_write_bytecode = _user_setting
 
 pykernel_runner.main()

@@ -333,6 +333,23 @@ impl Kernel {
             .get("PYKERNEL_PYTHON_IPC_TRACE")
             .is_some_and(|v| v == "1");
 
+        let cache = {
+            let (python, files, env, sandbox) = (
+                resolved.path.clone(),
+                files.clone(),
+                env.clone(),
+                config.sandbox.clone(),
+            );
+            tokio::task::spawn_blocking(move || {
+                crate::bytecode::ensure(&python, &files, &env, &sandbox)
+            })
+            .await
+            .ok()
+            .flatten()
+        };
+        if let Some(cache) = cache {
+            env.insert(crate::bytecode::ENV_VAR.into(), cache.display().to_string());
+        }
         let private_tmp = if config.sandbox.confines_writes() {
             let dir = tempfile::Builder::new()
                 .prefix("pykernel-tmp-")
@@ -357,6 +374,7 @@ impl Kernel {
                 cwd: &config.cwd,
                 runner_base: &runner_base,
                 private_tmp: private_tmp.as_ref().map(|d| d.path()),
+                runner_writable: None,
             },
         )?;
 

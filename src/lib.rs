@@ -2,6 +2,7 @@
 //! JavaScript surface lives in `napi/`, everything with behaviour in the others.
 
 pub mod backends;
+pub mod bytecode;
 pub mod command;
 pub mod env;
 pub mod error;

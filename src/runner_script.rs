@@ -55,6 +55,26 @@ pub struct RunnerFiles {
     pub prelude: PathBuf,
 }
 
+/// The runner's Python modules as the kernel imports them: (module name, file relative
+/// to the runner directory). The prelude is not imported but compiled under the name
+/// `pykernel_prelude`; `runner.py` is the script itself.
+pub fn modules() -> Vec<(String, &'static str)> {
+    FILES
+        .iter()
+        .filter(|(name, _)| *name != "runner.py")
+        .map(|(name, _)| {
+            let module = match *name {
+                "prelude.py" => "pykernel_prelude".to_string(),
+                other => other
+                    .trim_end_matches(".py")
+                    .trim_end_matches("/__init__")
+                    .replace('/', "."),
+            };
+            (module, *name)
+        })
+        .collect()
+}
+
 /// First 16 hex digits of the sha256 over every embedded file, names included.
 pub fn content_hash() -> String {
     let mut hasher = Sha256::new();

@@ -11,7 +11,7 @@ import builtins
 import sys
 
 from .channel import safe_str
-from .siblings import on_path, own_bytecode
+from .siblings import on_path
 
 _CO_COROUTINE = 0x0080      # inspect.CO_COROUTINE, without importing inspect
 _FUTURE_ANNOTATIONS = 0x1000000     # __future__.annotations.compiler_flag
@@ -70,8 +70,7 @@ class Cells:
         magic (at the end of sys.path, as pykernel_display is)."""
         if self._magics is None:
             on_path()
-            with own_bytecode():
-                import pykernel_magics
+            import pykernel_magics
             INTERNAL_FILES.add(pykernel_magics.__file__)
             self._magics = pykernel_magics.Magics(self._magics_api())
         return self._magics

@@ -1,7 +1,7 @@
 """The files beside the package: pykernel_display, pykernel_magics, the prelude.
 
 They are loaded when first needed, not at start-up, and like the runner's own
-modules their bytecode is cached whatever the user's setting.  Bundles are
+modules their bytecode comes from the host's cache (see runner.py).  Bundles are
 built here: plain values get their repr, anything else goes to
 pykernel_display, imported the first time a non-trivial object is displayed.
 """
@@ -18,18 +18,6 @@ _display = None         # the pykernel_display module, once something needs it
 _send_display = None    # the kernel's display primitive (connect())
 
 
-class own_bytecode:
-    """Cache the runner's own modules' bytecode whatever the user's setting
-    (PYTHONDONTWRITEBYTECODE, -B), which stays in force for their modules."""
-
-    def __enter__(self):
-        self._user_setting = sys.dont_write_bytecode
-        sys.dont_write_bytecode = False
-
-    def __exit__(self, *exc_info):
-        sys.dont_write_bytecode = self._user_setting
-
-
 def on_path():
     """Let the siblings be imported."""
     # The kernel's init turned sys.path[0] into '' (imports from the cwd); at
@@ -39,19 +27,18 @@ def on_path():
 
 
 def prelude_code(path):
-    """The prelude's code object, from the bytecode cache beside it when that
-    is current, as for the modules imported from the runner's directory:
-    compiling the prelude would cost more than the rest of start-up's Python
-    work.  The import system's own loader (loaded at start; nothing is
-    imported) checks the cache against the source and writes it."""
-    try:
-        loader = sys.modules["_frozen_importlib_external"].SourceFileLoader(
-            "pykernel_prelude", path)
-        with own_bytecode():
-            return loader.get_code("pykernel_prelude")
-    except Exception:
-        with open(path, encoding="utf-8") as f:
-            return compile(f.read(), path, "exec", dont_inherit=True)
+    """The prelude's code object, from the host's bytecode cache through the
+    finder runner.py installed (compiling the prelude would cost more than the
+    rest of start-up's Python work), else compiled from source."""
+    for finder in sys.meta_path:
+        code_for = getattr(finder, "code_for", None)
+        if code_for is not None:
+            try:
+                return code_for("pykernel_prelude", path)
+            except Exception:
+                break
+    with open(path, encoding="utf-8") as f:
+        return compile(f.read(), path, "exec", dont_inherit=True)
 
 
 def connect(send_display):
@@ -92,8 +79,7 @@ def display_module():
     global _display
     if _display is None:
         on_path()
-        with own_bytecode():
-            import pykernel_display
+        import pykernel_display
         pykernel_display.setup(jsonable, _send_display)
         _display = pykernel_display
     return _display

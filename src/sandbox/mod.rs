@@ -120,6 +120,7 @@ pub fn default_isolation() -> Isolation {
         cwd: root,
         runner_base: root,
         private_tmp: None,
+        runner_writable: None,
     };
     match Plan::prepare(&SandboxConfig::default(), &target) {
         Ok((_, isolation)) => isolation,
@@ -146,6 +147,9 @@ pub struct Target<'a> {
     pub runner_base: &'a Path,
     /// The private temporary directory, made when writes are confined.
     pub private_tmp: Option<&'a Path>,
+    /// A directory beneath `runner_base` left writable: only for the one process that
+    /// builds the runner's bytecode cache, never for a kernel.
+    pub runner_writable: Option<&'a Path>,
 }
 
 impl Plan {
@@ -193,7 +197,11 @@ impl Plan {
         #[cfg(target_os = "linux")]
         {
             if support.namespaces.is_ok() {
-                let ns = namespaces::NamespacePlan::new(*network, &[target.runner_base.into()])
+                let ns = namespaces::NamespacePlan::new(
+                    *network,
+                    &[target.runner_base.into()],
+                    target.runner_writable,
+                )
                     .map_err(|e| KernelError::Sandbox {
                         reason: format!("preparing namespaces: {e}"),
                     })?;
@@ -335,6 +343,7 @@ mod tests {
             cwd: dir.path(),
             runner_base: dir.path(),
             private_tmp: None,
+            runner_writable: None,
         };
         let (plan, isolation) = Plan::prepare(&SandboxConfig::Off, &target).unwrap();
         assert_eq!(isolation.mode, "off");
@@ -352,6 +361,7 @@ mod tests {
             cwd: dir.path(),
             runner_base: dir.path(),
             private_tmp: None,
+            runner_writable: None,
         };
         let config = SandboxConfig::On {
             network: true,

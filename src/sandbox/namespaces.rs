@@ -37,6 +37,9 @@ pub struct NamespacePlan {
     /// Directories bind-mounted read-only over themselves, with the mount flags the
     /// kernel requires us to keep (a user namespace may not clear nosuid, nodev, ...).
     read_only: Vec<(CString, libc::c_ulong)>,
+    /// One directory beneath them left writable (the runner's bytecode cache while it
+    /// is being built).
+    hole: Option<CString>,
     loopback_up: bool,
     /// C writes G's pid here; the host reads it after spawn.
     report: (OwnedFd, OwnedFd),
@@ -50,7 +53,7 @@ const UID_MAP: &[u8] = b"/proc/self/uid_map\0";
 const GID_MAP: &[u8] = b"/proc/self/gid_map\0";
 
 impl NamespacePlan {
-    pub fn new(network: bool, read_only: &[PathBuf]) -> io::Result<Self> {
+    pub fn new(network: bool, read_only: &[PathBuf], hole: Option<&Path>) -> io::Result<Self> {
         let uid = nix::unistd::geteuid().as_raw();
         let gid = nix::unistd::getegid().as_raw();
         let mut flags =
@@ -70,6 +73,7 @@ impl NamespacePlan {
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             read_only,
+            hole: hole.map(c_path).transpose()?,
             loopback_up: !network,
             report: (r, w),
         })
@@ -93,12 +97,23 @@ impl NamespacePlan {
             libc::MS_REC | libc::MS_PRIVATE,
             std::ptr::null(),
         ))?;
+        if let Some(hole) = &self.hole {
+            // A mount of its own, carried into the read-only bind below (MS_REC) and
+            // left writable by the read-only remount, which applies to the top only.
+            check(libc::mount(
+                hole.as_ptr(),
+                hole.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            ))?;
+        }
         for (dir, kept) in &self.read_only {
             check(libc::mount(
                 dir.as_ptr(),
                 dir.as_ptr(),
                 std::ptr::null(),
-                libc::MS_BIND,
+                libc::MS_BIND | libc::MS_REC,
                 std::ptr::null(),
             ))?;
             check(libc::mount(
@@ -277,7 +292,7 @@ fn kept_mount_flags(dir: &Path) -> io::Result<libc::c_ulong> {
 /// for real in a throwaway child (user namespaces can be disabled by sysctl, by
 /// AppArmor, or inside containers that mask `/proc`).
 pub fn probe() -> std::result::Result<(), String> {
-    let plan = NamespacePlan::new(true, &[]).map_err(|e| e.to_string())?;
+    let plan = NamespacePlan::new(true, &[], None).map_err(|e| e.to_string())?;
     const STEPS: [&str; 6] = [
         "",
         "unshare(user, pid, mount, ipc)",

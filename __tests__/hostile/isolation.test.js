@@ -1,0 +1,312 @@
+'use strict'
+// Hostile cells against the sandbox (issue 13). Each test is the attack: a cell tries to
+// reach the host, another session or a later kernel, and the test proves it failed.
+// The kernel runs as the init of its own user + PID + mount namespaces, under Landlock.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const crypto = require('node:crypto')
+const fs = require('node:fs')
+const net = require('node:net')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const { addon, python, startKernel, tempDir, isAlive, waitFor } = require('./_common')
+
+const FIXTURE = path.join(__dirname, 'fixtures', 'attack-host.js')
+const BUN = path.resolve(__dirname, '..', '..', 'node_modules', '.bin', 'bun')
+const HOSTS = [
+  ['Node', process.execPath],
+  ['Bun', BUN],
+]
+
+/** Runs the attack cell in a separate host process (so an attack that works kills that
+ *  host, not the test runner) and resolves what it reported and how it ended. */
+function attackHost(runtime, attack) {
+  const env = { ...process.env, ATTACK: attack }
+  if (python) env.PYKERNEL_TEST_PYTHON = python
+  return new Promise((resolve) => {
+    const child = spawn(runtime, [FIXTURE], { stdio: ['ignore', 'pipe', 'pipe'], env })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer)
+      let report = null
+      try {
+        report = JSON.parse(stdout.trim().split('\n').at(-1))
+      } catch {}
+      resolve({ code, signal, report, stderr })
+    })
+  })
+}
+
+/** Every process on the host whose command line holds `marker`. */
+function processesWith(marker) {
+  const found = []
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'latin1')
+      if (cmdline.includes(marker) && isAlive(Number(entry))) found.push(Number(entry))
+    } catch {}
+  }
+  return found
+}
+
+const SIGNAL_ATTACK = `
+import os, signal, ctypes
+tried = []
+for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGKILL):
+    for how, target in (('kill', HOST_PID), ('killpg', HOST_PID)):
+        try:
+            (os.kill if how == 'kill' else os.killpg)(target, sig)
+            tried.append(f'{how} {sig.name}: sent')
+        except OSError as e:
+            tried.append(f'{how} {sig.name}: {e.strerror}')
+libc = ctypes.CDLL(None, use_errno=True)
+PTRACE_ATTACH = 16
+r = libc.ptrace(PTRACE_ATTACH, HOST_PID, None, None)
+tried.append(f'ptrace: {r} errno {ctypes.get_errno()}')
+try:
+    os.kill(-1, signal.SIGKILL)   # everything this kernel may signal; it must not include the host
+except OSError as e:
+    tried.append(f'kill -1: {e.strerror}')
+print('\\n'.join(tried))
+`
+
+const ENVIRON_ATTACK = `
+import os
+found = []
+for pid in os.listdir('/proc'):
+    if not pid.isdigit():
+        continue
+    try:
+        data = open(f'/proc/{pid}/environ', 'rb').read()
+    except OSError:
+        continue
+    if b'sk-attack-host-secret-4242' in data:
+        found.append(pid)
+for path in ('/proc/HOST_PID/environ', '/proc/HOST_PID/mem', '/proc/HOST_PID/cmdline'):
+    try:
+        open(path, 'rb').read(64)
+        found.append(path)
+    except OSError as e:
+        print(path, e.strerror)
+print('visible pids', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))
+print('FOUND', found)
+`
+
+const SOCKET_ATTACK = `
+import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect('\\0SOCKET_NAME')
+    print('CONNECTED')
+except OSError as e:
+    print('refused:', e.strerror)
+`
+
+for (const [runtimeName, runtime] of HOSTS) {
+  test(`${runtimeName} host: a cell cannot signal or ptrace its host (no SIGUSR1 inspector, SIGTERM/SIGKILL miss it)`, { timeout: 40_000 }, async () => {
+    const { code, signal, report, stderr } = await attackHost(runtime, SIGNAL_ATTACK)
+    assert.ok(report, `the host reported back (it ended with ${code ?? signal}; stderr: ${stderr.slice(-400)})`)
+    assert.equal(code, 0, `the host lived through the attack and ended normally (${signal})`)
+    assert.equal(report.inspector, false, 'no inspector listens on 127.0.0.1:9229')
+    assert.doesNotMatch(stderr, /Debugger listening/)
+    assert.doesNotMatch(report.stdout, /: sent/, `no signal reached anything: ${report.stdout}`)
+    assert.match(report.stdout, /ptrace: -1 errno (1|3)\b/, 'ptrace of the host fails (EPERM or ESRCH)')
+  })
+
+  test(`${runtimeName} host: a cell cannot read the host's /proc entries (environ, mem) even as root`, { timeout: 40_000 }, async () => {
+    const { report, stderr } = await attackHost(runtime, ENVIRON_ATTACK)
+    assert.ok(report, `the host reported back: ${stderr.slice(-400)}`)
+    assert.match(report.stdout, /FOUND \[\]/, report.stdout)
+    assert.match(report.stdout, /visible pids \[1\]/, 'the kernel sees only itself under /proc')
+    assert.doesNotMatch(report.stdout, /sk-attack-host-secret/)
+  })
+
+  test(`${runtimeName} host: a cell cannot connect to the host's abstract unix sockets`, { timeout: 40_000 }, async () => {
+    const { report, stderr } = await attackHost(runtime, SOCKET_ATTACK)
+    assert.ok(report, `the host reported back: ${stderr.slice(-400)}`)
+    assert.match(report.stdout, /refused:/, report.stdout)
+    assert.equal(report.socketReached, false, 'the host saw no connection')
+  })
+}
+
+test('a cell cannot write frames into another session\'s kernel through /proc/<pid>/fd', async (t) => {
+  const victim = await startKernel()
+  const attacker = await startKernel()
+  t.after(() => Promise.all([victim.shutdown(), attacker.shutdown()]))
+  await victim.execute('secret_state = 1')
+  const frame = JSON.stringify({ type: 'execute', id: 'forged', code: 'secret_state = 666', silent: false, storeHistory: true })
+  const r = await attacker.execute(`
+import os, json
+hits = []
+for fd in range(0, 64):
+    for path in (f'/proc/${victim.pid}/fd/{fd}', f'/proc/${victim.pid}/task/${victim.pid}/fd/{fd}'):
+        try:
+            f = open(path, 'w')
+            f.write(${JSON.stringify(frame)} + '\\n'); f.flush()
+            hits.append(path)
+        except OSError:
+            pass
+print('HITS', hits)
+`)
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.match(r.stdout, /HITS \[\]/, r.stdout)
+  const state = await victim.execute('secret_state')
+  assert.equal(state.result['text/plain'], '1', 'the victim\'s namespace is unchanged')
+})
+
+test('a pool\'s prewarmed spare cannot be reached by another session\'s cell', async (t) => {
+  const pool = new addon.KernelPool({ kernel: { interpreter: python }, prewarm: 1 })
+  t.after(() => pool.disposeAll())
+  const first = await pool.execute({ sessionId: 'attacker', cells: [{ code: '1' }] })
+  assert.equal(first.exitCode, 0)
+  assert.ok(await waitFor(() => pool.spares.length === 1, { timeoutMs: 5000 }), 'a spare is ready')
+  const [spare] = pool.spares
+  const r = await pool.execute({
+    sessionId: 'attacker',
+    cells: [{ code: `import os\nprint(os.path.exists('/proc/${spare}'), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))` }],
+  })
+  assert.match(r.output, /^False \[1\]/, r.output)
+})
+
+test('planted runner bytecode never runs: the runner directory is read-only inside every kernel', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const marker = path.join(tempDir(), 'planted-ran')
+  // The attack: find the runner files from inside (its own module's path) and overwrite
+  // every one of them, bytecode included, with code that leaves a marker.
+  const r = await kernel.execute(`
+import os, sys, glob
+payload = "open(${JSON.stringify(marker)}, 'w').write('pwned')\\n"
+root = sys.modules['pykernel_runner'].__file__
+while not os.path.basename(root).startswith('pykernel-'):   # up to $TMPDIR/pykernel-<uid>
+    root = os.path.dirname(root)
+written, refused = [], []
+for path in glob.glob(os.path.join(root, '**', '*'), recursive=True) + [os.path.join(root, 'new-file')]:
+    if os.path.isdir(path):
+        continue
+    try:
+        with open(path, 'w') as f:
+            f.write(payload)
+        written.append(path)
+    except OSError as e:
+        refused.append(e.strerror)
+print('ROOT', root)
+print('WRITTEN', written)
+print('REFUSED', sorted(set(refused)), len(refused))
+`)
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.match(r.stdout, /WRITTEN \[\]/, r.stdout)
+  assert.match(r.stdout, /Read-only file system/, r.stdout)
+  assert.match(r.stdout, /REFUSED .* ([5-9]|\d\d+)\n/, 'the runner files, bytecode included, were all tried')
+  const later = await startKernel()
+  t.after(() => later.shutdown())
+  assert.equal((await later.execute('1+1')).result['text/plain'], '2')
+  assert.equal(fs.existsSync(marker), false, 'no planted code ran in a later kernel')
+})
+
+const ESCAPES = {
+  'start_new_session=True': "import subprocess; subprocess.Popen(['python3', '-c', 'import time; time.sleep(300)', 'MARK'], start_new_session=True)",
+  'process_group=0': "import subprocess; subprocess.Popen(['sh', '-c', 'sleep 300; : MARK'], preexec_fn=lambda: __import__('os').setpgid(0, 0))",
+  'double fork + setsid': "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execvp('sh', ['sh', '-c', 'sleep 300; : MARK'])\n    os._exit(0)\ntime.sleep(0.2)",
+  '!setsid cmd &': "!setsid sh -c 'sleep 300; : MARK' >/dev/null 2>&1 &",
+  'nohup, ignoring SIGTERM': "!nohup sh -c 'trap \"\" TERM HUP; sleep 300; : MARK' >/dev/null 2>&1 &",
+}
+
+for (const [name, code] of Object.entries(ESCAPES)) {
+  test(`a process started with ${name} does not survive shutdown()`, async () => {
+    const marker = `pykernel-escape-${crypto.randomBytes(6).toString('hex')}`
+    const kernel = await startKernel()
+    const r = await kernel.execute(code.replaceAll('MARK', marker))
+    assert.equal(r.status, 'ok', JSON.stringify(r.error) + r.stdout)
+    assert.ok(await waitFor(() => processesWith(marker).length > 0, { timeoutMs: 3000 }), 'the escapee started')
+    const down = await kernel.shutdown({ graceMs: 500 })
+    assert.equal(down.confirmed, true)
+    assert.ok(await waitFor(() => processesWith(marker).length === 0, { timeoutMs: 3000 }), `left running: ${processesWith(marker)}`)
+  })
+}
+
+test('disposeOwner() leaves no process of the session behind, whatever it did to its session', async (t) => {
+  const marker = `pykernel-escape-${crypto.randomBytes(6).toString('hex')}`
+  const pool = new addon.KernelPool({ kernel: { interpreter: python }, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const r = await pool.execute({ sessionId: 'leaver', cells: [{ code: ESCAPES['double fork + setsid'].replaceAll('MARK', marker) }] })
+  assert.equal(r.exitCode, 0, r.output)
+  assert.ok(await waitFor(() => processesWith(marker).length > 0, { timeoutMs: 3000 }), 'the escapee started')
+  await pool.disposeOwner('leaver')
+  assert.ok(await waitFor(() => processesWith(marker).length === 0, { timeoutMs: 3000 }), `left running: ${processesWith(marker)}`)
+})
+
+test('kernel.isolation and checkPythonKernelAvailability say what is enforced; sandbox: "off" turns it off', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const { isolation } = kernel
+  assert.equal(isolation.mode, 'namespaces+landlock', JSON.stringify(isolation))
+  for (const p of ['pid-namespace', 'own-proc', 'runner-read-only', 'capabilities-dropped', 'signal-scope']) assert.ok(isolation.enforced.includes(p), p)
+  assert.deepEqual(isolation.missing, [])
+  const check = await addon.checkPythonKernelAvailability({ interpreter: python })
+  assert.deepEqual(check.isolation, isolation)
+
+  const open = await startKernel({ sandbox: 'off' })
+  t.after(() => open.shutdown())
+  assert.equal(open.isolation.mode, 'off')
+  const r = await open.execute(`import os; os.path.exists('/proc/${process.pid}')`)
+  assert.equal(r.result['text/plain'], 'True', 'without the sandbox the host is visible (the option works)')
+  await assert.rejects(startKernel({ sandbox: 'on' }), { code: 'ERR_INVALID_ARG', message: /sandbox.*'off'/ })
+})
+
+test('sandbox.network = false: no connection to the host\'s servers; loopback inside still works', async (t) => {
+  const server = net.createServer((c) => c.end('hello'))
+  await new Promise((r) => server.listen(0, '127.0.0.1', r))
+  t.after(() => server.close())
+  const kernel = await startKernel({ sandbox: { network: false } })
+  t.after(() => kernel.shutdown())
+  assert.ok(kernel.isolation.enforced.includes('network-namespace'))
+  const r = await kernel.execute(`
+import socket, threading
+try:
+    socket.create_connection(('127.0.0.1', ${server.address().port}), timeout=2)
+    print('host reached')
+except OSError as e:
+    print('host refused:', e.strerror or e)
+srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen()
+threading.Thread(target=lambda: srv.accept()[0].sendall(b'inside'), daemon=True).start()
+c = socket.create_connection(srv.getsockname(), timeout=2)
+print('loopback:', c.recv(16).decode())
+`)
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.match(r.stdout, /host refused/, r.stdout)
+  assert.match(r.stdout, /loopback: inside/, r.stdout)
+})
+
+test('sandbox.writable: writes land only in cwd, the private TMPDIR and the listed directories', async (t) => {
+  const cwd = tempDir()
+  const extra = tempDir()
+  const outside = tempDir()
+  const kernel = await startKernel({ cwd, sandbox: { writable: [extra] } })
+  t.after(() => kernel.shutdown())
+  const r = await kernel.execute(`
+import os, tempfile
+results = {}
+for name, path in (('cwd', 'in-cwd.txt'), ('extra', ${JSON.stringify(path.join(extra, 'x.txt'))}), ('outside', ${JSON.stringify(path.join(outside, 'x.txt'))}), ('home', os.path.expanduser('~/.pykernel-writable-test'))):
+    try:
+        open(path, 'w').write('x'); results[name] = 'written'
+    except OSError as e:
+        results[name] = e.strerror
+with tempfile.NamedTemporaryFile(dir=None) as f:
+    results['tmp'] = 'written ' + str(f.name.startswith(os.environ['TMPDIR']))
+print(results)
+`)
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.match(r.stdout, /'cwd': 'written'/, r.stdout)
+  assert.match(r.stdout, /'extra': 'written'/, r.stdout)
+  assert.match(r.stdout, /'outside': 'Permission denied'/, r.stdout)
+  assert.match(r.stdout, /'home': 'Permission denied'/, r.stdout)
+  assert.match(r.stdout, /'tmp': 'written True'/, r.stdout)
+  assert.equal(fs.existsSync(path.join(outside, 'x.txt')), false)
+  await assert.rejects(startKernel({ sandbox: { writable: [path.join(outside, 'absent')] } }), { code: 'ERR_SANDBOX', message: /absent/ })
+})

@@ -1,0 +1,145 @@
+//! The runner's bytecode cache: compiled once per interpreter by a process of its own,
+//! then only read by kernels.
+//!
+//! Compiling the runner costs more than the rest of a kernel's start (about 50 ms), so
+//! its bytecode is cached. Python's own cache (`__pycache__`) is written by whichever
+//! process imports first, which would let a cell plant bytecode that every later kernel
+//! runs. Instead, a short-lived process runs our compile script once per interpreter and
+//! runner version, in the kernel's sandbox but with only its cache directory writable,
+//! and writes `<runner dir>/bytecode/<interpreter key>/<module>.pyc`; `runner.py` loads
+//! the runner's modules from there (its own finder, never `__pycache__`). Kernels see
+//! the whole runner directory read-only. Without namespaces the cache is as writable as
+//! the rest (see `sandbox`'s `missing`).
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use sha2::{Digest, Sha256};
+
+use crate::runner_script::{self, RunnerFiles};
+use crate::sandbox::{Plan, SandboxConfig, Target};
+
+/// The variable that tells `runner.py` where the cache is (it removes it at once).
+pub const ENV_VAR: &str = "PYKERNEL_BYTECODE";
+const COMPLETE: &str = "complete";
+
+/// Writes every module's code object as a `.pyc` (magic number, 12 bytes of zeros,
+/// marshal data), then the `complete` marker. argv: runner dir, cache dir, `name=path`...
+const COMPILE_SCRIPT: &str = r#"
+import marshal, os, sys
+ext = sys.modules["_frozen_importlib_external"]
+src, cache = sys.argv[1], sys.argv[2]
+for item in sys.argv[3:]:
+    name, rel = item.split("=", 1)
+    path = os.path.join(src, rel)
+    with open(path, "rb") as f:
+        code = compile(f.read(), path, "exec", dont_inherit=True)
+    tmp = os.path.join(cache, name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(ext.MAGIC_NUMBER + bytes(12) + marshal.dumps(code))
+    os.replace(tmp, os.path.join(cache, name + ".pyc"))
+open(os.path.join(cache, "complete"), "wb").close()
+"#;
+
+/// The cache directory for `python` (the real executable), built first if needed.
+/// `None` when it cannot be built: kernels then compile the runner themselves.
+pub fn ensure(
+    python: &Path,
+    files: &RunnerFiles,
+    env: &std::collections::BTreeMap<String, String>,
+    sandbox: &SandboxConfig,
+) -> Option<PathBuf> {
+    let dir = files.runner.parent()?;
+    let key: String = Sha256::digest(python.as_os_str().as_encoded_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let cache = dir.join("bytecode").join(key);
+    if cache.join(COMPLETE).is_file() {
+        return Some(cache);
+    }
+    match build(python, dir, &cache, env, sandbox) {
+        Ok(()) => Some(cache),
+        Err(reason) => {
+            tracing::warn!("cannot build the runner's bytecode cache in {}: {reason}; kernels compile the runner at start", cache.display());
+            None
+        }
+    }
+}
+
+fn build(
+    python: &Path,
+    dir: &Path,
+    cache: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+    sandbox: &SandboxConfig,
+) -> Result<(), String> {
+    let mut builder = std::fs::DirBuilder::new();
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.recursive(true).create(cache).map_err(|e| e.to_string())?;
+    let runner_base = dir.parent().unwrap_or(dir);
+    // The compile runs the interpreter: give it the kernel's sandbox (it may be a
+    // repository's own venv), with only the cache writable inside the runner directory.
+    let config = match sandbox {
+        SandboxConfig::Off => SandboxConfig::Off,
+        SandboxConfig::On { .. } => SandboxConfig::default(),
+    };
+    let (plan, _) = Plan::prepare(
+        &config,
+        &Target {
+            cwd: cache,
+            runner_base,
+            private_tmp: None,
+            runner_writable: Some(cache),
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(python);
+    cmd.args(["-I", "-S", "-c", COMPILE_SCRIPT])
+        .arg(dir)
+        .arg(cache)
+        .args(
+            runner_script::modules()
+                .into_iter()
+                .map(|(name, rel)| format!("{name}={rel}")),
+        )
+        .current_dir(cache)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let plan_addr = &plan as *const Plan as usize;
+    // SAFETY: the plan outlives the spawn; `enter` uses async-signal-safe calls only.
+    unsafe {
+        cmd.pre_exec(move || (*(plan_addr as *const Plan)).enter());
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        plan.clean_up_failed_spawn();
+        e.to_string()
+    })?;
+    let pid = plan.kernel_pid(child.id()).map_err(|e| e.to_string())?;
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut stderr);
+    }
+    let _ = child.wait();
+    let status = if plan.spawns_through_launcher() {
+        let mut status = 0;
+        // SAFETY: reaping our own child (the compile process, a CLONE_PARENT sibling).
+        unsafe { nix::libc::waitpid(pid as i32, &mut status, 0) };
+        status
+    } else {
+        0
+    };
+    if !cache.join(COMPLETE).is_file() {
+        return Err(format!(
+            "the compile step ended with status {status}: {}",
+            stderr.trim()
+        ));
+    }
+    Ok(())
+}
