@@ -8,14 +8,42 @@ a kernel's start-up.  Python's own ``__pycache__`` is never used for the runner'
 so bytecode a cell planted there could not run in a later kernel.
 """
 
+import os
 import sys
+
+
+def _init_of_namespace():
+    """In the sandbox this process is PID 1 of its own PID namespace, and Linux
+    ignores every signal PID 1 sends itself while its action is the default: a
+    cell's ``os.kill(os.getpid(), SIGKILL)`` would do nothing.  So PID 1 stays a
+    small init, as in a container: it forks the kernel (PID 2, an ordinary
+    process), reaps whatever is orphaned to it, and when the kernel ends it ends
+    too, which kills everything left in the namespace.  Its exit code is the
+    kernel's, or 128 + the signal that killed it (the host reads it back)."""
+    kernel = os.fork()
+    if kernel == 0:
+        return
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # the group's SIGINT is the kernel's
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(0)
+        if pid == kernel:
+            if os.WIFSIGNALED(status):
+                os._exit(128 + os.WTERMSIG(status))
+            os._exit(os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8)
+
+
+if os.getpid() == 1:
+    _init_of_namespace()
 
 
 def _runner_bytecode():
     """Load the runner's modules (and, through ``code_for``, the prelude) from the
     host's cache; compile from source when an entry is missing or unreadable."""
     import marshal
-    import os
 
     cache = os.environ.pop("PYKERNEL_BYTECODE", "")
     ext = sys.modules["_frozen_importlib_external"]

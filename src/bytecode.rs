@@ -79,7 +79,10 @@ fn build(
 ) -> Result<(), String> {
     let mut builder = std::fs::DirBuilder::new();
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.recursive(true).create(cache).map_err(|e| e.to_string())?;
+    builder
+        .recursive(true)
+        .create(cache)
+        .map_err(|e| e.to_string())?;
     let runner_base = dir.parent().unwrap_or(dir);
     // The compile runs the interpreter: give it the kernel's sandbox (it may be a
     // repository's own venv), with only the cache writable inside the runner directory.

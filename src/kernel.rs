@@ -378,9 +378,11 @@ impl Kernel {
             },
         )?;
 
-        let cgroup = config
+        // In a PID namespace the kernel's init is one more process of its own.
+        let max_processes = config
             .max_processes
-            .and_then(crate::process_guard::PidsCgroup::create);
+            .map(|n| n + usize::from(sandbox.spawns_through_launcher()));
+        let cgroup = max_processes.and_then(crate::process_guard::PidsCgroup::create);
         let mut command = build_command(&LaunchSpec {
             python: &resolved.path,
             runner: &files.runner,
@@ -412,7 +414,7 @@ impl Kernel {
             let _ = child.wait();
         }
         drop(command);
-        let (process, exit) = KernelProcess::watch(pid);
+        let (process, exit) = KernelProcess::watch(pid, sandbox.spawns_through_launcher());
         let pipes = (|| {
             Ok::<_, std::io::Error>((
                 stdin.map(ChildStdin::from_std).transpose()?,
@@ -440,7 +442,7 @@ impl Kernel {
             trace,
         ));
         let process_limit_hit = Arc::new(AtomicBool::new(false));
-        if let Some(limit) = config.max_processes {
+        if let Some(limit) = max_processes {
             tokio::spawn(crate::process_guard::watch_processes(
                 pid,
                 limit,

@@ -27,7 +27,9 @@ pub struct KernelProcess {
 
 impl KernelProcess {
     /// Starts waiting for child `pid`; its exit is published on the returned channel.
-    pub fn watch(pid: u32) -> (Arc<KernelProcess>, watch::Receiver<Option<ExitInfo>>) {
+    /// With `init`, `pid` is the init of the kernel's PID namespace, which cannot die of
+    /// the kernel's signal and exits with 128 + that signal instead: read it back so.
+    pub fn watch(pid: u32, init: bool) -> (Arc<KernelProcess>, watch::Receiver<Option<ExitInfo>>) {
         let process = Arc::new(KernelProcess {
             pid,
             reaped: Mutex::new(false),
@@ -38,7 +40,13 @@ impl KernelProcess {
             .name("pykernel-reaper".into())
             .stack_size(64 * 1024)
             .spawn(move || {
-                let info = waiter.wait();
+                let mut info = waiter.wait();
+                if let (true, Some(code @ 129..=192)) = (init, info.code) {
+                    info = ExitInfo {
+                        code: None,
+                        signal: Some(code - 128),
+                    };
+                }
                 let _ = tx.send(Some(info));
             });
         if let Err(e) = spawned {
@@ -132,7 +140,7 @@ mod tests {
             .process_group(0)
             .spawn()
             .unwrap();
-        let (process, mut exit) = KernelProcess::watch(child.id());
+        let (process, mut exit) = KernelProcess::watch(child.id(), false);
         assert!(process.signal_group(Signal::SIGTERM));
         exit.wait_for(|e| e.is_some()).await.unwrap();
         assert_eq!(exit.borrow().unwrap().signal, Some(libc::SIGTERM));
@@ -147,7 +155,7 @@ mod tests {
             .args(["-c", "exit 7"])
             .spawn()
             .unwrap();
-        let (_process, mut exit) = KernelProcess::watch(child.id());
+        let (_process, mut exit) = KernelProcess::watch(child.id(), false);
         exit.wait_for(|e| e.is_some()).await.unwrap();
         assert_eq!(exit.borrow().unwrap().code, Some(7));
     }

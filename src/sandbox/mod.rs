@@ -202,9 +202,9 @@ impl Plan {
                     &[target.runner_base.into()],
                     target.runner_writable,
                 )
-                    .map_err(|e| KernelError::Sandbox {
-                        reason: format!("preparing namespaces: {e}"),
-                    })?;
+                .map_err(|e| KernelError::Sandbox {
+                    reason: format!("preparing namespaces: {e}"),
+                })?;
                 plan.namespaces = Some(ns);
                 modes.push("namespaces");
                 isolation.enforced.extend([
