@@ -17,6 +17,7 @@ pub mod process_guard;
 pub mod protocol;
 pub mod runner_script;
 pub mod runtime;
+pub mod safe_fs;
 pub mod watchdog;
 
 #[cfg(test)]
