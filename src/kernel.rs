@@ -81,6 +81,21 @@ impl KernelConfig {
         ))
     }
 
+    /// Makes artifactsDir (and, with a session, its kv store directory) ready, created
+    /// 0700 when missing, or refuses it (`ERR_ARTIFACTS_DIR`) before any process starts:
+    /// a directory another local user owns, can write, or made a symlink is never used.
+    pub fn prepare_artifacts_dir(&self) -> Result<()> {
+        let Some(dir) = &self.artifacts_dir else {
+            return Ok(());
+        };
+        if self.session_id.is_some() {
+            crate::kv::prepare_store_dir(dir)?;
+        } else {
+            crate::safe_fs::ensure_private_dir("artifactsDir", dir)?;
+        }
+        Ok(())
+    }
+
     pub fn new(cwd: PathBuf) -> Self {
         Self {
             cwd,
@@ -285,6 +300,7 @@ impl FrameWriter {
 impl Kernel {
     /// Resolves Python, spawns the runner and waits for it to be ready.
     pub async fn start(config: KernelConfig) -> Result<Arc<Kernel>> {
+        config.prepare_artifacts_dir()?;
         let kernel = Kernel::spawn(&config).await?;
         kernel.initialize(&config).await?;
         Ok(kernel)
