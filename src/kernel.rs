@@ -312,6 +312,7 @@ impl Kernel {
             cwd: config.cwd.clone(),
             interpreter: config.interpreter.clone(),
             base_env: config.base_env_or_host(),
+            env_prefix: config.env_prefix.clone(),
         };
         tokio::task::spawn_blocking(move || runtime::resolve(&resolve_opts).map(|(r, _)| r))
             .await
