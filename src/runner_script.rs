@@ -106,16 +106,13 @@ fn materialize_shared(default: &Path, stand_ins: &StandIns) -> Result<RunnerFile
         .permissions(fs::Permissions::from_mode(0o700))
         .tempdir_in(parent)
         .map(tempfile::TempDir::keep);
-    let dir = match made {
-        Ok(dir) => dir,
-        Err(e) => return Err(KernelError::RunnerDir {
-            path: default.to_path_buf(),
-            reason: format!(
-                "{refused}; a private directory in its place could not be made in {} either: {e}",
-                parent.display()
-            ),
-        }),
-    };
+    let dir = made.map_err(|e| KernelError::RunnerDir {
+        path: default.to_path_buf(),
+        reason: format!(
+            "{refused}; no private directory could be made in {} instead: {e}",
+            parent.display()
+        ),
+    })?;
     let files = write_files(&dir)?;
     tracing::warn!(
         "{refused}. Kernels of this process use {} instead.",
