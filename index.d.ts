@@ -127,6 +127,10 @@ export type JsKernelPool = KernelPool
 
 /** A session's key-value store, shared with `kv` in the kernel. */
 export declare class KvStore {
+  /**
+   * Throws `ERR_ARTIFACTS_DIR` when `artifactsDir` (or its `kernel-store/`) is a
+   * symlink, not ours, or writable by group or others; a missing one is created 0700.
+   */
   constructor(artifactsDir: string, sessionId: string, options?: KvStoreOptions | undefined | null)
   /** The store's file. */
   get path(): string
@@ -403,7 +407,13 @@ export declare function resolvePython(options?: ResolvePythonOptions | undefined
 export interface ResolvePythonOptions {
   cwd?: string
   interpreter?: string
+  /**
+   * Read for discovery; candidates are probed with it filtered as for a kernel.
+   * @default process.env
+   */
   baseEnv?: Record<string, string>
+  /** The filter's prefix, as the kernel's `envPrefix`. @default "PYKERNEL_" */
+  envPrefix?: string
 }
 
 export interface SandboxOptions {
@@ -468,4 +478,6 @@ export interface TruncationInfo {
   totalLines: number
   /** The file holding the full output, when `artifactsDir` was given. */
   artifactPath?: string
+  /** Why the full output could not be kept, when `artifactsDir` was given (also a notice). */
+  artifactError?: string
 }

@@ -661,6 +661,77 @@ def _kv_check_key(key):
     raise ValueError("invalid kv key %r: %s" % (key[:80], reason))
 
 
+def _kv_refusal(what, path, fault):
+    """The error for a path not safe for the store, worded as the host words it
+    (ERR_ARTIFACTS_DIR there)."""
+    if fault.startswith("is writable"):
+        advice = "make it private (chmod 700) or choose another artifactsDir"
+    else:
+        advice = "remove it or choose another artifactsDir"
+    return PermissionError("%s %s %s: %s" % (what, path, fault, advice))
+
+
+def _kv_fault(st, want_dir):
+    """What makes an lstat result unsafe for private data, or None.  Another
+    local user who owns the path, can write it or made it a symlink could read
+    the store, plant values or redirect our writes."""
+    import os
+    import stat
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link (never followed)"
+    if want_dir and not stat.S_ISDIR(st.st_mode):
+        return "exists and is not a directory"
+    if not want_dir and not stat.S_ISREG(st.st_mode):
+        return "exists and is not a regular file"
+    if st.st_uid != os.geteuid():
+        return "is owned by uid %d, not by us (uid %d)" % (st.st_uid, os.geteuid())
+    if want_dir and st.st_mode & 0o022:
+        return "is writable by group or others (mode %o)" % (st.st_mode & 0o7777)
+    return None
+
+
+def _kv_private_dir(what, path):
+    """*path* as a real directory of ours that nobody else can write: made 0700
+    when missing, else checked (never repaired: it may be someone else's)."""
+    import os
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        try:
+            os.makedirs(path, 0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(path)
+    fault = _kv_fault(st, want_dir=True)
+    if fault:
+        raise _kv_refusal(what, path, fault)
+
+
+def _kv_open(what, path, flags):
+    """``os.open`` that never follows a symlink at *path*; files it creates are
+    0600."""
+    import errno
+    import os
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _kv_refusal(what, path, "is a symbolic link (never followed)") from None
+        raise
+
+
+def _kv_check_replaceable(path):
+    """The rename may replace *path* only when it is absent or a file of ours."""
+    import os
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    fault = _kv_fault(st, want_dir=False)
+    if fault:
+        raise _kv_refusal("the kv store", path, fault)
+
+
 class _KvLock:
     """The store's file, locked: an exclusive ``flock`` on ``<file>.lock``
     (the lock the JavaScript side takes too) while the block runs."""
@@ -675,9 +746,11 @@ class _KvLock:
     def __enter__(self):
         import fcntl
         import os
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path + ".lock", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC,
-                     0o644)
+        store_dir = os.path.dirname(self.path)
+        _kv_private_dir("artifactsDir", os.path.dirname(store_dir))
+        _kv_private_dir("the kv store directory", store_dir)
+        fd = _kv_open("the kv store lock", self.path + ".lock",
+                      os.O_WRONLY | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except BaseException:
@@ -698,11 +771,13 @@ class _KvLock:
     def read(self):
         """The stored values (a new dict); an absent file is an empty store."""
         import json
+        import os
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            fd = _kv_open("the kv store", self.path, os.O_RDONLY)
         except FileNotFoundError:
             return {}
+        with open(fd, "rb") as f:
+            data = f.read()
         try:
             document = json.loads(data.decode("utf-8"))
         except ValueError as exc:   # UnicodeDecodeError is a ValueError too
@@ -733,10 +808,13 @@ class _KvLock:
                              % (len(data), _KV_MAX_STORE_BYTES))
         directory, name = os.path.split(self.path)
         temp = os.path.join(directory, ".%s.%s.tmp" % (name, os.urandom(6).hex()))
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        # O_EXCL: a name planted in the meantime fails instead of being written through.
+        fd = _kv_open("a kv store temporary file", temp,
+                      os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             with open(fd, "wb") as f:
                 f.write(data)
+            _kv_check_replaceable(self.path)
             os.replace(temp, self.path)
         except BaseException:
             try:

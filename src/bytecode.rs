@@ -61,7 +61,7 @@ pub fn ensure(
     if cache.join(COMPLETE).is_file() {
         return Some(cache);
     }
-    match build(python, dir, &cache, env, sandbox) {
+    match build(python, files, &cache, env, sandbox) {
         Ok(()) => Some(cache),
         Err(reason) => {
             tracing::warn!("cannot build the runner's bytecode cache in {}: {reason}; kernels compile the runner at start", cache.display());
@@ -72,7 +72,7 @@ pub fn ensure(
 
 fn build(
     python: &Path,
-    dir: &Path,
+    files: &RunnerFiles,
     cache: &Path,
     env: &std::collections::BTreeMap<String, String>,
     sandbox: &SandboxConfig,
@@ -83,7 +83,7 @@ fn build(
         .recursive(true)
         .create(cache)
         .map_err(|e| e.to_string())?;
-    let runner_base = dir.parent().unwrap_or(dir);
+    let dir = files.runner.parent().unwrap_or(&files.base);
     // The compile runs the interpreter: give it the kernel's sandbox (it may be a
     // repository's own venv), with only the cache writable inside the runner directory.
     let config = match sandbox {
@@ -94,7 +94,7 @@ fn build(
         &config,
         &Target {
             cwd: cache,
-            runner_base,
+            runner_base: &files.base,
             private_tmp: None,
             runner_writable: Some(cache),
         },

@@ -36,6 +36,10 @@ pub enum KernelError {
     #[error("cannot prepare the runner directory {path}: {reason}")]
     RunnerDir { path: PathBuf, reason: String },
 
+    /// artifactsDir, its kv store or a file in them is not safe to use (SPEC 12, 14a).
+    #[error(transparent)]
+    ArtifactsDir(#[from] crate::safe_fs::Refusal),
+
     #[error("this KernelPool is being disposed and takes no new work; create a new KernelPool.")]
     PoolDisposed,
 
@@ -66,6 +70,7 @@ impl KernelError {
             KernelError::StartFailed { .. } => "ERR_KERNEL_START_FAILED",
             KernelError::KernelDead { .. } => "ERR_KERNEL_DEAD",
             KernelError::RunnerDir { .. } => "ERR_RUNNER_DIR",
+            KernelError::ArtifactsDir(_) => "ERR_ARTIFACTS_DIR",
             KernelError::InvalidArgument { .. } => "ERR_INVALID_ARG",
             KernelError::Sandbox { .. } => "ERR_SANDBOX",
             KernelError::PoolDisposed => "ERR_POOL_DISPOSED",

@@ -49,6 +49,8 @@ pub struct TruncationInfo {
     pub total_bytes: u64,
     pub total_lines: u64,
     pub artifact_path: Option<PathBuf>,
+    /// Why the artifact could not be kept, when it should have been.
+    pub artifact_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -293,6 +295,12 @@ impl Evaluation {
             }
         }
         let truncated = self.text.finish();
+        if let Some(error) = &truncated.artifact_error {
+            // The output itself is fine; say why the promised full copy is missing.
+            result
+                .annotations
+                .push(format!("the full output was not saved: {error}"));
+        }
         let mut output: String = result
             .annotations
             .iter()
@@ -314,6 +322,7 @@ impl Evaluation {
                 total_bytes: truncated.total_bytes,
                 total_lines: truncated.total_lines,
                 artifact_path: truncated.artifact_path,
+                artifact_error: truncated.artifact_error,
             });
         }
         result.exit_code = if result.cancelled {

@@ -84,6 +84,21 @@ impl KernelConfig {
         ))
     }
 
+    /// Makes artifactsDir (and, with a session, its kv store directory) ready, created
+    /// 0700 when missing, or refuses it (`ERR_ARTIFACTS_DIR`) before any process starts:
+    /// a directory another local user owns, can write, or made a symlink is never used.
+    pub fn prepare_artifacts_dir(&self) -> Result<()> {
+        let Some(dir) = &self.artifacts_dir else {
+            return Ok(());
+        };
+        if self.session_id.is_some() {
+            crate::kv::prepare_store_dir(dir)?;
+        } else {
+            crate::safe_fs::ensure_private_dir("artifactsDir", dir)?;
+        }
+        Ok(())
+    }
+
     pub fn new(cwd: PathBuf) -> Self {
         Self {
             cwd,
@@ -295,6 +310,7 @@ impl FrameWriter {
 impl Kernel {
     /// Resolves Python, spawns the runner and waits for it to be ready.
     pub async fn start(config: KernelConfig) -> Result<Arc<Kernel>> {
+        config.prepare_artifacts_dir()?;
         let kernel = Kernel::spawn(&config).await?;
         kernel.initialize(&config).await?;
         Ok(kernel)
@@ -306,6 +322,7 @@ impl Kernel {
             cwd: config.cwd.clone(),
             interpreter: config.interpreter.clone(),
             base_env: config.base_env_or_host(),
+            env_prefix: config.env_prefix.clone(),
         };
         tokio::task::spawn_blocking(move || runtime::resolve(&resolve_opts).map(|(r, _)| r))
             .await
@@ -362,17 +379,11 @@ impl Kernel {
         } else {
             None
         };
-        let runner_base = files
-            .runner
-            .parent()
-            .and_then(std::path::Path::parent)
-            .unwrap_or(&files.runner)
-            .to_path_buf();
         let (sandbox, isolation) = Plan::prepare(
             &config.sandbox,
             &Target {
                 cwd: &config.cwd,
-                runner_base: &runner_base,
+                runner_base: &files.base,
                 private_tmp: private_tmp.as_ref().map(|d| d.path()),
                 runner_writable: None,
             },

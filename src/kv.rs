@@ -6,12 +6,20 @@
 //! takes the same lock) and lands by rename, so concurrent writers of different keys both
 //! land and a reader never sees half a file. A file of an unknown version or that does not
 //! parse is refused, never overwritten: it may hold someone's data.
+//!
+//! artifactsDir is often in a shared place (`/tmp/artifacts`), so before every use it and
+//! `kernel-store/` must be real directories of ours that nobody else can write (created
+//! 0700 when missing, see `safe_fs`), and the store, its lock and the temporary file are
+//! never opened through a symlink: another local user cannot read the store, plant values
+//! in it, or aim our writes at a file of their choosing.
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
+
+use crate::safe_fs::{self, Fault, Refusal};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -32,6 +40,8 @@ pub enum KvError {
     Unreadable { path: PathBuf, reason: String },
     #[error("kv store {path}: {reason}")]
     Io { path: PathBuf, reason: String },
+    #[error(transparent)]
+    ArtifactsDir(#[from] Refusal),
 }
 
 impl KvError {
@@ -41,6 +51,7 @@ impl KvError {
             KvError::ValueTooLarge { .. } | KvError::StoreFull { .. } => "ERR_KV_LIMIT",
             KvError::Unreadable { .. } => "ERR_KV_CORRUPT",
             KvError::Io { .. } => "ERR_IO",
+            KvError::ArtifactsDir(_) => "ERR_ARTIFACTS_DIR",
         }
     }
 }
@@ -56,6 +67,16 @@ pub fn store_path(artifacts_dir: &Path, prefix: &str, session_id: &str) -> PathB
     artifacts_dir
         .join("kernel-store")
         .join(format!("{prefix}_{digest}.json"))
+}
+
+/// Makes `artifacts_dir` and its `kernel-store/` ready for a store (created 0700 when
+/// missing), or says why they are not safe to use.
+pub fn prepare_store_dir(artifacts_dir: &Path) -> std::result::Result<(), Refusal> {
+    safe_fs::ensure_private_dir("artifactsDir", artifacts_dir)?;
+    safe_fs::ensure_private_dir(
+        "the kv store directory",
+        &artifacts_dir.join("kernel-store"),
+    )
 }
 
 /// The file name prefix for an env prefix: `PYKERNEL_` -> `pykernel`.
@@ -89,12 +110,19 @@ pub fn check_key(key: &str) -> Result<()> {
 }
 
 pub struct KvStore {
+    artifacts_dir: PathBuf,
     path: PathBuf,
 }
 
 impl KvStore {
-    pub fn new(path: PathBuf) -> Self {
-        Self { path }
+    /// The store of `session_id` under `artifacts_dir`; refused at once when the directory
+    /// is not safe to use (every operation checks it again).
+    pub fn open(artifacts_dir: &Path, prefix: &str, session_id: &str) -> Result<Self> {
+        prepare_store_dir(artifacts_dir)?;
+        Ok(Self {
+            artifacts_dir: artifacts_dir.to_path_buf(),
+            path: store_path(artifacts_dir, prefix, session_id),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -150,26 +178,46 @@ impl KvStore {
         }
     }
 
+    /// A symlink where a file of the store should be is refused, naming it.
+    fn open_error(&self, what: &'static str, path: PathBuf, err: std::io::Error) -> KvError {
+        if safe_fs::is_symlink_refusal(&err) {
+            KvError::ArtifactsDir(Refusal {
+                what,
+                path,
+                fault: Fault::Symlink,
+            })
+        } else {
+            self.io(err)
+        }
+    }
+
     fn lock(&self) -> Result<Flock<fs::File>> {
-        let dir = self.path.parent().expect("the store path has a directory");
-        fs::create_dir_all(dir).map_err(|e| self.io(e))?;
+        // Checked on every use: the directory may have been removed and made again by
+        // someone else since the store was opened.
+        prepare_store_dir(&self.artifacts_dir)?;
         let mut lock_path = self.path.clone().into_os_string();
         lock_path.push(".lock");
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(lock_path)
-            .map_err(|e| self.io(e))?;
+        let lock_path = PathBuf::from(lock_path);
+        let file = safe_fs::open_nofollow(
+            &lock_path,
+            fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true),
+        )
+        .map_err(|e| self.open_error("the kv store lock", lock_path.clone(), e))?;
         Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| self.io(errno))
     }
 
     fn read(&self) -> Result<Map<String, Value>> {
-        let bytes = match fs::read(&self.path) {
-            Ok(bytes) => bytes,
+        let opened = safe_fs::open_nofollow(&self.path, fs::OpenOptions::new().read(true));
+        let mut file = match opened {
+            Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
-            Err(e) => return Err(self.io(e)),
+            Err(e) => return Err(self.open_error("the kv store", self.path.clone(), e)),
         };
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| self.io(e))?;
         let unreadable = |reason: String| KvError::Unreadable {
             path: self.path.clone(),
             reason,
@@ -197,8 +245,10 @@ impl KvStore {
             return Err(KvError::StoreFull { size: bytes.len() });
         }
         let dir = self.path.parent().expect("the store path has a directory");
+        // tempfile creates with O_EXCL (never through a symlink) and mode 0600.
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| self.io(e))?;
         tmp.write_all(&bytes).map_err(|e| self.io(e))?;
+        safe_fs::check_rename_target("the kv store", &self.path)?;
         tmp.persist(&self.path).map_err(|e| self.io(e.error))?;
         Ok(())
     }
@@ -211,8 +261,8 @@ mod tests {
 
     fn store() -> (tempfile::TempDir, KvStore) {
         let dir = tempfile::tempdir().unwrap();
-        let path = store_path(dir.path(), "pykernel", "session-1");
-        (dir, KvStore::new(path))
+        let kv = KvStore::open(&dir.path().join("artifacts"), "pykernel", "session-1").unwrap();
+        (dir, kv)
     }
 
     #[test]
@@ -281,12 +331,12 @@ mod tests {
     #[test]
     fn concurrent_writers_of_different_keys_all_land() {
         let (_dir, kv) = store();
-        let path = kv.path().to_path_buf();
+        let dir = kv.artifacts_dir.clone();
         let threads: Vec<_> = (0..4)
             .map(|t| {
-                let path = path.clone();
+                let dir = dir.clone();
                 std::thread::spawn(move || {
-                    let kv = KvStore::new(path);
+                    let kv = KvStore::open(&dir, "pykernel", "session-1").unwrap();
                     for i in 0..50 {
                         kv.set(&format!("t{t}-{i}"), json!(i)).unwrap();
                     }
@@ -297,5 +347,71 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(kv.list().unwrap().len(), 200);
+    }
+    #[test]
+    fn a_loose_or_symlinked_artifacts_dir_is_refused_and_nothing_is_written_there() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().unwrap();
+        let loose = base.path().join("artifacts");
+        fs::create_dir(&loose).unwrap();
+        fs::set_permissions(&loose, fs::Permissions::from_mode(0o777)).unwrap();
+        let err = KvStore::open(&loose, "pykernel", "s").err().unwrap();
+        assert_eq!(err.code(), "ERR_ARTIFACTS_DIR");
+        assert!(
+            err.to_string().starts_with(&format!(
+                "artifactsDir {} is writable by group or others (mode 777)",
+                loose.display()
+            )),
+            "{err}"
+        );
+        assert_eq!(fs::read_dir(&loose).unwrap().count(), 0);
+
+        // A store opened while the directory was fine refuses it once it is loosened.
+        let fine = base.path().join("fine");
+        let kv = KvStore::open(&fine, "pykernel", "s").unwrap();
+        let attacker = base.path().join("attacker");
+        fs::create_dir(&attacker).unwrap();
+        fs::remove_dir(fine.join("kernel-store")).unwrap();
+        std::os::unix::fs::symlink(&attacker, fine.join("kernel-store")).unwrap();
+        let err = kv.set("k", serde_json::json!("secret")).unwrap_err();
+        assert_eq!(err.code(), "ERR_ARTIFACTS_DIR");
+        assert!(err.to_string().contains("the kv store directory"), "{err}");
+        assert_eq!(fs::read_dir(&attacker).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_symlinked_lock_or_store_is_never_followed() {
+        let (dir, kv) = store();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, "precious").unwrap();
+        let lock = PathBuf::from(format!("{}.lock", kv.path().display()));
+        std::os::unix::fs::symlink(&victim, &lock).unwrap();
+        let err = kv.set("k", json!(1)).unwrap_err();
+        assert_eq!(err.code(), "ERR_ARTIFACTS_DIR");
+        assert_eq!(
+            err.to_string(),
+            format!("the kv store lock {} is a symbolic link (never followed): remove it or choose another artifactsDir", lock.display())
+        );
+        fs::remove_file(&lock).unwrap();
+
+        // A store planted as a link to a victim holding a valid store is neither read nor
+        // replaced through.
+        fs::write(&victim, r#"{"version":1,"values":{"stolen":1}}"#).unwrap();
+        std::os::unix::fs::symlink(&victim, kv.path()).unwrap();
+        for err in [
+            kv.set("k", json!(1)).unwrap_err(),
+            kv.get("stolen").unwrap_err(),
+        ] {
+            assert_eq!(err.code(), "ERR_ARTIFACTS_DIR");
+            assert!(err.to_string().starts_with("the kv store "), "{err}");
+        }
+        assert_eq!(
+            fs::read_to_string(&victim).unwrap(),
+            r#"{"version":1,"values":{"stolen":1}}"#
+        );
+        assert!(fs::symlink_metadata(kv.path())
+            .unwrap()
+            .file_type()
+            .is_symlink());
     }
 }

@@ -19,6 +19,7 @@ pub mod protocol;
 pub mod reaper;
 pub mod runner_script;
 pub mod runtime;
+pub mod safe_fs;
 pub mod sandbox;
 pub mod watchdog;
 

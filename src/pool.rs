@@ -65,6 +65,19 @@ impl PoolConfig {
             prewarm: 1,
         }
     }
+
+    /// Refuses (`ERR_ARTIFACTS_DIR`) an artifactsDir that is not safe to use, at
+    /// construction, so the first call does not find out; missing ones are created 0700.
+    /// Each kernel checks again as it starts, and each write as it happens.
+    pub fn prepare_artifacts_dirs(&self) -> Result<()> {
+        for dir in [&self.artifacts_dir, &self.kernel.artifacts_dir]
+            .into_iter()
+            .flatten()
+        {
+            crate::safe_fs::ensure_private_dir("artifactsDir", dir)?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Default)]
@@ -430,6 +443,8 @@ impl PoolInner {
 
     /// A ready kernel for `config`: a spare when one fits, else a fresh start.
     async fn new_kernel(self: &Arc<Self>, config: &KernelConfig) -> Result<Arc<Kernel>> {
+        // Before a spare is initialized with it: its kv store path reaches the runner there.
+        config.prepare_artifacts_dir()?;
         let kernel = match self.take_spare(config).await {
             Some(spare) if spare.initialized_for(config) => spare,
             Some(spare) => match spare.initialize(config).await {

@@ -3,17 +3,28 @@
 //!
 //! Why a private 0700 directory owned by us: anyone who can write the runner can run code
 //! in every kernel. Before each start the files are compared with the embedded bytes and
-//! rewritten (atomically, temp file + rename) when they differ, so a tampered runner is
-//! replaced, never run.
+//! rewritten (atomically, temp file + rename) when they differ or are not plain files of
+//! ours, so a tampered runner is replaced, never run.
+//!
+//! The default place, `$TMPDIR/pykernel-<uid>`, is a name any local user can take first
+//! (a directory of theirs, a symlink, a file). Such a directory is never used, but that
+//! must not block every kernel either: this process then makes a fresh private directory
+//! beside it (`pykernel-<uid>-XXXXXX`, 0700, made by us), says so once, and keeps using it
+//! for all its kernels. A `runner_dir` the caller chose is theirs to fix, so a bad one is
+//! an error.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
+use once_cell::sync::Lazy;
 use sha2::{Digest, Sha256};
 
 use crate::error::{KernelError, Result};
+use crate::safe_fs::{self, Fault};
 
 /// The entry point; the runner proper is a package of modules, so their bytecode is cached.
 pub const RUNNER_PY: &str = include_str!("../runner/runner.py");
@@ -51,6 +62,9 @@ const FILES: &[(&str, &str)] = &[
 /// Where the materialized runner lives.
 #[derive(Debug, Clone)]
 pub struct RunnerFiles {
+    /// The directory holding the `<sha>` folders: the default `$TMPDIR/pykernel-<uid>`, its
+    /// private stand-in when that was refused, or the `runner_dir` the caller chose.
+    pub base: PathBuf,
     pub runner: PathBuf,
     pub prelude: PathBuf,
 }
@@ -98,8 +112,55 @@ pub fn default_base_dir() -> PathBuf {
     std::env::temp_dir().join(format!("pykernel-{uid}"))
 }
 
-/// Writes (or verifies) the runner files under `base` and returns their paths.
+/// Writes (or verifies) the runner files under `base` and returns their paths. At the
+/// default base a refused directory is replaced by a private stand-in (module docs).
 pub fn materialize(base: &Path) -> Result<RunnerFiles> {
+    if base == default_base_dir() {
+        materialize_shared(base, &STAND_INS)
+    } else {
+        write_files(base)
+    }
+}
+
+/// The stand-in made for each refused default base, kept for the process's lifetime.
+type StandIns = Mutex<HashMap<PathBuf, PathBuf>>;
+
+static STAND_INS: Lazy<StandIns> = Lazy::new(|| Mutex::new(HashMap::new()));
+
+fn materialize_shared(default: &Path, stand_ins: &StandIns) -> Result<RunnerFiles> {
+    // Held throughout, so concurrent starts agree on one stand-in (and warn once).
+    let mut stand_ins = stand_ins.lock().unwrap();
+    if let Some(dir) = stand_ins.get(default) {
+        return write_files(dir);
+    }
+    let refused = match write_files(default) {
+        Ok(files) => return Ok(files),
+        Err(refused) => refused,
+    };
+    let parent = default.parent().unwrap_or(Path::new("/"));
+    let name = default.file_name().unwrap_or_default().to_string_lossy();
+    let made = tempfile::Builder::new()
+        .prefix(&format!("{name}-"))
+        .permissions(fs::Permissions::from_mode(0o700))
+        .tempdir_in(parent)
+        .map(tempfile::TempDir::keep);
+    let dir = made.map_err(|e| KernelError::RunnerDir {
+        path: default.to_path_buf(),
+        reason: format!(
+            "{refused}; no private directory could be made in {} instead: {e}",
+            parent.display()
+        ),
+    })?;
+    let files = write_files(&dir)?;
+    tracing::warn!(
+        "{refused}. Kernels of this process use {} instead.",
+        dir.display()
+    );
+    stand_ins.insert(default.to_path_buf(), dir);
+    Ok(files)
+}
+
+fn write_files(base: &Path) -> Result<RunnerFiles> {
     ensure_private_dir(base)?;
     let dir = base.join(content_hash());
     ensure_private_dir(&dir)?;
@@ -109,42 +170,49 @@ pub fn materialize(base: &Path) -> Result<RunnerFiles> {
         if parent != dir {
             ensure_private_dir(parent)?; // the package's folder
         }
-        let current = fs::read(&path).ok();
-        if current.as_deref() != Some(text.as_bytes()) {
+        if !is_intact(&path, text.as_bytes()) {
             write_atomically(&dir, &path, text.as_bytes())?;
         }
     }
     Ok(RunnerFiles {
+        base: base.to_path_buf(),
         runner: dir.join("runner.py"),
         prelude: dir.join("prelude.py"),
     })
 }
 
-/// Creates `dir` with mode 0700, or checks that an existing one is ours and private.
+/// A plain file of ours that nobody else can write, holding exactly `bytes`. A symlink is
+/// not intact even when its target holds the right bytes: the target could change later.
+fn is_intact(path: &Path, bytes: &[u8]) -> bool {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    meta.is_file()
+        && meta.uid() == safe_fs::our_uid()
+        && meta.mode() & 0o022 == 0
+        && fs::read(path).is_ok_and(|current| current == bytes)
+}
+
+/// Creates `dir` with mode 0700, or checks that an existing one is a real directory of
+/// ours (never following a symlink) and makes it private again if it was loosened.
 fn ensure_private_dir(dir: &Path) -> Result<()> {
     let refuse = |reason: String| KernelError::RunnerDir {
         path: dir.to_path_buf(),
         reason,
     };
-    match fs::symlink_metadata(dir) {
-        Ok(meta) => {
-            if !meta.is_dir() {
-                return Err(refuse("it exists and is not a directory; remove it".into()));
-            }
-            let uid = nix::unistd::getuid().as_raw();
-            if meta.uid() != uid {
-                return Err(refuse(format!(
-                    "it is owned by uid {}, not by us (uid {uid}); remove it or set TMPDIR",
-                    meta.uid()
-                )));
-            }
-            if meta.mode() & 0o077 != 0 {
+    match safe_fs::inspect_dir(dir) {
+        Ok(None | Some(Fault::Writable { .. })) => {
+            let mode = fs::symlink_metadata(dir)
+                .map_err(|e| refuse(e.to_string()))?
+                .mode();
+            if mode & 0o077 != 0 {
                 fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
                     .map_err(|e| refuse(format!("cannot make it private: {e}")))?;
             }
             Ok(())
         }
-        Err(_) => {
+        Ok(Some(fault)) => Err(refuse(format!("it {fault}; remove it or set TMPDIR"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut builder = fs::DirBuilder::new();
             std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
             match builder.create(dir) {
@@ -154,6 +222,7 @@ fn ensure_private_dir(dir: &Path) -> Result<()> {
                 Err(e) => Err(refuse(e.to_string())),
             }
         }
+        Err(e) => Err(refuse(e.to_string())),
     }
 }
 
@@ -222,5 +291,100 @@ mod tests {
         fs::write(&path, "x").unwrap();
         let err = materialize(&path).unwrap_err();
         assert_eq!(err.code(), "ERR_RUNNER_DIR");
+    }
+    /// A `$TMPDIR`-like directory and the default base in it, as another user may leave it.
+    fn shared_tmp() -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let default = tmp
+            .path()
+            .join(format!("pykernel-{}", nix::unistd::getuid()));
+        (tmp, default)
+    }
+
+    fn assert_private_stand_in(tmp: &Path, files: &RunnerFiles, default: &Path) {
+        assert_ne!(files.base, default);
+        assert_eq!(files.base.parent(), Some(tmp));
+        let name = files.base.file_name().unwrap().to_str().unwrap();
+        let prefix = format!("{}-", default.file_name().unwrap().to_str().unwrap());
+        assert!(name.starts_with(&prefix), "{name}");
+        let meta = fs::symlink_metadata(&files.base).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!(meta.mode() & 0o777, 0o700);
+        assert_eq!(meta.uid(), safe_fs::our_uid());
+        assert!(files.runner.starts_with(&files.base));
+        assert_eq!(fs::read_to_string(&files.runner).unwrap(), RUNNER_PY);
+    }
+
+    #[test]
+    fn a_symlinked_default_base_is_not_followed_and_a_private_stand_in_is_used_from_then_on() {
+        let (tmp, default) = shared_tmp();
+        let attacker = tmp.path().join("attacker");
+        fs::create_dir(&attacker).unwrap();
+        fs::set_permissions(&attacker, fs::Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::symlink(&attacker, &default).unwrap();
+        let stand_ins = StandIns::default();
+        let files = materialize_shared(&default, &stand_ins).unwrap();
+        assert_private_stand_in(tmp.path(), &files, &default);
+        let again = materialize_shared(&default, &stand_ins).unwrap();
+        assert_eq!(again.base, files.base, "later kernels reuse the stand-in");
+        assert_eq!(fs::read_dir(&attacker).unwrap().count(), 0);
+        assert_eq!(fs::read_link(&default).unwrap(), attacker);
+    }
+
+    #[test]
+    fn a_default_base_owned_by_another_user_or_a_file_is_not_used() {
+        let (tmp, default) = shared_tmp();
+        fs::write(&default, "x").unwrap();
+        let files = materialize_shared(&default, &StandIns::default()).unwrap();
+        assert_private_stand_in(tmp.path(), &files, &default);
+        assert_eq!(fs::read_to_string(&default).unwrap(), "x");
+
+        if safe_fs::our_uid() == 0 {
+            let (tmp, default) = shared_tmp();
+            fs::create_dir(&default).unwrap();
+            fs::set_permissions(&default, fs::Permissions::from_mode(0o755)).unwrap();
+            std::os::unix::fs::chown(&default, Some(65534), Some(65534)).unwrap();
+            let files = materialize_shared(&default, &StandIns::default()).unwrap();
+            assert_private_stand_in(tmp.path(), &files, &default);
+            assert_eq!(fs::read_dir(&default).unwrap().count(), 0);
+            assert_eq!(fs::metadata(&default).unwrap().uid(), 65534);
+        }
+    }
+
+    #[test]
+    fn a_sound_default_base_is_used_as_is() {
+        let (_tmp, default) = shared_tmp();
+        let files = materialize_shared(&default, &StandIns::default()).unwrap();
+        assert_eq!(files.base, default);
+    }
+
+    #[test]
+    fn a_bad_chosen_runner_dir_is_an_error() {
+        let (tmp, _) = shared_tmp();
+        let attacker = tmp.path().join("attacker");
+        fs::create_dir(&attacker).unwrap();
+        let chosen = tmp.path().join("chosen");
+        std::os::unix::fs::symlink(&attacker, &chosen).unwrap();
+        let err = materialize(&chosen).unwrap_err();
+        assert_eq!(err.code(), "ERR_RUNNER_DIR");
+        assert!(err.to_string().contains("is a symbolic link"), "{err}");
+        assert_eq!(fs::read_dir(&attacker).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_runner_file_planted_as_a_symlink_is_replaced_not_followed() {
+        let (tmp, _) = shared_tmp();
+        let base = tmp.path().join("pk");
+        let files = materialize(&base).unwrap();
+        // The link's target holds the right bytes today; its owner could change it later.
+        let target = tmp.path().join("attacker-runner.py");
+        fs::write(&target, RUNNER_PY).unwrap();
+        fs::remove_file(&files.runner).unwrap();
+        std::os::unix::fs::symlink(&target, &files.runner).unwrap();
+        materialize(&base).unwrap();
+        let meta = fs::symlink_metadata(&files.runner).unwrap();
+        assert!(meta.is_file(), "the link was replaced by a plain file");
+        assert_eq!(fs::read_to_string(&files.runner).unwrap(), RUNNER_PY);
+        assert_eq!(fs::read_to_string(&target).unwrap(), RUNNER_PY);
     }
 }

@@ -5,8 +5,13 @@
 //! (`~/.pykernel/python-env`), then `python` and `python3` on PATH. Each is probed once per
 //! process: the probe learns the real `sys.executable`, so a pyenv shim (a shell script that
 //! costs tens of milliseconds) is paid for once, not on every kernel start.
+//!
+//! A candidate can be anything: `<cwd>/.venv/bin/python` comes with whatever repository the
+//! agent cloned. So the probe runs with the environment the kernel itself would get (the
+//! host's, filtered: no secrets), plus the variables a version manager's shim reads to pick
+//! its Python; never with the host's own.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -14,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use once_cell::sync::Lazy;
 
+use crate::env::{EnvFilter, DEFAULT_ENV_PREFIX};
 use crate::error::{KernelError, Result};
 
 const MIN_VERSION: (u32, u32) = (3, 8);
@@ -61,15 +67,53 @@ pub struct Skipped {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Default)]
+/// Variables pyenv's and asdf's shims read to choose the Python they run. Not secrets;
+/// without them a probe through a shim could learn another interpreter than the user chose.
+const SHIM_SELECTORS: &[&str] = &[
+    "PYENV_VERSION",
+    "PYENV_ROOT",
+    "PYENV_DIR",
+    "ASDF_DIR",
+    "ASDF_DATA_DIR",
+    "ASDF_PYTHON_VERSION",
+    "ASDF_DEFAULT_TOOL_VERSIONS_FILENAME",
+];
+
+#[derive(Debug, Clone)]
 pub struct ResolveOptions {
     pub cwd: PathBuf,
     pub interpreter: Option<String>,
-    /// The host's environment (unfiltered): VIRTUAL_ENV, CONDA_PREFIX, PATH, HOME are read.
+    /// The host's environment (unfiltered): VIRTUAL_ENV, CONDA_PREFIX, PATH, HOME are read
+    /// here; candidates are probed with it filtered.
     pub base_env: HashMap<String, String>,
+    /// Filters `base_env` for the probe as for the kernel (`<PREFIX>API_KEY` is dropped).
+    pub env_prefix: String,
+}
+
+impl Default for ResolveOptions {
+    fn default() -> Self {
+        Self {
+            cwd: PathBuf::new(),
+            interpreter: None,
+            base_env: HashMap::new(),
+            env_prefix: DEFAULT_ENV_PREFIX.to_string(),
+        }
+    }
 }
 
 impl ResolveOptions {
+    /// What a candidate sees when probed: the kernel's filtered environment and the shim
+    /// selectors, nothing else of the host's.
+    fn probe_env(&self) -> BTreeMap<String, String> {
+        let mut env = EnvFilter::new(&self.env_prefix).filter(&self.base_env);
+        for name in SHIM_SELECTORS {
+            if let Some(value) = self.base_env.get(*name) {
+                env.insert((*name).to_string(), value.clone());
+            }
+        }
+        env
+    }
+
     fn skip_check(&self) -> bool {
         self.base_env
             .get("PYKERNEL_PYTHON_SKIP_CHECK")
@@ -245,13 +289,17 @@ fn venv_of(exe: &Path) -> Option<PathBuf> {
         .then(|| venv.to_path_buf())
 }
 
-/// (candidate, cwd) -> (real executable, version).
-type ProbeCache = HashMap<(PathBuf, PathBuf), (PathBuf, String)>;
+/// (candidate, cwd, PATH and the shim selectors as probed) -> (real executable, version).
+type ProbeKey = (PathBuf, PathBuf, Vec<(String, String)>);
+type ProbeCache = HashMap<ProbeKey, (PathBuf, String)>;
 
 static PROBES: Lazy<Mutex<ProbeCache>> = Lazy::new(|| Mutex::new(HashMap::new()));
 
 /// Runs the candidate once to learn its real executable and version. Cached per
-/// (candidate, cwd): a shim may pick a different Python per directory (`.python-version`).
+/// candidate, cwd (a shim may pick a different Python per directory, `.python-version`) and
+/// the variables that steer a shim's choice (`PATH`, `PYENV_VERSION`, ...). Other variables
+/// do not pick the interpreter, so kernels with different host-managed or prefixed
+/// variables still share one probe.
 fn probe(path: &Path, opts: &ResolveOptions) -> std::result::Result<(PathBuf, String), String> {
     if !path.exists() {
         return Err(format!("{} does not exist", path.display()));
@@ -259,22 +307,31 @@ fn probe(path: &Path, opts: &ResolveOptions) -> std::result::Result<(PathBuf, St
     if opts.skip_check() {
         return Ok((path.to_path_buf(), String::new()));
     }
-    let key = (path.to_path_buf(), opts.cwd.clone());
+    let env = opts.probe_env();
+    let steering = std::iter::once("PATH")
+        .chain(SHIM_SELECTORS.iter().copied())
+        .filter_map(|name| Some((name.to_string(), env.get(name)?.clone())))
+        .collect();
+    let key = (path.to_path_buf(), opts.cwd.clone(), steering);
     if let Some(hit) = PROBES.lock().unwrap().get(&key) {
         return Ok(hit.clone());
     }
-    let found = run_probe(path, opts)?;
+    let found = run_probe(path, &opts.cwd, &env)?;
     PROBES.lock().unwrap().insert(key, found.clone());
     Ok(found)
 }
 
-fn run_probe(path: &Path, opts: &ResolveOptions) -> std::result::Result<(PathBuf, String), String> {
+fn run_probe(
+    path: &Path,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> std::result::Result<(PathBuf, String), String> {
     // -S skips site-packages' .pth files (they can cost tens of ms) and the probe needs none.
     let mut child = Command::new(path)
         .args(["-S", "-c", PROBE_CODE])
-        .current_dir(&opts.cwd)
+        .current_dir(cwd)
         .env_clear()
-        .envs(&opts.base_env)
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -348,6 +405,7 @@ mod tests {
                 ("PATH".to_string(), "/nonexistent".to_string()),
                 ("HOME".to_string(), cwd.join("home").display().to_string()),
             ]),
+            env_prefix: "PYKERNEL_".into(),
         }
     }
 
@@ -447,5 +505,56 @@ mod tests {
         apply_to_env(&resolved, &mut env);
         assert_eq!(env["PATH"], "/v/bin:/usr/bin");
         assert_eq!(env["VIRTUAL_ENV"], "/v");
+    }
+    #[test]
+    fn a_cloned_venv_python_is_probed_without_the_hosts_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = dir.path().join("probe-env");
+        fake_python(
+            &dir.path().join(".venv"),
+            &format!(
+                "/usr/bin/env > {}; echo /stolen; echo 3.12.0",
+                seen.display()
+            ),
+        );
+        let mut o = opts(dir.path());
+        for (name, value) in [
+            ("OPENAI_API_KEY", "sk-test-123"),
+            ("PYKERNEL_API_KEY", "pk-test-456"),
+            ("GITHUB_TOKEN", "ghp-test-789"),
+            ("PYKERNEL_VISIBLE", "visible-ok"),
+            ("PYENV_VERSION", "3.12.0"),
+        ] {
+            o.base_env.insert(name.into(), value.into());
+        }
+        resolve(&o).unwrap();
+        let env = std::fs::read_to_string(&seen).unwrap();
+        for secret in ["sk-test-123", "pk-test-456", "ghp-test-789"] {
+            assert!(!env.contains(secret), "{secret} reached the probe:\n{env}");
+        }
+        for kept in [
+            "PYKERNEL_VISIBLE=visible-ok",
+            "PYENV_VERSION=3.12.0",
+            "PATH=/nonexistent",
+        ] {
+            assert!(env.contains(kept), "{kept} is missing:\n{env}");
+        }
+    }
+
+    #[test]
+    fn the_probe_cache_tells_shim_selections_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_python(
+            &dir.path().join(".venv"),
+            "echo /py-${PYENV_VERSION:-none}; echo 3.12.0",
+        );
+        let mut o = opts(dir.path());
+        o.base_env.insert("PYENV_VERSION".into(), "a".into());
+        assert_eq!(resolve(&o).unwrap().0.path, PathBuf::from("/py-a"));
+        o.base_env.insert("PYENV_VERSION".into(), "b".into());
+        assert_eq!(resolve(&o).unwrap().0.path, PathBuf::from("/py-b"));
+        // A variable that does not steer the choice shares the cached probe.
+        o.base_env.insert("PYKERNEL_OTHER".into(), "x".into());
+        assert_eq!(resolve(&o).unwrap().0.path, PathBuf::from("/py-b"));
     }
 }

@@ -15,7 +15,7 @@ process.env.TMPDIR = privateTmp
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { addon, startKernel, tempDir, assertResponsive, assertKernelWorks } = require('./_common')
+const { addon, startKernel, tempDir, realPython, assertResponsive, assertKernelWorks } = require('./_common')
 
 test.after(() => fs.rmSync(privateTmp, { recursive: true, force: true }))
 
@@ -84,6 +84,51 @@ test('the same variables in process.env (the default baseEnv) reach neither the 
   }
   t.after(() => kernel.shutdown())
   await assertNoSecrets(kernel, t)
+})
+
+/** A cwd holding a cloned repository's `.venv/bin/python`: a script that records the
+ *  environment it was started with, then runs the real Python (so discovery picks it). */
+function clonedRepoWithVenv() {
+  const cwd = tempDir('pykernel-hostile-clone-')
+  const seen = path.join(cwd, 'seen-env')
+  fs.mkdirSync(path.join(cwd, '.venv', 'bin'), { recursive: true })
+  fs.writeFileSync(path.join(cwd, '.venv', 'bin', 'python'), `#!/bin/sh\nenv >> ${seen}\nexec ${realPython()} "$@"\n`, { mode: 0o755 })
+  return { cwd, seen }
+}
+
+const PROBE_SECRETS = { OPENAI_API_KEY: 'sk-test-123', PYKERNEL_API_KEY: 'pk-test-456', GITHUB_TOKEN: 'ghp-test-789' }
+
+const DISCOVERERS = {
+  resolvePython: (cwd, baseEnv) => addon.resolvePython({ cwd, baseEnv }),
+  checkPythonKernelAvailability: (cwd, baseEnv) => addon.checkPythonKernelAvailability({ cwd, baseEnv }),
+  evalBackends: (cwd, env) => addon.evalBackends({ cwd, env }),
+  'Kernel.start': async (cwd, baseEnv) => {
+    const kernel = await addon.Kernel.start({ cwd, baseEnv })
+    await kernel.shutdown()
+  },
+}
+
+for (const [name, discover] of Object.entries(DISCOVERERS)) {
+  test(`${name}: a cloned repository's .venv/bin/python is probed without the host's secrets`, async (t) => {
+    const { cwd, seen } = clonedRepoWithVenv()
+    t.after(() => fs.rmSync(cwd, { recursive: true, force: true }))
+    const baseEnv = { PATH: process.env.PATH, HOME: process.env.HOME || '/root', TMPDIR: privateTmp, PYKERNEL_VISIBLE: 'visible-ok', ...PROBE_SECRETS }
+    await discover(cwd, baseEnv)
+    const recorded = fs.readFileSync(seen, 'utf8')
+    assert.match(recorded, /^PYKERNEL_VISIBLE=visible-ok$/m, 'the fake interpreter ran (and variables a kernel may see reach it)')
+    const leaked = Object.entries(PROBE_SECRETS).filter(([k, v]) => recorded.includes(v) || recorded.includes(`${k}=`))
+    assert.deepEqual(leaked, [], 'no secret reached the probed interpreter')
+  })
+}
+
+test("resolvePython's envPrefix filters the probe as it filters a kernel", async (t) => {
+  const { cwd, seen } = clonedRepoWithVenv()
+  t.after(() => fs.rmSync(cwd, { recursive: true, force: true }))
+  const baseEnv = { PATH: process.env.PATH, HOME: process.env.HOME || '/root', ACME_VISIBLE: 'acme-ok', ACME_API_KEY: 'acme-secret-1', ACME_SESSION: 'acme-secret-2' }
+  await addon.resolvePython({ cwd, baseEnv, envPrefix: 'ACME_' })
+  const recorded = fs.readFileSync(seen, 'utf8')
+  assert.match(recorded, /^ACME_VISIBLE=acme-ok$/m)
+  assert.doesNotMatch(recorded, /acme-secret/)
 })
 
 /** The runner path, as the kernel itself reports it (sys.argv is reset for user code, so

@@ -27,6 +27,8 @@ pub struct TruncationInfo {
     pub total_lines: f64,
     /// The file holding the full output, when `artifactsDir` was given.
     pub artifact_path: Option<String>,
+    /// Why the full output could not be kept, when `artifactsDir` was given (also a notice).
+    pub artifact_error: Option<String>,
 }
 
 #[napi(object)]
@@ -93,6 +95,7 @@ impl From<executor::EvalResult> for EvalResult {
                 total_bytes: t.total_bytes as f64,
                 total_lines: t.total_lines as f64,
                 artifact_path: t.artifact_path.map(|p| p.display().to_string()),
+                artifact_error: t.artifact_error,
             }),
         }
     }

@@ -28,19 +28,25 @@ fn thrown(env: &Env, err: KvError) -> Error {
 
 #[napi]
 impl JsKvStore {
+    /// Throws `ERR_ARTIFACTS_DIR` when `artifactsDir` (or its `kernel-store/`) is a
+    /// symlink, not ours, or writable by group or others; a missing one is created 0700.
     #[napi(constructor)]
-    pub fn new(artifacts_dir: String, session_id: String, options: Option<KvStoreOptions>) -> Self {
+    pub fn new(
+        env: Env,
+        artifacts_dir: String,
+        session_id: String,
+        options: Option<KvStoreOptions>,
+    ) -> Result<Self> {
         let prefix = options
             .and_then(|o| o.env_prefix)
             .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
-        let path = kv::store_path(
+        let inner = kv::KvStore::open(
             &PathBuf::from(artifacts_dir),
             &kv::file_prefix(&prefix),
             &session_id,
-        );
-        Self {
-            inner: kv::KvStore::new(path),
-        }
+        )
+        .map_err(|e| thrown(&env, e))?;
+        Ok(Self { inner })
     }
 
     /// The store's file.

@@ -109,6 +109,7 @@ impl JsKernelPool {
                 (None, PoolMode::Session) => 1,
                 (None, PoolMode::PerCall) => 0,
             };
+            config.prepare_artifacts_dirs()?;
             Ok(config)
         };
         let config = build().map_err(|err| js_error(&env, &err))?;

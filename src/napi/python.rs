@@ -15,7 +15,11 @@ use crate::runtime::{self, ResolveOptions};
 pub struct ResolvePythonOptions {
     pub cwd: Option<String>,
     pub interpreter: Option<String>,
+    /// Read for discovery; candidates are probed with it filtered as for a kernel.
+    /// @default process.env
     pub base_env: Option<HashMap<String, String>>,
+    /// The filter's prefix, as the kernel's `envPrefix`. @default "PYKERNEL_"
+    pub env_prefix: Option<String>,
 }
 
 #[napi(object)]
@@ -43,6 +47,7 @@ fn resolve_options(options: Option<ResolvePythonOptions>) -> ResolveOptions {
         cwd: None,
         interpreter: None,
         base_env: None,
+        env_prefix: None,
     });
     ResolveOptions {
         cwd: cwd_or_current(options.cwd),
@@ -50,6 +55,9 @@ fn resolve_options(options: Option<ResolvePythonOptions>) -> ResolveOptions {
         base_env: options
             .base_env
             .unwrap_or_else(|| std::env::vars().collect()),
+        env_prefix: options
+            .env_prefix
+            .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string()),
     }
 }
 
@@ -227,6 +235,7 @@ pub fn eval_backends<'env>(
         cwd: cwd_or_current(options.cwd),
         interpreter: options.interpreter,
         base_env: vars,
+        env_prefix: prefix,
     };
     promise(env, async move {
         let python_error = if chosen.py {

@@ -8,6 +8,11 @@
 //!
 //! A failure to create or write the file never fails the output: the file is removed (an
 //! incomplete copy would be misleading) and the error is reported next to the text.
+//!
+//! The output may hold anything the cell printed, and artifactsDir may be in a shared
+//! place, so the directory must be a real directory of ours that nobody else can write
+//! (created 0700 when missing) and the file is created new (`O_EXCL | O_NOFOLLOW`, 0600):
+//! a name planted by someone else, as a file or a symlink, is never written through.
 
 use std::collections::hash_map::RandomState;
 use std::fs::{File, OpenOptions};
@@ -97,12 +102,7 @@ impl ArtifactWriter {
                     }
                 }
             }
-            Err(err) => ArtifactWriter::Failed {
-                error: format!(
-                    "could not create an output artifact in {}: {err}",
-                    sink.dir.display()
-                ),
-            },
+            Err(error) => ArtifactWriter::Failed { error },
         };
         *self = next;
     }
@@ -148,8 +148,19 @@ fn write_error(path: &Path, err: &io::Error) -> String {
     )
 }
 
-fn create_artifact_file(dir: &Path) -> io::Result<(PathBuf, File)> {
-    std::fs::create_dir_all(dir)?;
+/// A new private file in `dir`, or why none could be made (the message the report shows).
+fn create_artifact_file(dir: &Path) -> Result<(PathBuf, File), String> {
+    crate::safe_fs::ensure_private_dir("artifactsDir", dir)
+        .map_err(|refusal| format!("could not create an output artifact: {refusal}"))?;
+    open_new_file(dir).map_err(|err| {
+        format!(
+            "could not create an output artifact in {}: {err}",
+            dir.display()
+        )
+    })
+}
+
+fn open_new_file(dir: &Path) -> io::Result<(PathBuf, File)> {
     let millis = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
@@ -159,13 +170,7 @@ fn create_artifact_file(dir: &Path) -> io::Result<(PathBuf, File)> {
         let path = dir.join(format!("output-{millis}-{:016x}.txt", random_u64()));
         let mut options = OpenOptions::new();
         options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            // The output may hold anything the cell printed; keep it private.
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        match options.open(&path) {
+        match crate::safe_fs::open_nofollow(&path, &mut options) {
             Ok(file) => return Ok((path, file)),
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => last_err = Some(err),
             Err(err) => return Err(err),
@@ -241,8 +246,32 @@ mod tests {
         assert_eq!(outcome.path, None);
         let error = outcome.error.unwrap();
         assert!(
-            error.starts_with("could not create an output artifact in "),
+            error.starts_with("could not create an output artifact: artifactsDir "),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_loose_or_symlinked_directory_is_refused_with_the_reason() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().unwrap();
+        let attacker = base.path().join("attacker");
+        std::fs::create_dir(&attacker).unwrap();
+        std::fs::set_permissions(&attacker, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let link = base.path().join("artifacts");
+        std::os::unix::fs::symlink(&attacker, &link).unwrap();
+        for (dir, why) in [
+            (&link, "is a symbolic link"),
+            (&attacker, "is writable by group or others"),
+        ] {
+            let mut writer = ArtifactWriter::new(Some(ArtifactSink::in_dir(dir)));
+            writer.write("secret output");
+            writer.commit();
+            let outcome = writer.finish();
+            assert_eq!(outcome.path, None);
+            let error = outcome.error.unwrap();
+            assert!(error.contains(why), "{error}");
+        }
+        assert_eq!(std::fs::read_dir(&attacker).unwrap().count(), 0);
     }
 }
