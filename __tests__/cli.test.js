@@ -213,6 +213,9 @@ test('check reports the interpreter and its source', async () => {
   assert.match(r.stdout, /^interpreter: \S+/m)
   assert.match(r.stdout, /^source: +\w+/m)
   assert.match(r.stdout, /^version: +3\.\d+/m)
+  // This machine gives every protection (user namespaces and Landlock ABI 6+).
+  assert.match(r.stdout, /^sandbox: +namespaces\+landlock \(.*pid-namespace.*signal-scope/m)
+  assert.doesNotMatch(r.stdout, /not enforced/)
   if (python) {
     assert.ok(r.stdout.includes(python))
     assert.match(r.stdout, /^source: +explicit$/m)

@@ -2,7 +2,16 @@
 // The foundation: one kernel, its cells, its streams, its errors. Real Python throughout.
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { startKernel, run, isAlive } = require('./helpers/kernel')
+const fs = require('node:fs')
+const { startKernel, run, isAlive, kernelProcess } = require('./helpers/kernel')
+
+/** `[session, process group]` of `pid`, host side, from /proc/<pid>/stat. */
+function sessionAndGroup(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // Fields after the parenthesised command: state ppid pgrp session ...
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return [Number(rest[3]), Number(rest[2])]
+}
 
 test('kernel basics', async (t) => {
   const kernel = await startKernel()
@@ -198,8 +207,15 @@ test('kernel basics', async (t) => {
   })
 
   await t.test('the kernel runs in its own session and process group', async () => {
-    const { result } = await run(kernel, 'import os; (os.getsid(0) == os.getpid(), os.getpgrp() == os.getpid())')
-    assert.equal(result.result['text/plain'], '(True, True)')
+    // In the sandbox the init of the kernel's PID namespace (kernel.pid; pid 1 inside)
+    // leads the session and the group; the Python kernel (pid 2 inside) is in both.
+    const { result } = await run(kernel, 'import os; (os.getpid(), os.getppid(), os.getsid(0), os.getpgrp())')
+    assert.equal(result.result['text/plain'], '(2, 1, 1, 1)')
+    const py = kernelProcess(kernel.pid)
+    assert.ok(py, 'init has the kernel as its child')
+    assert.deepEqual(sessionAndGroup(kernel.pid), [kernel.pid, kernel.pid], 'init leads its session and group')
+    assert.deepEqual(sessionAndGroup(py), [kernel.pid, kernel.pid], "the kernel is in init's session and group")
+    assert.notDeepEqual(sessionAndGroup(process.pid), [kernel.pid, kernel.pid])
   })
 
   await t.test('os._exit ends the kernel and the result says so', async () => {

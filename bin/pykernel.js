@@ -424,6 +424,9 @@ async function cmdCheck(addon, opts) {
     const code = resolveError && resolveError.code ? ` [${resolveError.code}]` : ''
     errLine(`pykernel: ${resolveError ? resolveError.message : 'no interpreter found'}${code}`)
   }
+  const isolation = availability.isolation
+  out.line(`sandbox:     ${isolation.mode}${isolation.enforced.length ? ` (${isolation.enforced.join(', ')})` : ''}`)
+  for (const gap of isolation.missing) out.line(`  not enforced: ${gap}`)
   if (availability.ok) {
     out.line(`kernel:      ok${availability.path ? ` (${availability.path})` : ''}`)
   } else if (resolved || availability.reason !== (resolveError && resolveError.message)) {

@@ -15,6 +15,8 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
@@ -50,7 +52,11 @@ pub fn ensure(
     files: &RunnerFiles,
     env: &std::collections::BTreeMap<String, String>,
     sandbox: &SandboxConfig,
+    time_limit: Duration,
 ) -> Option<PathBuf> {
+    // Caches that could not be built in this process: an interpreter that cannot run our
+    // compile script is not tried again at every start.
+    static FAILED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
     let dir = files.runner.parent()?;
     let key: String = Sha256::digest(python.as_os_str().as_encoded_bytes())
         .iter()
@@ -61,9 +67,13 @@ pub fn ensure(
     if cache.join(COMPLETE).is_file() {
         return Some(cache);
     }
-    match build(python, files, &cache, env, sandbox) {
+    if FAILED.lock().unwrap().contains(&cache) {
+        return None;
+    }
+    match build(python, files, &cache, env, sandbox, time_limit) {
         Ok(()) => Some(cache),
         Err(reason) => {
+            FAILED.lock().unwrap().push(cache.clone());
             tracing::warn!("cannot build the runner's bytecode cache in {}: {reason}; kernels compile the runner at start", cache.display());
             None
         }
@@ -76,6 +86,7 @@ fn build(
     cache: &Path,
     env: &std::collections::BTreeMap<String, String>,
     sandbox: &SandboxConfig,
+    time_limit: Duration,
 ) -> Result<(), String> {
     let mut builder = std::fs::DirBuilder::new();
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
@@ -124,20 +135,43 @@ fn build(
         plan.clean_up_failed_spawn();
         e.to_string()
     })?;
-    let pid = plan.kernel_pid(child.id()).map_err(|e| e.to_string())?;
+    let pid = plan.kernel_pid(child.id()).map_err(|e| e.to_string())? as i32;
+    if plan.spawns_through_launcher() {
+        let _ = child.wait(); // the launcher, gone at once
+    }
+    // An interpreter that hangs (or is not Python) is killed at the time limit. Killed
+    // only while unreaped, so the pid is still ours.
+    let reaped = Arc::new((Mutex::new(false), Condvar::new()));
+    let watchdog = {
+        let reaped = reaped.clone();
+        std::thread::spawn(move || {
+            let (lock, wake) = &*reaped;
+            let done = wake
+                .wait_timeout_while(lock.lock().unwrap(), time_limit, |done| !*done)
+                .unwrap()
+                .0;
+            if !*done {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        })
+    };
     let mut stderr = String::new();
     if let Some(mut pipe) = child.stderr.take() {
         let _ = pipe.read_to_string(&mut stderr);
     }
-    let _ = child.wait();
-    let status = if plan.spawns_through_launcher() {
-        let mut status = 0;
-        // SAFETY: reaping our own child (the compile process, a CLONE_PARENT sibling).
-        unsafe { nix::libc::waitpid(pid as i32, &mut status, 0) };
-        status
-    } else {
-        0
-    };
+    let mut status = 0;
+    {
+        let (lock, wake) = &*reaped;
+        let mut done = lock.lock().unwrap();
+        // SAFETY: reaping our own child (the compile process).
+        unsafe { nix::libc::waitpid(pid, &mut status, 0) };
+        *done = true;
+        wake.notify_all();
+    }
+    let _ = watchdog.join();
     if !cache.join(COMPLETE).is_file() {
         return Err(format!(
             "the compile step ended with status {status}: {}",

@@ -351,14 +351,15 @@ impl Kernel {
             .is_some_and(|v| v == "1");
 
         let cache = {
-            let (python, files, env, sandbox) = (
+            let (python, files, env, sandbox, limit) = (
                 resolved.path.clone(),
                 files.clone(),
                 env.clone(),
                 config.sandbox.clone(),
+                config.startup_timeout,
             );
             tokio::task::spawn_blocking(move || {
-                crate::bytecode::ensure(&python, &files, &env, &sandbox)
+                crate::bytecode::ensure(&python, &files, &env, &sandbox, limit)
             })
             .await
             .ok()

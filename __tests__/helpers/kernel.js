@@ -59,6 +59,69 @@ function groupMembers(pgid) {
   return members
 }
 
+/** The Python kernel of a sandboxed kernel whose `kernel.pid` (the init of its PID
+ *  namespace, the leader of its group and session) is `pid`: init's first child, as a host
+ *  pid; null when init is gone or has no child. */
+function kernelProcess(pid) {
+  try {
+    const first = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/)[0]
+    return first ? Number(first) : null
+  } catch {
+    return null
+  }
+}
+
+/** Members of the group led by `pid` (a kernel's init) other than init and its Python
+ *  kernel: what a cell started and left in the group. */
+function strayMembers(pid, kernelPid = kernelProcess(pid)) {
+  return groupMembers(pid).filter((p) => p !== pid && p !== kernelPid)
+}
+
+/** The PID namespace of `pid` as `/proc/<pid>/ns/pid` names it (`pid:[4026…]`), or null. */
+function pidNamespace(pid) {
+  try {
+    return fs.readlinkSync(`/proc/${pid}/ns/pid`)
+  } catch {
+    return null
+  }
+}
+
+/** Python: the cell's PID namespace, to compare with `pidNamespace(kernel.pid)` while the
+ *  kernel lives (a namespace's name can be reused once it is gone). */
+const PID_NAMESPACE_PY = "__import__('os').readlink('/proc/self/ns/pid')"
+
+/** Python: a random token of the kernel process, the same for every cell it runs (it lives
+ *  in `sys`, which no namespace reset touches), different in any other process. A cell's
+ *  `os.getpid()` is 2 in every sandboxed kernel, so it identifies nothing. */
+const KERNEL_TOKEN_PY = "__import__('sys').__dict__.setdefault('_test_kernel_token', __import__('os').urandom(8).hex())"
+
+/** Live (non-zombie) pids, host side, whose command line contains `marker`. A cell's
+ *  `Popen(...).pid` is a pid of its namespace, so children are found by a marker instead. */
+function processesWith(marker) {
+  const found = []
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue
+    let cmdline
+    try {
+      cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'latin1')
+    } catch {
+      continue
+    }
+    if (cmdline.includes(marker) && isAlive(Number(entry))) found.push(Number(entry))
+  }
+  return found
+}
+
+/** Live pids in the PID namespace `ns` (a `pidNamespace()` name), host side. */
+function namespaceMembers(ns) {
+  const found = []
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    if (pidNamespace(entry) === ns && isAlive(Number(entry))) found.push(Number(entry))
+  }
+  return found
+}
+
 /** Whether `pid` is a live process (zombies count as gone). */
 function isAlive(pid) {
   try {
@@ -96,4 +159,24 @@ function fakeInterpreter(dir, body) {
   return exe
 }
 
-module.exports = { addon, python, startKernel, run, ok, value, groupMembers, isAlive, waitFor, tempDir, realPython, fakeInterpreter }
+module.exports = {
+  addon,
+  python,
+  startKernel,
+  run,
+  ok,
+  value,
+  groupMembers,
+  strayMembers,
+  kernelProcess,
+  pidNamespace,
+  PID_NAMESPACE_PY,
+  KERNEL_TOKEN_PY,
+  processesWith,
+  namespaceMembers,
+  isAlive,
+  waitFor,
+  tempDir,
+  realPython,
+  fakeInterpreter,
+}
