@@ -24,7 +24,8 @@ function attackHost(runtime, attack) {
   const env = { ...process.env, ATTACK: attack }
   if (python) env.PYKERNEL_TEST_PYTHON = python
   return new Promise((resolve) => {
-    const child = spawn(runtime, [FIXTURE], { stdio: ['ignore', 'pipe', 'pipe'], env })
+    // Its own process group: a killpg that got through would end the fixture alone.
+    const child = spawn(runtime, [FIXTURE], { stdio: ['ignore', 'pipe', 'pipe'], env, detached: true })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d) => (stdout += d))
@@ -69,7 +70,10 @@ PTRACE_ATTACH = 16
 r = libc.ptrace(PTRACE_ATTACH, HOST_PID, None, None)
 tried.append(f'ptrace: {r} errno {ctypes.get_errno()}')
 try:
-    os.kill(-1, signal.SIGKILL)   # everything this kernel may signal; it must not include the host
+    # Signal 0 checks permission and sends nothing: were this sandbox ever broken, a real
+    # kill(-1) would take down every process the test machine's user owns.
+    os.kill(-1, 0)
+    tried.append('kill -1: sent')
 except OSError as e:
     tried.append(f'kill -1: {e.strerror}')
 print('\\n'.join(tried))
@@ -116,6 +120,7 @@ for (const [runtimeName, runtime] of HOSTS) {
     assert.doesNotMatch(stderr, /Debugger listening/)
     assert.doesNotMatch(report.stdout, /: sent/, `no signal reached anything: ${report.stdout}`)
     assert.match(report.stdout, /ptrace: -1 errno (1|3)\b/, 'ptrace of the host fails (EPERM or ESRCH)')
+    assert.match(report.stdout, /kill -1: No such process/, 'nothing outside the kernel\'s own namespace can be signalled')
   })
 
   test(`${runtimeName} host: a cell cannot read the host's /proc entries (environ, mem) even as root`, { timeout: 40_000 }, async () => {
