@@ -3,22 +3,32 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
-const { addon, python, isAlive, groupMembers, waitFor, tempDir } = require('./helpers/kernel')
+const { addon, python, isAlive, groupMembers, kernelProcess, pidNamespace, namespaceMembers, waitFor, tempDir } = require('./helpers/kernel')
+const { KERNEL_TOKEN_PY: TOKEN, PID_NAMESPACE_PY: NS } = require('./helpers/kernel')
 
 const { KernelPool } = addon
 const kernel = { interpreter: python }
 const cell = (code, title) => ({ code, title })
 const value = (r) => r.cells.at(-1).result?.['text/plain']
+// A kernel is the init of its own PID namespace: a cell's os.getpid() is 2 in every one.
+// Host side a kernel is known by its host pid (pool.sessions, pool.spares); in a cell by
+// TOKEN (random per kernel process) or NS (its PID namespace, which the host can read
+// from /proc/<pid>/ns/pid while the kernel lives).
+const sessionPid = (pool, id) => pool.sessions.find((s) => s.key.startsWith(`session:${id} @ `))?.pid
+const quoted = (text) => `'${text}'`
+const escape = (text) => text.replace(/[[\]()]/g, '\\$&')
 
 test('two calls on one session share a kernel and its state', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())
-  const a = await pool.execute({ sessionId: 's', cells: [cell('import os; x = 41; os.getpid()')] })
-  const b = await pool.execute({ sessionId: 's', cells: [cell('import os; (x + 1, os.getpid())')] })
-  assert.equal(value(b), `(42, ${value(a)})`)
+  const a = await pool.execute({ sessionId: 's', cells: [cell(`x = 41; (${TOKEN}, ${NS})`)] })
+  const b = await pool.execute({ sessionId: 's', cells: [cell(`(x + 1, ${TOKEN})`)] })
+  const [, token, ns] = value(a).match(/^\('([0-9a-f]{16})', '(pid:\[\d+\])'\)$/)
+  assert.equal(value(b), `(42, '${token}')`)
   const [info] = pool.sessions
   assert.match(info.key, /^session:s @ /)
-  assert.equal(info.pid, Number(value(a)))
+  assert.equal(pidNamespace(info.pid), ns, 'info.pid is the init of the namespace the cells ran in')
+  assert.deepEqual(namespaceMembers(ns).sort(), [info.pid, kernelProcess(info.pid)].sort())
   assert.deepEqual(info.owners, ['s'])
   assert.equal(info.busy, false)
   assert.equal(info.executionCount, 2)
@@ -28,12 +38,15 @@ test('two calls on one session share a kernel and its state', async (t) => {
 test('per-call mode: a fresh kernel each time, shut down after', async (t) => {
   const pool = new KernelPool({ mode: 'per-call', kernel })
   t.after(() => pool.disposeAll())
-  const a = await pool.execute({ cells: [cell('import os; x = 1; os.getpid()')] })
-  const b = await pool.execute({ cells: [cell("import os; ('x' in globals(), os.getpid())")] })
-  const [inB, pidB] = value(b).slice(1, -1).split(', ')
+  const a = await pool.execute({ cells: [cell(`x = 1; (${TOKEN}, ${NS})`)] })
+  const b = await pool.execute({ cells: [cell(`('x' in globals(), ${TOKEN})`)] })
+  const [, tokenA, nsA] = value(a).match(/^\('([0-9a-f]{16})', '(pid:\[\d+\])'\)$/)
+  const [inB, tokenB] = value(b).slice(1, -1).split(', ')
   assert.equal(inB, 'False')
-  assert.notEqual(pidB, value(a))
-  assert.ok(await waitFor(() => !isAlive(Number(value(a))), { timeoutMs: 3000 }))
+  assert.match(tokenB, /^'[0-9a-f]{16}'$/)
+  assert.notEqual(tokenB, quoted(tokenA))
+  // Nothing of a's kernel is left: no process in its PID namespace.
+  assert.ok(await waitFor(() => namespaceMembers(nsA).length === 0, { timeoutMs: 3000 }))
   assert.deepEqual(pool.sessions, [])
 })
 
@@ -67,41 +80,54 @@ test('a fifth session evicts the least recently used idle one, never a busy one'
   t.after(() => pool.disposeAll())
   const pids = {}
   for (const s of ['s1', 's2', 's3', 's4']) {
-    pids[s] = Number(value(await pool.execute({ sessionId: s, cells: [cell('import os; os.getpid()')] })))
+    await pool.execute({ sessionId: s, cells: [cell('1')] })
+    pids[s] = sessionPid(pool, s)
   }
+  assert.ok(Object.values(pids).every(isAlive))
+  const s2Kernel = kernelProcess(pids.s2)
   // s1 is the oldest but busy; s2 is the least recently used idle one.
   const busy = pool.execute({ sessionId: 's1', cells: [cell('import time; time.sleep(1.5); 1')] })
   await waitFor(() => pool.sessions.find((s) => s.key.startsWith('session:s1')).busy)
   await pool.execute({ sessionId: 's5', cells: [cell('1')] })
   const keys = pool.sessions.map((s) => s.key.split(' ')[0]).sort()
   assert.deepEqual(keys, ['session:s1', 'session:s3', 'session:s4', 'session:s5'])
-  assert.ok(await waitFor(() => !isAlive(pids.s2), { timeoutMs: 4000 }), 'the evicted kernel is gone')
+  assert.ok(await waitFor(() => !isAlive(pids.s2) && !isAlive(s2Kernel), { timeoutMs: 4000 }), 'the evicted kernel is gone')
   assert.equal(value(await busy), '1')
   assert.ok(isAlive(pids.s1))
+  assert.equal(sessionPid(pool, 's1'), pids.s1)
 })
 
 test('idle sessions are evicted after the idle timeout', async (t) => {
   const pool = new KernelPool({ kernel, idleTimeoutMs: 300 })
   t.after(() => pool.disposeAll())
-  const pid = Number(value(await pool.execute({ sessionId: 'idle', cells: [cell('import os; os.getpid()')] })))
+  await pool.execute({ sessionId: 'idle', cells: [cell('1')] })
+  const pid = sessionPid(pool, 'idle')
+  const py = kernelProcess(pid)
+  assert.ok(isAlive(pid) && isAlive(py))
   assert.ok(await waitFor(() => pool.sessions.length === 0, { timeoutMs: 3000 }))
-  assert.ok(await waitFor(() => !isAlive(pid), { timeoutMs: 3000 }))
+  assert.ok(await waitFor(() => !isAlive(pid) && !isAlive(py), { timeoutMs: 3000 }))
 })
 
 test('the heartbeat replaces a kernel that died or hangs while idle, and the next call is told', async (t) => {
   const pool = new KernelPool({ kernel, heartbeatIntervalMs: 100, heartbeatTimeoutMs: 300 })
   t.after(() => pool.disposeAll())
-  const pid = Number(value(await pool.execute({ sessionId: 'hb', cells: [cell('import os; x = 1; os.getpid()')] })))
-  process.kill(pid, 'SIGKILL')
+  const before = value(await pool.execute({ sessionId: 'hb', cells: [cell(`x = 1; ${TOKEN}`)] }))
+  const pid = sessionPid(pool, 'hb')
+  // The Python kernel itself dies (its init then ends with it).
+  process.kill(kernelProcess(pid), 'SIGKILL')
   await new Promise((r) => setTimeout(r, 600)) // several heartbeats
-  const after = await pool.execute({ sessionId: 'hb', cells: [cell("import os; ('x' in globals(), os.getpid())")] })
+  const after = await pool.execute({ sessionId: 'hb', cells: [cell(`('x' in globals(), ${TOKEN})`)] })
   assert.match(after.output, /^\[The Python kernel ended while idle \(killed by signal 9 \(SIGKILL\)\); a new one was started and earlier state is gone\.\]/)
-  assert.match(value(after), /^\(False, \d+\)$/)
+  assert.match(value(after), /^\(False, '[0-9a-f]{16}'\)$/)
+  assert.notEqual(value(after), `(False, ${before})`)
+  assert.equal(isAlive(pid), false)
 
   // A stopped kernel answers no ping: wedged.
-  const pid2 = Number(value(after).match(/(\d+)\)$/)[1])
-  process.kill(pid2, 'SIGSTOP')
-  assert.ok(await waitFor(() => !isAlive(pid2), { timeoutMs: 5000 }), 'the wedged kernel was killed')
+  const pid2 = sessionPid(pool, 'hb')
+  assert.notEqual(pid2, pid)
+  const py2 = kernelProcess(pid2)
+  process.kill(py2, 'SIGSTOP')
+  assert.ok(await waitFor(() => !isAlive(pid2) && !isAlive(py2), { timeoutMs: 5000 }), 'the wedged kernel was killed')
   const third = await pool.execute({ sessionId: 'hb', cells: [cell('1')] })
   assert.match(third.output, /stopped answering while idle and was replaced/)
 })
@@ -148,8 +174,10 @@ test('a cell that always kills its kernel fails with the signal stated; the next
 test('owners: idempotent disposal, shared kernels live until the last owner goes', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())
-  const pid = Number(value(await pool.execute({ sessionId: 'shared', ownerId: 'agent-1', cells: [cell('import os; os.getpid()')] })))
+  await pool.execute({ sessionId: 'shared', ownerId: 'agent-1', cells: [cell('1')] })
+  const pid = sessionPid(pool, 'shared')
   await pool.execute({ sessionId: 'shared', ownerId: 'agent-2', cells: [cell('1')] })
+  assert.equal(sessionPid(pool, 'shared'), pid, 'one kernel for both owners')
   assert.deepEqual(pool.sessions[0].owners, ['agent-1', 'agent-2'])
   await pool.disposeOwner('agent-1')
   await pool.disposeOwner('agent-1')
@@ -161,7 +189,9 @@ test('owners: idempotent disposal, shared kernels live until the last owner goes
   await pool.disposeOwner('agent-2')
   await pool.disposeOwner('nobody')
   // The fallback owner is the session id.
-  const own = Number(value(await pool.execute({ sessionId: 'mine', cells: [cell('import os; os.getpid()')] })))
+  await pool.execute({ sessionId: 'mine', cells: [cell('1')] })
+  const own = sessionPid(pool, 'mine')
+  assert.ok(isAlive(own))
   await pool.disposeOwner('mine')
   assert.ok(await waitFor(() => !isAlive(own), { timeoutMs: 3000 }))
 })
@@ -169,7 +199,9 @@ test('owners: idempotent disposal, shared kernels live until the last owner goes
 test('disposing while a cell spins returns within the budget and leaves no process', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())
-  const pid = Number(value(await pool.execute({ sessionId: 'spin', cells: [cell('import os; os.getpid()')] })))
+  await pool.execute({ sessionId: 'spin', cells: [cell('1')] })
+  const pid = sessionPid(pool, 'spin')
+  assert.equal(groupMembers(pid).length, 2, 'init and the kernel')
   const spinning = pool.execute({ sessionId: 'spin', cells: [cell('import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass')] })
   await new Promise((r) => setTimeout(r, 200))
   const started = Date.now()
@@ -198,15 +230,19 @@ test('multi-cell requests stop at the first failure and keep earlier state', asy
 test('reset gives a fresh kernel; concurrent resets coalesce', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())
-  const pid = Number(value(await pool.execute({ sessionId: 'r', cells: [cell('import os; x = 1; os.getpid()')] })))
+  const first = value(await pool.execute({ sessionId: 'r', cells: [cell(`x = 1; ${TOKEN}`)] }))
+  const pid = sessionPid(pool, 'r')
   const [a, b] = await Promise.all([
-    pool.execute({ sessionId: 'r', reset: true, cells: [cell("import os; y = 2; ('x' in globals(), os.getpid())")] }),
-    pool.execute({ sessionId: 'r', reset: true, cells: [cell("import os; ('y' in globals(), os.getpid())")] }),
+    pool.execute({ sessionId: 'r', reset: true, cells: [cell(`y = 2; ('x' in globals(), ${TOKEN})`)] }),
+    pool.execute({ sessionId: 'r', reset: true, cells: [cell(`('y' in globals(), ${TOKEN})`)] }),
   ])
-  const [, pidA] = value(a).slice(1, -1).split(', ')
-  assert.equal(value(a), `(False, ${pidA})`)
-  assert.notEqual(Number(pidA), pid)
-  assert.equal(value(b), `(True, ${pidA})`, 'the second reset shared the first one')
+  const [, tokenA] = value(a).slice(1, -1).split(', ')
+  assert.match(tokenA, /^'[0-9a-f]{16}'$/)
+  assert.equal(value(a), `(False, ${tokenA})`)
+  assert.notEqual(tokenA, first)
+  assert.equal(value(b), `(True, ${tokenA})`, 'the second reset shared the first one')
+  assert.notEqual(sessionPid(pool, 'r'), pid)
+  assert.ok(await waitFor(() => !isAlive(pid), { timeoutMs: 3000 }), 'the reset kernel is gone')
 })
 
 test('timeouts: default, clamp notice, 0 = none; a queued call aborted before its turn', async (t) => {
@@ -243,9 +279,9 @@ test('a cwd reached through a symlink keys the same session as its target; a fil
   fs.symlinkSync(target, path.join(dir, 'link'))
   fs.symlinkSync(path.join(dir, 'link'), path.join(dir, 'link-to-link'))
   fs.writeFileSync(path.join(dir, 'file.txt'), 'x')
-  await pool.execute({ cwd: target, cells: [cell('import os; shared = os.getpid()')] })
+  await pool.execute({ cwd: target, cells: [cell(`shared = ${TOKEN}`)] })
   for (const cwd of [path.join(dir, 'link'), path.join(dir, 'link-to-link'), path.join(dir, 'link', '..', 'work')]) {
-    const r = await pool.execute({ cwd, cells: [cell('shared == os.getpid()')] })
+    const r = await pool.execute({ cwd, cells: [cell(`shared == ${TOKEN}`)] })
     assert.equal(value(r), 'True', cwd)
   }
   await assert.rejects(
@@ -267,7 +303,8 @@ test('bad requests get coded errors; disposeAll refuses new work', async () => {
 test('a call waiting on a session being disposed gets a clear error; the next gets a fresh kernel', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())
-  const pid = Number(value(await pool.execute({ sessionId: 'gone', cells: [cell('import os; os.getpid()')] })))
+  const token = value(await pool.execute({ sessionId: 'gone', cells: [cell(TOKEN)] }))
+  const pid = sessionPid(pool, 'gone')
   const running = pool.execute({ sessionId: 'gone', cells: [cell('import time; time.sleep(30)')] })
   // Settled into a value at once, so its rejection is never unhandled meanwhile.
   const waiting = pool.execute({ sessionId: 'gone', cells: [cell('1')] }).then(
@@ -281,8 +318,10 @@ test('a call waiting on a session being disposed gets a clear error; the next ge
   assert.match(err.message, /call again/)
   const r = await running
   assert.equal(r.exitCode === 0, false)
-  const fresh = await pool.execute({ sessionId: 'gone', cells: [cell('import os; os.getpid()')] })
-  assert.notEqual(Number(value(fresh)), pid)
+  assert.ok(await waitFor(() => !isAlive(pid), { timeoutMs: 3000 }), 'the disposed kernel is gone')
+  const fresh = await pool.execute({ sessionId: 'gone', cells: [cell(TOKEN)] })
+  assert.match(value(fresh), /^'[0-9a-f]{16}'$/)
+  assert.notEqual(value(fresh), token)
 })
 
 test('prewarm: the spare is initialized ahead with the pool settings; a session with its own kv store re-initializes it', async (t) => {
@@ -294,9 +333,10 @@ test('prewarm: the spare is initialized ahead with the pool settings; a session 
   // Ready before any session claims it: the prelude already ran in a fresh namespace.
   const r = await pool.execute({
     sessionId: 'chat-a',
-    cells: [cell("import os; (os.getpid(), 'kv' in dir(), [n for n in globals() if not n.startswith('_')][:3])")],
+    cells: [cell(`(${NS}, 'kv' in dir(), [n for n in globals() if not n.startswith('_')][:3])`)],
   })
-  assert.match(value(r), new RegExp(`^\\(${spare}, True, `))
+  assert.match(value(r), new RegExp(`^\\(${escape(quoted(pidNamespace(spare)))}, True, `), 'the cell ran in the spare')
+  assert.equal(sessionPid(pool, 'chat-a'), spare)
   // The session's own kv store reached the spare's runner (a second init).
   const store = new addon.KvStore(artifactsDir, 'chat-a')
   await pool.execute({ sessionId: 'chat-a', cells: [cell('kv.set("seen", 42)')] })
@@ -311,9 +351,10 @@ test('prewarm: the spare is initialized ahead with the pool settings; a session 
   const [ready] = plain.spares
   const first = await plain.execute({
     sessionId: 'chat-b',
-    cells: [cell("import os; (os.getpid(), callable(display), callable(kv.get), sorted(n for n in set(globals()) - __pykernel__.hidden_names if not n.startswith('_')))")],
+    cells: [cell(`import os; (os.readlink('/proc/self/ns/pid'), callable(display), callable(kv.get), sorted(n for n in set(globals()) - __pykernel__.hidden_names if not n.startswith('_')))`)],
   })
-  assert.equal(value(first), `(${ready}, True, True, ['os'])`)
+  assert.equal(value(first), `(${quoted(pidNamespace(ready))}, True, True, ['os'])`)
+  assert.equal(sessionPid(plain, 'chat-b'), ready)
   assert.equal(first.cells[0].executionCount, 1)
 })
 
@@ -350,8 +391,9 @@ test('prewarm: a new session starts on the spare kernel, configured for it, and 
   assert.ok(await waitFor(() => pool.spares.length === 1, { timeoutMs: 5000 }))
   const [spare] = pool.spares
   const cwd = tempDir()
-  const r = await pool.execute({ sessionId: 'warm', cwd, cells: [cell('import os; (os.getpid(), os.getcwd())')] })
-  assert.equal(value(r), `(${spare}, '${require('node:fs').realpathSync(cwd)}')`)
+  const r = await pool.execute({ sessionId: 'warm', cwd, cells: [cell(`import os; (${NS}, os.getcwd())`)] })
+  assert.equal(value(r), `(${quoted(pidNamespace(spare))}, '${require('node:fs').realpathSync(cwd)}')`)
+  assert.equal(sessionPid(pool, 'warm'), spare)
   assert.equal(r.cells[0].executionCount, 1)
   assert.ok(await waitFor(() => pool.spares.length === 1 && pool.spares[0] !== spare, { timeoutMs: 5000 }))
   const none = new KernelPool({ kernel, prewarm: 0 })
