@@ -477,6 +477,11 @@ impl PoolInner {
             let index = spares.ready.iter().position(|k| k.alive())?;
             return Some(spares.ready.swap_remove(index));
         }
+        // The sandbox is fixed at spawn, and confined writes name the cwd: such a spare
+        // cannot serve a session elsewhere.
+        if config.sandbox != pool.sandbox || config.sandbox.confines_writes() {
+            return None;
+        }
         let wanted = Kernel::resolve(config).await.ok()?;
         let mut spares = self.spares.lock().unwrap();
         let index = spares

@@ -12,7 +12,7 @@
 use std::sync::{Arc, Mutex};
 
 use nix::libc;
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::sync::watch;
 
@@ -60,22 +60,14 @@ impl KernelProcess {
     }
 
     /// Signals the kernel's process group (the kernel and everything that stayed in its
-    /// group). False when the kernel was already reaped.
-    pub fn signal_group(&self, signal: Signal) -> bool {
+    /// group): `Some(delivered)`, or `None` when nothing was sent because the kernel was
+    /// already reaped.
+    pub fn signal_group(&self, signal: Signal) -> Option<bool> {
         let reaped = self.reaped.lock().unwrap();
         if *reaped || self.pid == 0 {
-            return false;
+            return None;
         }
-        killpg(Pid::from_raw(self.pid as i32), signal).is_ok()
-    }
-
-    /// Signals the kernel process alone.
-    pub fn signal(&self, signal: Signal) -> bool {
-        let reaped = self.reaped.lock().unwrap();
-        if *reaped || self.pid == 0 {
-            return false;
-        }
-        kill(Pid::from_raw(self.pid as i32), signal).is_ok()
+        Some(killpg(Pid::from_raw(self.pid as i32), signal).is_ok())
     }
 
     fn wait(&self) -> ExitInfo {
@@ -141,12 +133,11 @@ mod tests {
             .spawn()
             .unwrap();
         let (process, mut exit) = KernelProcess::watch(child.id(), false);
-        assert!(process.signal_group(Signal::SIGTERM));
+        assert_eq!(process.signal_group(Signal::SIGTERM), Some(true));
         exit.wait_for(|e| e.is_some()).await.unwrap();
         assert_eq!(exit.borrow().unwrap().signal, Some(libc::SIGTERM));
-        // The pid is free for reuse now: nothing may reach it.
-        assert!(!process.signal_group(Signal::SIGKILL));
-        assert!(!process.signal(Signal::SIGKILL));
+        // The pid is free for reuse now: no signal may even be tried.
+        assert_eq!(process.signal_group(Signal::SIGKILL), None);
     }
 
     #[tokio::test]

@@ -20,8 +20,8 @@ const HOSTS = [
 
 /** Runs the attack cell in a separate host process (so an attack that works kills that
  *  host, not the test runner) and resolves what it reported and how it ended. */
-function attackHost(runtime, attack) {
-  const env = { ...process.env, ATTACK: attack }
+function attackHost(runtime, attack, extraEnv = {}) {
+  const env = { ...process.env, ATTACK: attack, ...extraEnv }
   if (python) env.PYKERNEL_TEST_PYTHON = python
   return new Promise((resolve) => {
     // Its own process group: a killpg that got through would end the fixture alone.
@@ -319,4 +319,34 @@ print(results)
   assert.match(r.stdout, /'tmp': 'written True'/, r.stdout)
   assert.equal(fs.existsSync(path.join(outside, 'x.txt')), false)
   await assert.rejects(startKernel({ sandbox: { writable: [path.join(outside, 'absent')] } }), { code: 'ERR_SANDBOX', message: /absent/ })
+})
+
+test('without user namespaces (Landlock only) a kernel says once what it lacks, and Landlock still stops signals and the host socket', { timeout: 40_000 }, async () => {
+  const attack = SIGNAL_ATTACK + SOCKET_ATTACK.replace('import socket', 'import socket as socket')
+  const { code, signal, report, stderr } = await attackHost(process.execPath, attack, { PYKERNEL_SANDBOX_NAMESPACES: '0' })
+  assert.ok(report, `the host reported back (${code ?? signal}): ${stderr.slice(-400)}`)
+  assert.equal(code, 0, 'the host lived through the attack')
+  assert.equal(report.isolation.mode, 'landlock')
+  assert.ok(report.isolation.enforced.includes('signal-scope'))
+  assert.ok(report.isolation.missing.some((m) => /no PID namespace/.test(m)), JSON.stringify(report.isolation.missing))
+  const notices = report.statuses.filter((s) => s.op === 'sandbox')
+  assert.equal(notices.length, 1, 'the first cell is told, as a status event')
+  assert.deepEqual(notices[0].data.missing, report.isolation.missing)
+  assert.equal(report.nextStatuses.filter((s) => s.op === 'sandbox').length, 0, 'once per kernel')
+  // kill(-1, 0) may find a process of the kernel's own domain here: only the host matters.
+  assert.doesNotMatch(report.stdout, /kill(pg)? SIG\w+: sent|CONNECTED/, report.stdout)
+  assert.match(report.stdout, /ptrace: -1 errno 1\b/, 'Landlock refuses ptrace of the host')
+  assert.equal(report.inspector, false)
+  assert.equal(report.socketReached, false)
+})
+
+test('a pool that confines writes never hands a session a spare made for another cwd', async (t) => {
+  const poolCwd = tempDir()
+  const sessionCwd = tempDir()
+  const pool = new addon.KernelPool({ kernel: { interpreter: python, cwd: poolCwd, sandbox: { writable: [] } }, prewarm: 1 })
+  t.after(() => pool.disposeAll())
+  assert.ok(await waitFor(() => pool.spares.length === 1, { timeoutMs: 10_000 }), 'a spare is ready')
+  const r = await pool.execute({ sessionId: 'elsewhere', cwd: sessionCwd, cells: [{ code: "open('here.txt', 'w').write('ok')" }] })
+  assert.equal(r.exitCode, 0, r.output)
+  assert.equal(fs.readFileSync(path.join(sessionCwd, 'here.txt'), 'utf8'), 'ok', 'the session may write in its own cwd')
 })

@@ -88,8 +88,14 @@ pub fn support() -> &'static Support {
     SUPPORT.get_or_init(|| {
         #[cfg(target_os = "linux")]
         {
+            // What a machine without unprivileged user namespaces gives, on this one.
+            let namespaces = if std::env::var("PYKERNEL_SANDBOX_NAMESPACES").as_deref() == Ok("0") {
+                Err("turned off by PYKERNEL_SANDBOX_NAMESPACES=0".to_string())
+            } else {
+                namespaces::probe()
+            };
             Support {
-                namespaces: namespaces::probe(),
+                namespaces,
                 landlock_abi: landlock_rules::abi(),
             }
         }
