@@ -11,17 +11,15 @@
 //! the whole runner directory read-only. Without namespaces the cache is as writable as
 //! the rest (see `sandbox`'s `missing`).
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
+use std::process::Command;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
 use crate::runner_script::{self, RunnerFiles};
-use crate::sandbox::{Plan, SandboxConfig, Target};
+use crate::sandbox::{run_confined, Plan, SandboxConfig, Target};
 
 /// The variable that tells `runner.py` where the cache is (it removes it at once).
 pub const ENV_VAR: &str = "PYKERNEL_BYTECODE";
@@ -105,7 +103,7 @@ fn build(
         &config,
         &Target {
             cwd: cache,
-            runner_base: &files.base,
+            runner_base: Some(&files.base),
             private_tmp: None,
             runner_writable: Some(cache),
         },
@@ -122,59 +120,12 @@ fn build(
         )
         .current_dir(cache)
         .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let plan_addr = &plan as *const Plan as usize;
-    // SAFETY: the plan outlives the spawn; `enter` uses async-signal-safe calls only.
-    unsafe {
-        cmd.pre_exec(move || (*(plan_addr as *const Plan)).enter());
-    }
-    let mut child = cmd.spawn().map_err(|e| {
-        plan.clean_up_failed_spawn();
-        e.to_string()
-    })?;
-    let pid = plan.kernel_pid(child.id()).map_err(|e| e.to_string())? as i32;
-    if plan.spawns_through_launcher() {
-        let _ = child.wait(); // the launcher, gone at once
-    }
-    // An interpreter that hangs (or is not Python) is killed at the time limit. Killed
-    // only while unreaped, so the pid is still ours.
-    let reaped = Arc::new((Mutex::new(false), Condvar::new()));
-    let watchdog = {
-        let reaped = reaped.clone();
-        std::thread::spawn(move || {
-            let (lock, wake) = &*reaped;
-            let done = wake
-                .wait_timeout_while(lock.lock().unwrap(), time_limit, |done| !*done)
-                .unwrap()
-                .0;
-            if !*done {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-        })
-    };
-    let mut stderr = String::new();
-    if let Some(mut pipe) = child.stderr.take() {
-        let _ = pipe.read_to_string(&mut stderr);
-    }
-    let mut status = 0;
-    {
-        let (lock, wake) = &*reaped;
-        let mut done = lock.lock().unwrap();
-        // SAFETY: reaping our own child (the compile process).
-        unsafe { nix::libc::waitpid(pid, &mut status, 0) };
-        *done = true;
-        wake.notify_all();
-    }
-    let _ = watchdog.join();
+        .envs(env);
+    let finished = run_confined(cmd, &plan, time_limit).map_err(|e| e.to_string())?;
+    let (status, stderr) = (finished.status, String::from_utf8_lossy(&finished.stderr));
     if !cache.join(COMPLETE).is_file() {
         return Err(format!(
-            "the compile step ended with status {status}: {}",
+            "the compile step ended ({status}): {}",
             stderr.trim()
         ));
     }

@@ -323,6 +323,7 @@ impl Kernel {
             interpreter: config.interpreter.clone(),
             base_env: config.base_env_or_host(),
             env_prefix: config.env_prefix.clone(),
+            sandboxed: !config.sandbox.is_off(),
         };
         tokio::task::spawn_blocking(move || runtime::resolve(&resolve_opts).map(|(r, _)| r))
             .await
@@ -384,7 +385,7 @@ impl Kernel {
             &config.sandbox,
             &Target {
                 cwd: &config.cwd,
-                runner_base: &files.base,
+                runner_base: Some(&files.base),
                 private_tmp: private_tmp.as_ref().map(|d| d.path()),
                 runner_writable: None,
             },

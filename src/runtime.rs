@@ -13,14 +13,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use once_cell::sync::Lazy;
 
 use crate::env::{EnvFilter, DEFAULT_ENV_PREFIX};
 use crate::error::{KernelError, Result};
+use crate::sandbox::{run_confined, Plan, SandboxConfig, Target};
 
 const MIN_VERSION: (u32, u32) = (3, 8);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -88,6 +89,9 @@ pub struct ResolveOptions {
     pub base_env: HashMap<String, String>,
     /// Filters `base_env` for the probe as for the kernel (`<PREFIX>API_KEY` is dropped).
     pub env_prefix: String,
+    /// Probe in the kernel's sandbox (false only for `sandbox: 'off'`): a candidate is
+    /// whatever a repository ships as its Python.
+    pub sandboxed: bool,
 }
 
 impl Default for ResolveOptions {
@@ -97,6 +101,7 @@ impl Default for ResolveOptions {
             interpreter: None,
             base_env: HashMap::new(),
             env_prefix: DEFAULT_ENV_PREFIX.to_string(),
+            sandboxed: true,
         }
     }
 }
@@ -316,7 +321,7 @@ fn probe(path: &Path, opts: &ResolveOptions) -> std::result::Result<(PathBuf, St
     if let Some(hit) = PROBES.lock().unwrap().get(&key) {
         return Ok(hit.clone());
     }
-    let found = run_probe(path, &opts.cwd, &env)?;
+    let found = run_probe(path, &opts.cwd, &env, opts.sandboxed)?;
     PROBES.lock().unwrap().insert(key, found.clone());
     Ok(found)
 }
@@ -325,37 +330,34 @@ fn run_probe(
     path: &Path,
     cwd: &Path,
     env: &BTreeMap<String, String>,
+    sandboxed: bool,
 ) -> std::result::Result<(PathBuf, String), String> {
+    let config = if sandboxed {
+        SandboxConfig::default()
+    } else {
+        SandboxConfig::Off
+    };
+    let target = Target {
+        cwd,
+        runner_base: None,
+        private_tmp: None,
+        runner_writable: None,
+    };
+    let (plan, _) = Plan::prepare(&config, &target).map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(path);
     // -S skips site-packages' .pth files (they can cost tens of ms) and the probe needs none.
-    let mut child = Command::new(path)
-        .args(["-S", "-c", PROBE_CODE])
+    cmd.args(["-S", "-c", PROBE_CODE])
         .current_dir(cwd)
         .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run it: {e}"))?;
-    let deadline = Instant::now() + PROBE_TIMEOUT;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "it did not answer within {} s",
-                    PROBE_TIMEOUT.as_secs()
-                ));
-            }
-            Err(e) => return Err(format!("cannot wait for it: {e}")),
-        }
+        .envs(env);
+    let output =
+        run_confined(cmd, &plan, PROBE_TIMEOUT).map_err(|e| format!("cannot run it: {e}"))?;
+    if output.timed_out {
+        return Err(format!(
+            "it did not answer within {} s",
+            PROBE_TIMEOUT.as_secs()
+        ));
     }
-    let output = child
-        .wait_with_output()
-        .map_err(|e| format!("cannot read its output: {e}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let mut lines = stdout.lines();
     let (Some(exe), Some(version)) = (lines.next(), lines.next()) else {
@@ -367,7 +369,7 @@ fn run_probe(
             format!("it is not Python: {}", last_line(stderr))
         });
     };
-    if !output.status.success() {
+    if !output.success {
         return Err(format!("it is not Python ({})", output.status));
     }
     let parsed: Vec<u32> = version.split('.').filter_map(|p| p.parse().ok()).collect();
@@ -406,6 +408,7 @@ mod tests {
                 ("HOME".to_string(), cwd.join("home").display().to_string()),
             ]),
             env_prefix: "PYKERNEL_".into(),
+            sandboxed: true,
         }
     }
 

@@ -350,3 +350,20 @@ test('a pool that confines writes never hands a session a spare made for another
   assert.equal(r.exitCode, 0, r.output)
   assert.equal(fs.readFileSync(path.join(sessionCwd, 'here.txt'), 'utf8'), 'ok', 'the session may write in its own cwd')
 })
+
+test('a repository\'s own .venv/bin/python, run by discovery, is probed inside the sandbox', async () => {
+  const cwd = tempDir()
+  const report = path.join(tempDir(), 'probe-saw')
+  fs.mkdirSync(path.join(cwd, '.venv', 'bin'), { recursive: true })
+  fs.writeFileSync(path.join(cwd, '.venv', 'pyvenv.cfg'), 'home = /usr/bin\n')
+  // The "interpreter" a cloned repository ships: it looks around, then passes the probe.
+  fs.writeFileSync(path.join(cwd, '.venv', 'bin', 'python'), `#!/bin/sh
+{ ls /proc | grep -c '^[0-9]'; cat /proc/${process.pid}/environ >/dev/null 2>&1 && echo host-environ-readable; kill -0 ${process.pid} 2>/dev/null && echo host-signalable; } > ${report}
+echo "$0"; echo 3.11.7
+`, { mode: 0o755 })
+  const resolved = await addon.resolvePython({ cwd, baseEnv: { PATH: process.env.PATH, HOME: cwd } })
+  assert.equal(resolved.source, 'venv')
+  const saw = fs.readFileSync(report, 'utf8')
+  assert.doesNotMatch(saw, /host-environ-readable|host-signalable/, saw)
+  assert.ok(Number(saw.split('\n')[0]) <= 3, `the probe saw only its own namespace: ${saw}`)
+})

@@ -58,6 +58,7 @@ fn resolve_options(options: Option<ResolvePythonOptions>) -> ResolveOptions {
         env_prefix: options
             .env_prefix
             .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string()),
+        sandboxed: true,
     }
 }
 
@@ -236,6 +237,7 @@ pub fn eval_backends<'env>(
         interpreter: options.interpreter,
         base_env: vars,
         env_prefix: prefix,
+        sandboxed: true,
     };
     promise(env, async move {
         let python_error = if chosen.py {

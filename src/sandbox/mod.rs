@@ -124,7 +124,7 @@ pub fn default_isolation() -> Isolation {
     let root = Path::new("/");
     let target = Target {
         cwd: root,
-        runner_base: root,
+        runner_base: None,
         private_tmp: None,
         runner_writable: None,
     };
@@ -149,8 +149,8 @@ pub struct Plan {
 /// What [`Plan::prepare`] needs to know about the kernel.
 pub struct Target<'a> {
     pub cwd: &'a Path,
-    /// Read-only inside the kernel (the runner files).
-    pub runner_base: &'a Path,
+    /// Read-only inside the kernel (the runner files); none for a probe.
+    pub runner_base: Option<&'a Path>,
     /// The private temporary directory, made when writes are confined.
     pub private_tmp: Option<&'a Path>,
     /// A directory beneath `runner_base` left writable: only for the one process that
@@ -205,7 +205,11 @@ impl Plan {
             if support.namespaces.is_ok() {
                 let ns = namespaces::NamespacePlan::new(
                     *network,
-                    &[target.runner_base.into()],
+                    &target
+                        .runner_base
+                        .map(Path::to_path_buf)
+                        .into_iter()
+                        .collect::<Vec<_>>(),
                     target.runner_writable,
                 )
                 .map_err(|e| KernelError::Sandbox {
@@ -308,6 +312,106 @@ impl Plan {
     }
 }
 
+/// How a one-shot helper run by [`run_confined`] ended.
+pub struct Finished {
+    /// Exited with status 0.
+    pub success: bool,
+    /// As a person would say it: "exit code 1", "killed by signal 9 (SIGKILL)".
+    pub status: String,
+    pub timed_out: bool,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Runs a one-shot helper (the discovery probe, the bytecode compile step) to its end
+/// under `plan`, killed (with its group) if it runs past `limit`. It may be anything a
+/// repository ships as its Python, so it gets the kernel's sandbox too.
+pub fn run_confined(
+    mut cmd: std::process::Command,
+    plan: &Plan,
+    limit: std::time::Duration,
+) -> std::io::Result<Finished> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    use std::sync::{Arc, Condvar, Mutex};
+
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let plan_addr = plan as *const Plan as usize;
+    // SAFETY: the plan outlives the spawn; `enter` uses async-signal-safe calls only.
+    unsafe {
+        cmd.pre_exec(move || (*(plan_addr as *const Plan)).enter());
+    }
+    let mut child = cmd.spawn().inspect_err(|_| plan.clean_up_failed_spawn())?;
+    let pid = plan.kernel_pid(child.id())? as i32;
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    if plan.spawns_through_launcher() {
+        let _ = child.wait(); // the launcher, gone at once
+    }
+    // Killed only while unreaped, so the pid (and group) is still this helper's.
+    let reaped = Arc::new((Mutex::new(false), Condvar::new()));
+    let timed_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let (reaped, timed_out) = (reaped.clone(), timed_out.clone());
+        std::thread::spawn(move || {
+            let (lock, wake) = &*reaped;
+            let done = wake
+                .wait_timeout_while(lock.lock().unwrap(), limit, |done| !*done)
+                .unwrap()
+                .0;
+            if !*done {
+                timed_out.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        })
+    };
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Some(mut pipe) = stdout {
+            let _ = pipe.read_to_end(&mut out);
+        }
+        out
+    });
+    let mut err = Vec::new();
+    if let Some(mut pipe) = stderr {
+        let _ = pipe.read_to_end(&mut err);
+    }
+    let out = reader.join().unwrap_or_default();
+    let mut status = 0;
+    {
+        let (lock, wake) = &*reaped;
+        let mut done = lock.lock().unwrap();
+        // SAFETY: reaping our own child (the helper; a CLONE_PARENT sibling in a sandbox).
+        unsafe { nix::libc::waitpid(pid, &mut status, 0) };
+        *done = true;
+        wake.notify_all();
+    }
+    let _ = watchdog.join();
+    let info = if nix::libc::WIFEXITED(status) {
+        crate::kernel::ExitInfo {
+            code: Some(nix::libc::WEXITSTATUS(status)),
+            signal: None,
+        }
+    } else {
+        crate::kernel::ExitInfo {
+            code: None,
+            signal: Some(nix::libc::WTERMSIG(status)),
+        }
+    };
+    Ok(Finished {
+        success: info.code == Some(0),
+        status: info.to_string(),
+        timed_out: timed_out.load(std::sync::atomic::Ordering::SeqCst),
+        stdout: out,
+        stderr: err,
+    })
+}
+
 /// The default protections this machine cannot give, in words a user can act on.
 fn missing(support: &Support, network: bool) -> Vec<String> {
     let mut missing = Vec::new();
@@ -347,7 +451,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = Target {
             cwd: dir.path(),
-            runner_base: dir.path(),
+            runner_base: Some(dir.path()),
             private_tmp: None,
             runner_writable: None,
         };
@@ -365,7 +469,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = Target {
             cwd: dir.path(),
-            runner_base: dir.path(),
+            runner_base: Some(dir.path()),
             private_tmp: None,
             runner_writable: None,
         };
