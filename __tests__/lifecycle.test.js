@@ -4,7 +4,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { startKernel, run, groupMembers, isAlive, waitFor, python } = require('./helpers/kernel')
+const { startKernel, run, groupMembers, strayMembers, kernelProcess, isAlive, waitFor, python } = require('./helpers/kernel')
 
 test('a timeout interrupts the cell and the kernel stays usable', async (t) => {
   const kernel = await startKernel()
@@ -114,15 +114,20 @@ test('an interrupt that lands after the request was read but before the cell beg
 test('interrupt() reaches shell children of the cell', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())
+  // The group is led by the init of the kernel's PID namespace (kernel.pid) and holds the
+  // Python kernel; the cell's children are the members beyond those two.
+  const py = kernelProcess(kernel.pid)
+  assert.deepEqual(groupMembers(kernel.pid).sort(), [kernel.pid, py].sort())
   const promise = run(kernel, "import subprocess\nsubprocess.run(['sh', '-c', 'sleep 30'])")
-  const childStarted = await waitFor(() => groupMembers(kernel.pid).length > 2, { timeoutMs: 3000 })
+  const childStarted = await waitFor(() => strayMembers(kernel.pid, py).length >= 2, { timeoutMs: 3000 })
   assert.ok(childStarted, 'sh and sleep started in the kernel group')
   const started = Date.now()
   kernel.interrupt()
   const { result } = await promise
   assert.ok(Date.now() - started < 1000)
   assert.equal(result.cancelled, true)
-  assert.ok(await waitFor(() => groupMembers(kernel.pid).length === 1, { timeoutMs: 2000 }), 'the children are gone')
+  assert.ok(await waitFor(() => strayMembers(kernel.pid, py).length === 0, { timeoutMs: 2000 }), 'the children are gone')
+  assert.deepEqual(groupMembers(kernel.pid).sort(), [kernel.pid, py].sort(), 'init and the kernel live on')
   assert.equal((await run(kernel, '1')).result.status, 'ok')
 })
 
@@ -154,8 +159,9 @@ test('a cell that ignores SIGINT is killed after the escalation window', { timeo
 test('shutdown is confirmed and leaves nothing of the group behind', async () => {
   const kernel = await startKernel()
   const pid = kernel.pid
+  const py = kernelProcess(pid)
   await run(kernel, "import subprocess; p = subprocess.Popen(['sleep', '30'])")
-  assert.ok(groupMembers(pid).length >= 2)
+  assert.ok(strayMembers(pid, py).length >= 1, 'the sleep child is in the group beside init and the kernel')
   const started = Date.now()
   const result = await kernel.shutdown()
   assert.ok(Date.now() - started < 2000)

@@ -6,7 +6,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
-const { python, startKernel, run, ok, value, groupMembers, tempDir } = require('./helpers/kernel')
+const { python, startKernel, run, ok, value, strayMembers, kernelProcess, tempDir } = require('./helpers/kernel')
 
 const CAP_NOTICE = '[output truncated: shell output capped at 1 MiB / 3000 lines]'
 
@@ -319,12 +319,14 @@ test('magics', async (t) => {
   })
 
   await t.test('an interrupted !cmd leaves no child behind', async () => {
+    const py = kernelProcess(kernel.pid)
     const { result } = await run(kernel, '!sleep 30', { timeoutMs: 500 })
     assert.equal(result.cancelled, true)
     assert.equal(result.timedOut, true)
     const stubborn = await run(kernel, "!trap '' INT TERM; sleep 30; echo never", { timeoutMs: 500 })
     assert.equal(stubborn.result.cancelled, true)
-    const left = groupMembers(kernel.pid).filter((pid) => pid !== kernel.pid)
+    // The group holds init (kernel.pid) and the Python kernel; anything else was left.
+    const left = strayMembers(kernel.pid, py)
     assert.deepEqual(left.map(commOf), [], 'processes left in the kernel group')
     assert.equal(await value(kernel, '1 + 1'), '2')
   })

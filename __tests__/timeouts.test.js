@@ -2,7 +2,7 @@
 // Cell timeouts through the pool: interrupt, escalation to a kill, and what the agent reads.
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { addon, python, isAlive } = require('./helpers/kernel')
+const { addon, python, isAlive, kernelProcess, KERNEL_TOKEN_PY: TOKEN } = require('./helpers/kernel')
 
 const cell = (code) => ({ code })
 const value = (r) => r.cells.at(-1).result?.['text/plain']
@@ -28,7 +28,12 @@ test('a 1 s timeout interrupts a sleeping cell within 2 s and the kernel keeps i
 test('a cell that ignores SIGINT is killed after the escalation window; the next call gets a fresh kernel', { timeout: 20000 }, async (t) => {
   const pool = new addon.KernelPool({ kernel: { interpreter: python } })
   t.after(() => pool.disposeAll())
-  const pid = Number(value(await pool.execute({ sessionId: 'stubborn', cells: [cell('import os; lost = 1; os.getpid()')] })))
+  // A cell's os.getpid() is 2 in every sandboxed kernel: the kernel is known by its host
+  // pid (the init of its PID namespace, and its Python child) and, in cells, by a token.
+  const token = value(await pool.execute({ sessionId: 'stubborn', cells: [cell(`lost = 1; ${TOKEN}`)] }))
+  const pid = pool.sessions.find((s) => s.key.startsWith('session:stubborn @ ')).pid
+  const py = kernelProcess(pid)
+  assert.ok(isAlive(pid) && isAlive(py))
   const started = Date.now()
   const r = await pool.execute({
     sessionId: 'stubborn',
@@ -45,7 +50,8 @@ test('a cell that ignores SIGINT is killed after the escalation window; the next
     /^\[eval cell timed out and the kernel was unresponsive to interrupt; the kernel has been killed and will be recreated on the next call\.\]/,
   )
   assert.equal(isAlive(pid), false)
-  const next = await pool.execute({ sessionId: 'stubborn', cells: [cell("import os; ('lost' in globals(), os.getpid())")] })
-  assert.match(value(next), /^\(False, \d+\)$/)
-  assert.notEqual(value(next), `(False, ${pid})`)
+  assert.equal(isAlive(py), false)
+  const next = await pool.execute({ sessionId: 'stubborn', cells: [cell(`('lost' in globals(), ${TOKEN})`)] })
+  assert.match(value(next), /^\(False, '[0-9a-f]{16}'\)$/)
+  assert.notEqual(value(next), `(False, ${token})`)
 })

@@ -4,7 +4,7 @@
 // one) works afterwards; nothing is left running.
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { addon, python, startKernel, groupMembers, isAlive, waitFor, sleep, whileRunning, assertResponsive, assertFreshKernelWorks, assertKernelWorks } = require('./_common')
+const { addon, python, startKernel, groupMembers, strayMembers, kernelProcess, processesWith, isAlive, waitFor, sleep, whileRunning, assertResponsive, assertFreshKernelWorks, assertKernelWorks } = require('./_common')
 
 let probe
 test.before(async () => {
@@ -145,6 +145,9 @@ test.describe('cells that do not stop on interrupt', { concurrency: 2 }, () => {
 test('fork() without exec: the parent gets its result, the child ends, the kernel carries on', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())
+  // The group: init of the kernel's PID namespace (kernel.pid) and the Python kernel.
+  const py = kernelProcess(kernel.pid)
+  assert.deepEqual(groupMembers(kernel.pid).sort(), [kernel.pid, py].sort())
   const code = [
     'import os',
     'pid = os.fork()',
@@ -163,21 +166,30 @@ test('fork() without exec: the parent gets its result, the child ends, the kerne
   const both = await kernel.execute("import os\nchild = os.fork()\n'result'")
   assert.equal(both.result?.['text/plain'], "'result'")
   assert.equal(both.executionCount, r.executionCount + 1)
-  assert.ok(await waitFor(() => groupMembers(kernel.pid).length === 1, { timeoutMs: 3000 }), 'the forked children ended')
+  assert.ok(await waitFor(() => strayMembers(kernel.pid, py).length === 0, { timeoutMs: 3000 }), 'the forked children ended')
+  assert.deepEqual(groupMembers(kernel.pid).sort(), [kernel.pid, py].sort(), 'the kernel itself carries on')
   const next = await kernel.execute('1+1')
   assert.equal(next.executionCount, both.executionCount + 1)
   await assertKernelWorks(kernel)
   await assertResponsive(probe)
 })
 
-const SPAWN_200 = "import subprocess\nprocs = [subprocess.Popen(['sleep', '300']) for _ in range(200)]\n[p.pid for p in procs]"
-const pidsOf = (text) => JSON.parse(text)
+// A child's Popen(...).pid is a pid of the kernel's PID namespace, meaningless on the host:
+// the children carry a marker as their argv[0] and are found by it in /proc/*/cmdline.
+let spawnCount = 0
+function spawn200() {
+  const marker = `pykernel-hostile-sleep-${process.pid}-${++spawnCount}`
+  const code = `import subprocess\nprocs = [subprocess.Popen([${JSON.stringify(marker)}, '300'], executable='sleep') for _ in range(200)]\nlen(procs)`
+  return { marker, code }
+}
 
 test('200 children left running: Kernel.shutdown() leaves none', { timeout: 30_000 }, async () => {
   const kernel = await startKernel()
-  const { value: r } = await whileRunning(probe, () => kernel.execute(SPAWN_200), { ready: () => sleep(100), requireOverlap: false })
+  const spawn = spawn200()
+  const { value: r } = await whileRunning(probe, () => kernel.execute(spawn.code), { ready: () => sleep(100), requireOverlap: false })
   assert.equal(r.status, 'ok', JSON.stringify(r.error))
-  const pids = pidsOf(r.result['text/plain'])
+  assert.equal(r.result['text/plain'], '200')
+  const pids = processesWith(spawn.marker)
   assert.equal(pids.length, 200)
   assert.ok(pids.every(isAlive))
   const started = Date.now()
@@ -192,10 +204,13 @@ test('200 children left running: Kernel.shutdown() leaves none', { timeout: 30_0
 test('200 children left running: pool.disposeOwner() leaves none', { timeout: 30_000 }, async (t) => {
   const pool = new addon.KernelPool({ kernel: { interpreter: python } })
   t.after(() => pool.disposeAll())
-  const r = await pool.execute({ sessionId: 'children', cells: [{ code: SPAWN_200 }] })
+  const spawn = spawn200()
+  const r = await pool.execute({ sessionId: 'children', cells: [{ code: spawn.code }] })
   assert.equal(r.exitCode, 0, r.output)
-  const pids = pidsOf(r.cells.at(-1).result['text/plain'])
+  assert.equal(r.cells.at(-1).result['text/plain'], '200')
+  const pids = processesWith(spawn.marker)
   const kernelPid = pool.sessions[0].pid
+  assert.equal(pids.length, 200)
   assert.ok(pids.every(isAlive))
   await pool.disposeOwner('children', { budgetMs: 3000 })
   assert.ok(await waitFor(() => pids.every((p) => !isAlive(p)), { timeoutMs: 3000 }), `${pids.filter(isAlive).length} children still alive`)

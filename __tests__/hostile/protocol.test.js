@@ -6,7 +6,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { python, startKernel, tempDir, whileRunning, assertResponsive, assertKernelWorks, rssSampler, MB } = require('./_common')
+const { python, startKernel, kernelProcess, tempDir, whileRunning, assertResponsive, assertKernelWorks, rssSampler, MB } = require('./_common')
 
 /** Pipe inodes this test process had before it started any kernel: inherited from the
  *  test runner or its harness. A kernel never writes to those (see the fd test below). */
@@ -99,7 +99,9 @@ test('forged done frames with guessed ids and garbage without a newline, written
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())
   const before = (await kernel.execute('0')).executionCount
-  const fds = guessableProtocolFds(kernel.pid)
+  // kernel.pid is the init of the kernel's PID namespace; the runner that reads the
+  // protocol is its child, the Python kernel.
+  const fds = guessableProtocolFds(kernelProcess(kernel.pid))
   assert.ok(fds.length >= 2, `the runner keeps private pipe fds: ${fds}`)
   const guessed = Array.from({ length: 40 }, (_, i) => `r${i}`).concat(['init', 'p1', 'e1'])
   const code = [
@@ -152,15 +154,20 @@ test('the kernel inherits no descriptor of its host beyond its own pipes', { tim
       child.on('exit', () => reject(new Error('host child exited early')))
     })
     assert.equal(fs.readlinkSync(`/proc/${child.pid}/fd/100`), target, 'the host holds fd 100')
-    const links = fs.readdirSync(`/proc/${kernelPid}/fd`).map((fd) => {
-      try {
-        return [fd, fs.readlinkSync(`/proc/${kernelPid}/fd/${fd}`)]
-      } catch {
-        return [fd, '?']
-      }
-    })
-    const leaked = links.filter(([, link]) => link === target)
-    assert.deepEqual(leaked, [], `the kernel holds the host's fd 100 (${target}) as fd ${leaked.map(([fd]) => fd)}`)
+    // kernelPid is the init of the kernel's PID namespace; the Python kernel is its child.
+    const py = kernelProcess(kernelPid)
+    assert.ok(py, 'init has the kernel as its child')
+    for (const pid of [kernelPid, py]) {
+      const links = fs.readdirSync(`/proc/${pid}/fd`).map((fd) => {
+        try {
+          return [fd, fs.readlinkSync(`/proc/${pid}/fd/${fd}`)]
+        } catch {
+          return [fd, '?']
+        }
+      })
+      const leaked = links.filter(([, link]) => link === target)
+      assert.deepEqual(leaked, [], `process ${pid} of the kernel holds the host's fd 100 (${target}) as fd ${leaked.map(([fd]) => fd)}`)
+    }
   } finally {
     child.kill('SIGKILL')
   }
