@@ -367,3 +367,25 @@ echo "$0"; echo 3.11.7
   assert.doesNotMatch(saw, /host-environ-readable|host-signalable/, saw)
   assert.ok(Number(saw.split('\n')[0]) <= 3, `the probe saw only its own namespace: ${saw}`)
 })
+
+test('the default sandbox keeps the normal workflow: moves across directories, caches, writing in cwd and TMPDIR', async (t) => {
+  const cwd = tempDir()
+  const kernel = await startKernel({ cwd })
+  t.after(() => kernel.shutdown())
+  const r = await kernel.execute(`
+import os, tempfile, shutil
+os.makedirs('a/b', exist_ok=True)
+open('a/b/f.txt', 'w').write('x')
+os.rename('a/b/f.txt', 'f.txt')                  # into another directory (pip's wheel builds do it)
+tmp = tempfile.mkdtemp()
+os.makedirs(os.path.join(tmp, 'sub'))
+open(os.path.join(tmp, 'sub', 'g'), 'w').write('y')
+os.replace(os.path.join(tmp, 'sub', 'g'), os.path.join(tmp, 'g'))
+os.link(os.path.join(tmp, 'g'), os.path.join(tmp, 'sub', 'h'))
+cache = os.path.expanduser('~/.cache/pykernel-sandbox-test')
+os.makedirs(cache, exist_ok=True); open(os.path.join(cache, 'c'), 'w').write('z'); shutil.rmtree(cache)
+print(sorted(os.listdir('.')), sorted(os.listdir(tmp)))
+`)
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.match(r.stdout, /\['a', 'f.txt'\] \['g', 'sub'\]/, r.stdout)
+})

@@ -8,12 +8,23 @@
 // `m.runner`.
 const path = require('node:path')
 const { statusKiB, withTimeout, cmdline } = require('./proc')
-const { runnerColdStart, startRunner, runnerOneResult, runnerCount } = require('./runner_direct')
+const { runnerColdStart, startRunner, runnerOneResult, runnerCount, runnerBytecode } = require('./runner_direct')
 const { echoColdStart } = require('./floors')
 const { placementUnavailable, underEachPlacement } = require('./placement')
 const { msSince, now, cpuSince, sleep } = require('./stats')
 
 const ROOT = path.resolve(__dirname, '..', '..')
+
+/** The Python kernel's own pid. In the sandbox `kernel.pid` is the init of the kernel's
+ *  PID namespace, and the kernel is its child (RSS and CPU placement are the kernel's). */
+function kernelProcess(pid) {
+  try {
+    const child = Number(require('node:fs').readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ')[0])
+    return child || pid
+  } catch {
+    return pid
+  }
+}
 
 function check(cond, what) {
   if (!cond) throw new Error(what)
@@ -39,8 +50,8 @@ async function measurePykernel(python, cfg, log, addon) {
     live.delete(k)
     await k.shutdown({ graceMs: 1000 }).catch(() => {})
   }
-  const start = async () => {
-    const k = await Kernel.start(opts)
+  const start = async (extra = {}) => {
+    const k = await Kernel.start({ ...opts, ...extra })
     live.add(k)
     return k
   }
@@ -55,6 +66,7 @@ async function measurePykernel(python, cfg, log, addon) {
     // Cold start: spawn -> the 1+1 result; one discarded warm-up (probe cache, page cache).
     await guard('coldStartMs', async () => {
       const total = []
+      const offTotal = []
       const startOnly = []
       const alone = []
       let aloneOk = true
@@ -69,6 +81,12 @@ async function measurePykernel(python, cfg, log, addon) {
           // The runner.py the addon wrote and started.
           runnerPath = cmdline(k.pid).split(' ').find((a) => a.endsWith('runner.py')) || null
           m.runnerPath = runnerPath
+          // The namespace's init keeps the environment the addon gave the kernel.
+          try {
+            const environ = require('node:fs').readFileSync(`/proc/${k.pid}/environ`, 'latin1').split('\0')
+            const entry = environ.find((e) => e.startsWith('PYKERNEL_BYTECODE='))
+            runnerBytecode.dir = entry ? entry.slice('PYKERNEL_BYTECODE='.length) : null
+          } catch {}
           rm.runnerPath = runnerPath
           if (!runnerPath) rm.coldStartMs = { error: 'runner.py not found in the kernel command line' }
         } else {
@@ -76,6 +94,12 @@ async function measurePykernel(python, cfg, log, addon) {
           startOnly.push(tStart)
         }
         await shutdown(k)
+        // The same start without the sandbox, in the same window: what isolation costs.
+        const t1 = now()
+        const off = await start({ sandbox: 'off' })
+        await one(off)
+        if (i > 0) offTotal.push(msSince(t1))
+        await shutdown(off)
         if (runnerPath && aloneOk) {
           try {
             const a = await runnerColdStart(python, runnerPath)
@@ -88,6 +112,7 @@ async function measurePykernel(python, cfg, log, addon) {
         }
       }
       m.coldStartMs = total
+      m.coldStartOffMs = offTotal
       m.startToReadyMs = startOnly
       if (runnerPath && aloneOk) rm.coldStartMs = alone
     })
@@ -106,7 +131,7 @@ async function measurePykernel(python, cfg, log, addon) {
       k = await start()
       await one(k)
       await sleep(200)
-      m.rssAfterStartKiB = statusKiB(k.pid)
+      m.rssAfterStartKiB = statusKiB(kernelProcess(k.pid))
     })
 
     if (k) {
@@ -120,10 +145,18 @@ async function measurePykernel(python, cfg, log, addon) {
         } catch (e) {
           log(`echo floor failed to start: ${e.message}`)
         }
+        let off = null
+        try {
+          off = await start({ sandbox: 'off' })
+        } catch (e) {
+          m.warmRoundTripOffMs = { error: e.message }
+        }
         for (let i = 0; i < cfg.warmup; i++) await one(k)
+        if (off) for (let i = 0; i < cfg.warmup; i++) await one(off)
         if (runner) for (let i = 0; i < cfg.warmup; i++) await runnerOneResult(runner)
         if (echo) for (let i = 0; i < cfg.warmup; i++) await echo.request({ type: 'execute' })
         const s = []
+        const so = []
         const a = []
         const e = []
         let cpuK = 0
@@ -141,11 +174,16 @@ async function measurePykernel(python, cfg, log, addon) {
         }
         while (s.length < cfg.warmRuns) {
           cpuK += await timed(s, () => one(k))
+          if (off) await timed(so, () => one(off))
           if (runner) cpuA += await timed(a, () => runnerOneResult(runner))
           if (echo) cpuE += await timed(e, () => echo.request({ type: 'execute' }))
         }
         m.hostCpuPerCellUs = cpuK / cfg.warmRuns
         m.warmRoundTripMs = s
+        if (off) {
+          m.warmRoundTripOffMs = so
+          await shutdown(off)
+        }
         if (runner) {
           rm.hostCpuPerCellUs = cpuA / cfg.warmRuns
           rm.warmRoundTripMs = a
@@ -158,7 +196,7 @@ async function measurePykernel(python, cfg, log, addon) {
           if (unavailable) log(`placement rows skipped: ${unavailable}`)
           else {
             // A machine that refuses affinity changes loses these rows, not the ones above.
-            await underEachPlacement([k.pid, echo.child.pid], async (key) => {
+            await underEachPlacement([kernelProcess(k.pid), echo.child.pid], async (key) => {
               const ks = []
               const es = []
               const n = Math.ceil(cfg.warmRuns / 2)
@@ -226,7 +264,7 @@ async function measurePykernel(python, cfg, log, addon) {
         const code = `_line = 'x' * 99\nfor _ in range(${cfg.streamBytes / 100}):\n    print(_line)\n`
         m.linesHostCpuMs = await counted('linesMBps', code, 'bytes', cfg.streamBytes, cfg.streamRuns)
       })
-      m.rssAfterStreamKiB = statusKiB(k.pid)
+      m.rssAfterStreamKiB = statusKiB(kernelProcess(k.pid))
       m.hostRssAfterStreamKiB = Math.round(process.memoryUsage().rss / 1024)
 
       await guard('oneLineMBps', async () => {

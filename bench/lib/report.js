@@ -6,10 +6,12 @@ const { summarize } = require('./stats')
 const METRICS = [
   { key: 'coldStartMs', label: 'cold start: spawn -> `1+1` result', unit: 'ms', floor: 'coldStartMs', floorWhat: 'echo server spawn -> first answer' },
   { key: 'startToReadyMs', label: '… of which Kernel.start (spawn -> ready)', unit: 'ms', sides: ['pykernel'] },
+  { key: 'coldStartOffMs', label: "… the same with `sandbox: 'off'` (interleaved)", unit: 'ms', sides: ['pykernel'] },
   { key: 'coldStartMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'coldStartMs' },
   { key: 'newSessionFirstCellMs', label: "new session's first `1+1` (KernelPool, prewarmed, after {idle} s idle)", unit: 'ms', sides: ['pykernel', 'floor'], floor: 'newSessionFirstCellMs', floorWhat: 'one echo round trip after the same idle time' },
   { key: 'newSessionFirstCellShortIdleMs', label: '… after {shortIdle} s idle instead of {idle} s', unit: 'ms', sides: ['pykernel', 'floor'], when: (cfg) => cfg.shortSettleMs < cfg.settleMs, floor: 'newSessionFirstCellShortIdleMs', floorWhat: 'one echo round trip after the same idle time' },
   { key: 'warmRoundTripMs', label: 'warm `1+1` round trip', unit: 'ms', floor: 'warmRoundTripMs', floorWhat: 'echo round trip, interleaved with pykernel' },
+  { key: 'warmRoundTripOffMs', label: "… with `sandbox: 'off'` (interleaved)", unit: 'ms', sides: ['pykernel'] },
   { key: 'warmRoundTripMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'warmRoundTripMs' },
   { key: 'warmOneCoreMs', label: '… host and kernel pinned to one core', unit: 'ms', sides: ['pykernel', 'floor'], floor: 'warmOneCoreMs', floorWhat: 'echo round trip, pinned the same way' },
   { key: 'warmTwoCoresMs', label: '… host pinned to one core, kernel to the other', unit: 'ms', sides: ['pykernel', 'floor'], floor: 'warmTwoCoresMs', floorWhat: 'echo round trip, pinned the same way' },

@@ -5,12 +5,17 @@
 // interleaves these runs with its own so both see the same machine.
 const path = require('node:path')
 const { spawnTracked, LineReader, withTimeout } = require('./proc')
+
+/** Where the addon's kernels load the runner's bytecode from; set by pykernel.js. */
+const runnerBytecode = { dir: null }
 const { msSince, now } = require('./stats')
 
 class Runner {
   constructor(python, runnerPath) {
     const env = {}
     for (const k of ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TMPDIR']) if (process.env[k]) env[k] = process.env[k]
+    // The runner's bytecode cache the addon built (as the addon passes it to its kernels).
+    if (runnerBytecode.dir) env.PYKERNEL_BYTECODE = runnerBytecode.dir
     this.dir = path.dirname(runnerPath)
     this.child = spawnTracked(python, ['-u', runnerPath], { cwd: path.resolve(__dirname, '..', '..'), env })
     this.child.stderr.resume()
@@ -111,4 +116,4 @@ async function startRunner(python, runnerPath) {
   return r
 }
 
-module.exports = { Runner, startRunner, runnerColdStart, runnerOneResult: oneResult, runnerCount }
+module.exports = { Runner, startRunner, runnerColdStart, runnerOneResult: oneResult, runnerCount, runnerBytecode }

@@ -61,6 +61,12 @@ pub fn build(rules: &Rules<'_>) -> Result<(OwnedFd, Vec<&'static str>), String> 
             .handle_access(AccessFs::from_write(abi))
             .map_err(|e| e.to_string())?;
         enforced.push("writes-confined");
+    } else {
+        // Landlock refuses to move or link a file into another directory unless a rule
+        // grants `Refer` (pip's wheel builds, atomic saves do it): grant it everywhere.
+        ruleset = ruleset
+            .handle_access(AccessFs::Refer)
+            .map_err(|e| e.to_string())?;
     }
     if rules.deny_tcp {
         ruleset = ruleset
@@ -69,6 +75,12 @@ pub fn build(rules: &Rules<'_>) -> Result<(OwnedFd, Vec<&'static str>), String> 
         enforced.push("tcp-denied");
     }
     let mut created = ruleset.create().map_err(|e| e.to_string())?;
+    if rules.writable.is_none() {
+        let root = PathFd::new("/").map_err(|e| format!("opening /: {e}"))?;
+        created = created
+            .add_rule(PathBeneath::new(root, AccessFs::Refer))
+            .map_err(|e| e.to_string())?;
+    }
     if let Some(paths) = rules.writable {
         for path in paths {
             // Opened here rather than through `path_beneath_rules`, which skips a path

@@ -228,7 +228,13 @@ impl Plan {
                     isolation.enforced.push("network-namespace");
                 }
             }
-            if support.landlock_abi >= 1 {
+            // ABI 1 cannot allow moving a file into another directory (`Refer` came with
+            // ABI 2), which would break pip and atomic saves: use it only where
+            // nothing else holds the kernel, or where writes are confined anyway.
+            let landlock_usable = support.landlock_abi >= 2
+                || (support.landlock_abi == 1
+                    && (plan.namespaces.is_none() || writable_dirs.is_some()));
+            if landlock_usable {
                 let rules = landlock_rules::Rules {
                     abi: support.landlock_abi,
                     writable: writable_dirs.as_deref(),
@@ -422,6 +428,11 @@ fn missing(support: &Support, network: bool) -> Vec<String> {
         missing.push(
             "runner files are writable by the kernel: they are verified before each start, but a kernel can race a later start".into(),
         );
+        if support.landlock_abi == 1 {
+            missing.push(
+                "Landlock ABI 1 cannot allow moving a file into another directory: such renames fail (EXDEV)".into(),
+            );
+        }
         if support.landlock_abi < 1 {
             missing.push(
                 "no Landlock: the kernel can signal and ptrace the host and other kernels".into(),
