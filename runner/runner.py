@@ -31,6 +31,7 @@ def _init_of_namespace():
     # KeyboardInterrupt until the reaper ignores it.
     import _signal
     _signal.pthread_sigmask(_signal.SIG_BLOCK, [_signal.SIGINT])
+    os.nice(19)     # its start-up must not slow the kernel's on a busy machine
     os.execv(sys.executable, [sys.executable, "-S", "-I", "-c", _REAPER, str(kernel)])
 
 

@@ -405,6 +405,9 @@ impl Kernel {
             cgroup: cgroup.as_ref(),
             sandbox: &sandbox,
         });
+        sandbox
+            .set_command(&command)
+            .map_err(|e| KernelError::io("preparing the kernel's command", e))?;
         let mut child = command.spawn().map_err(|e| {
             sandbox.clean_up_failed_spawn();
             KernelError::PythonInvalid {
@@ -418,13 +421,16 @@ impl Kernel {
         })?;
         let pid = sandbox
             .kernel_pid(child.id())
-            .map_err(|e| KernelError::io("starting the kernel in its sandbox", e))?;
+            .map_err(|e| KernelError::PythonInvalid {
+                path: resolved.path.display().to_string(),
+                reason: format!("cannot start it in its sandbox: {e}"),
+            })?;
         let (stdin, stdout, stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take());
         if sandbox.spawns_through_launcher() {
-            // The launcher exits as soon as it has made the kernel. (`wait` would close
-            // a stdin still held by `child`: the pipes were taken first.)
-            let _ = child.wait();
+            // The launcher exits as soon as it has made the kernel; it is reaped off the
+            // start's path (tearing down its copy of the host's memory takes a while).
+            std::thread::spawn(move || child.wait());
         }
         drop(command);
         let (process, exit) = KernelProcess::watch(pid, sandbox.spawns_through_launcher());

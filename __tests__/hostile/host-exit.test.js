@@ -66,7 +66,8 @@ test.describe('host exits', { concurrency: 5 }, () => {
         t.after(() => host.child.exitCode === null && host.child.signalCode === null && host.child.kill('SIGKILL'))
         const { kernel, grandchild } = await host.pids
         if (signal) {
-          assert.ok(isAlive(kernel) && runningWith(grandchild), 'the kernel runs until the host is signalled')
+          assert.ok(isAlive(kernel), `the kernel ${kernel} runs until the host is signalled`)
+          assert.ok(await waitFor(() => runningWith(grandchild), { timeoutMs: 2000 }), `the kernel's child (${grandchild}) runs until the host is signalled`)
           host.child.kill(signal)
         }
         // The host must end on its own (drain, exit, throw) or by the signal.

@@ -268,15 +268,15 @@ impl Plan {
     pub unsafe fn enter(&self) -> std::io::Result<()> {
         #[cfg(target_os = "linux")]
         {
-            match &self.namespaces {
-                Some(ns) => ns.enter()?,
-                None => {
-                    nix::unistd::setsid().map_err(std::io::Error::from)?;
-                }
+            use std::os::fd::AsRawFd;
+            let landlock = self.landlock.as_ref().map(|fd| fd.as_raw_fd());
+            if let Some(ns) = &self.namespaces {
+                // Never returns on success: the kernel is exec'd from there.
+                return ns.enter(landlock);
             }
-            if let Some(fd) = &self.landlock {
-                use std::os::fd::AsRawFd;
-                landlock_rules::restrict_self(fd.as_raw_fd())?;
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            if let Some(fd) = landlock {
+                landlock_rules::restrict_self(fd)?;
             }
             Ok(())
         }
@@ -285,6 +285,17 @@ impl Plan {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
             Ok(())
         }
+    }
+
+    /// Names what the sandboxed process executes (call before spawning `cmd`): in
+    /// namespace mode the kernel is exec'd by the sandbox itself.
+    pub fn set_command(&self, cmd: &std::process::Command) -> std::io::Result<()> {
+        #[cfg(target_os = "linux")]
+        if let Some(ns) = &self.namespaces {
+            return ns.set_command(cmd);
+        }
+        let _ = cmd;
+        Ok(())
     }
 
     /// The kernel's pid, given the pid of the process that was spawned: in namespace
@@ -345,6 +356,7 @@ pub fn run_confined(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    plan.set_command(&cmd)?;
     let plan_addr = plan as *const Plan as usize;
     // SAFETY: the plan outlives the spawn; `enter` uses async-signal-safe calls only.
     unsafe {

@@ -12,15 +12,20 @@
 //!
 //! ```text
 //! host ──fork──> C: unshare(user|pid|mount|ipc[|net]), uid/gid maps, mounts,
-//!   │               clone(CLONE_PARENT) ──> G, writes G's pid to the host, exits
+//!   │               clone(CLONE_PARENT|CLONE_VM|CLONE_VFORK) ──> G, then writes G's pid
+//!   │               to the host and exits
 //!   └──────────── G (the host's child, pid 1 inside): setsid, mount /proc,
-//!                   drop capabilities, Landlock, exec python
+//!                   drop capabilities, Landlock, execve python
 //! ```
 //!
 //! The first process forked after `unshare(CLONE_NEWPID)` becomes the namespace's init,
 //! so C cannot be the kernel itself; `CLONE_PARENT` makes G a child of the host rather
 //! than of C, so C can exit at once and no supervisor process stays behind (a forked
-//! copy of the host would hold the host's memory, its secrets included).
+//! copy of the host would hold the host's memory, its secrets included). G borrows C's
+//! memory until its exec, as `vfork` does, on a stack of its own: copying the host's
+//! page tables a second time cost about a millisecond of every start. So G runs only
+//! `kernel_main`, which ends in `execve` or `_exit`, with signals blocked until it has
+//! reset every handler (a host's handler must never run on borrowed memory).
 
 use std::ffi::CString;
 use std::io;
@@ -41,9 +46,31 @@ pub struct NamespacePlan {
     /// is being built).
     hole: Option<CString>,
     loopback_up: bool,
-    /// C writes G's pid here; the host reads it after spawn.
+    /// C writes G's pid here (after G's failure report, if G failed); the host reads it
+    /// after spawn.
     report: (OwnedFd, OwnedFd),
+    /// What G executes, taken from the `Command` (see [`NamespacePlan::set_command`]).
+    exec: std::sync::OnceLock<ExecSpec>,
+    /// G's stack (it grows down from the end).
+    stack: Vec<u8>,
 }
+
+/// `execve`'s arguments, made before fork.
+struct ExecSpec {
+    program: CString,
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the raw pointers point into `_strings`, owned alongside and never mutated.
+unsafe impl Send for ExecSpec {}
+unsafe impl Sync for ExecSpec {}
+
+/// What G reports on the pipe when it fails before or at exec: this word, the step, the
+/// errno (then C's word with G's pid follows).
+const G_FAILED: u32 = u32::MAX;
+const G_STACK_BYTES: usize = 128 * 1024;
 
 pub const PROC: &[u8] = b"/proc\0";
 const PROC_FS: &[u8] = b"proc\0";
@@ -76,7 +103,45 @@ impl NamespacePlan {
             hole: hole.map(c_path).transpose()?,
             loopback_up: !network,
             report: (r, w),
+            exec: std::sync::OnceLock::new(),
+            stack: vec![0u8; G_STACK_BYTES],
         })
+    }
+
+    /// Takes what to execute from `cmd` (program, arguments, and the environment it sets
+    /// after `env_clear`): G executes it itself, without returning into `std`.
+    pub fn set_command(&self, cmd: &std::process::Command) -> io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = |s: &std::ffi::OsStr| {
+            CString::new(s.as_bytes())
+                .map_err(|_| io::Error::other("a NUL byte in the kernel's command"))
+        };
+        let program = c(cmd.get_program())?;
+        let mut strings = vec![program.clone()];
+        for arg in cmd.get_args() {
+            strings.push(c(arg)?);
+        }
+        let argc = strings.len();
+        for (key, value) in cmd.get_envs() {
+            if let Some(value) = value {
+                let mut entry = key.to_os_string();
+                entry.push("=");
+                entry.push(value);
+                strings.push(c(&entry)?);
+            }
+        }
+        let pointers: Vec<*const libc::c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+        let mut argv = pointers[..argc].to_vec();
+        argv.push(std::ptr::null());
+        let mut envp = pointers[argc..].to_vec();
+        envp.push(std::ptr::null());
+        let _ = self.exec.set(ExecSpec {
+            program,
+            _strings: strings,
+            argv,
+            envp,
+        });
+        Ok(())
     }
 
     /// Runs in the forked child (C). Returns only in G, which goes on to exec Python.
@@ -84,7 +149,10 @@ impl NamespacePlan {
     /// # Safety
     /// Call only between fork and exec: it uses async-signal-safe system calls only,
     /// and C ends with `_exit`.
-    pub unsafe fn enter(&self) -> io::Result<()> {
+    pub unsafe fn enter(&self, landlock: Option<libc::c_int>) -> io::Result<()> {
+        if self.exec.get().is_none() {
+            return Err(io::Error::other("the sandbox was given no command"));
+        }
         check(libc::unshare(self.flags))?;
         write_file(SETGROUPS, b"deny")?;
         write_file(UID_MAP, &self.uid_map)?;
@@ -127,33 +195,67 @@ impl NamespacePlan {
         if self.loopback_up {
             loopback_up()?;
         }
-        let pid = fork_as_sibling()?;
-        if pid > 0 {
-            // C: tell the host who the kernel is, and leave.
-            let bytes = (pid as u32).to_ne_bytes();
-            libc::write(self.report.1.as_raw_fd(), bytes.as_ptr().cast(), 4);
-            libc::_exit(0);
-        }
-        // G: pid 1 of the new namespace.
-        check(libc::setsid())?;
-        check(libc::mount(
-            PROC_FS.as_ptr().cast(),
-            PROC.as_ptr().cast(),
-            PROC_FS.as_ptr().cast(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            std::ptr::null(),
-        ))?;
-        drop_capabilities()
+        // Blocked in C and, inherited, in G until G has reset every handler.
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+        let args = GArgs {
+            plan: self,
+            landlock: landlock.unwrap_or(-1),
+        };
+        let top = self.stack.as_ptr().add(self.stack.len()) as usize & !15;
+        let pid = libc::clone(
+            kernel_main,
+            top as *mut libc::c_void,
+            libc::CLONE_PARENT | libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &args as *const GArgs as *mut libc::c_void,
+        );
+        // G has exec'd or exited (vfork): C tells the host who the kernel is, and leaves.
+        // Every descriptor is closed first: the host's spawn returns once no process
+        // holds the pipe its exec errors travel on, and tearing down this copy of the
+        // host's address space in `_exit` takes time nobody needs to wait for.
+        let word = if pid > 0 { pid as u32 } else { 0 };
+        libc::write(
+            self.report.1.as_raw_fd(),
+            word.to_ne_bytes().as_ptr().cast(),
+            4,
+        );
+        libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
+        libc::_exit(if pid > 0 { 0 } else { 1 });
     }
 
     /// After spawn, in the host: the kernel's pid (G), which C reported before exiting.
     pub fn kernel_pid(&self) -> io::Result<u32> {
+        let first = self.read_word()?;
+        if first != G_FAILED {
+            if first == 0 {
+                return Err(io::Error::other(
+                    "the sandbox could not create the kernel process",
+                ));
+            }
+            return Ok(first);
+        }
+        let step = self.read_word()?;
+        let errno = self.read_word()?;
+        let pid = self.read_word()?;
+        if pid > 0 {
+            // SAFETY: reaping our own child (G, CLONE_PARENT), which has exited.
+            unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) };
+        }
+        let what = G_STEPS
+            .get(step as usize)
+            .copied()
+            .unwrap_or("starting the kernel");
+        let err = io::Error::from_raw_os_error(errno as i32);
+        Err(io::Error::new(err.kind(), format!("{what}: {err}")))
+    }
+
+    fn read_word(&self) -> io::Result<u32> {
         let mut bytes = [0u8; 4];
-        let fd = self.report.0.as_raw_fd();
-        // SAFETY: reading into a local buffer from a pipe we own. C wrote before it
-        // exited, and the spawn returned only after C was reaped, so this never blocks
+        // SAFETY: reading into a local buffer from a pipe we own. C wrote before it let
+        // go of its end, and the spawn returned only after that, so the words are there
         // unless C died before writing (then the spawn itself failed).
-        let n = unsafe { libc::read(fd, bytes.as_mut_ptr().cast(), 4) };
+        let n = unsafe { libc::read(self.report.0.as_raw_fd(), bytes.as_mut_ptr().cast(), 4) };
         if n != 4 {
             return Err(io::Error::other(
                 "the sandbox did not report the kernel's pid",
@@ -171,11 +273,88 @@ impl NamespacePlan {
             let flags = libc::fcntl(fd, libc::F_GETFL);
             libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
             let mut bytes = [0u8; 4];
-            if libc::read(fd, bytes.as_mut_ptr().cast(), 4) == 4 {
-                let pid = u32::from_ne_bytes(bytes) as libc::pid_t;
-                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            while libc::read(fd, bytes.as_mut_ptr().cast(), 4) == 4 {
+                let word = u32::from_ne_bytes(bytes);
+                if word != G_FAILED && word > 0 && word < i32::MAX as u32 {
+                    libc::waitpid(word as libc::pid_t, std::ptr::null_mut(), 0);
+                }
             }
         }
+    }
+}
+
+struct GArgs<'a> {
+    plan: &'a NamespacePlan,
+    landlock: libc::c_int,
+}
+
+/// What G was doing when it failed, for the error message.
+const G_STEPS: [&str; 6] = [
+    "starting the kernel",
+    "making the kernel a session leader",
+    "mounting the kernel's /proc",
+    "dropping the kernel's capabilities",
+    "entering the kernel's Landlock domain",
+    "executing the interpreter",
+];
+
+/// G: pid 1 of the new namespace, on its own stack in C's memory. Ends in `execve` or,
+/// after reporting why, in `_exit`.
+extern "C" fn kernel_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the GArgs on C's stack; C is suspended (vfork) until we exec or
+    // exit, so it outlives us. Only async-signal-safe system calls follow.
+    unsafe {
+        let args = &*(arg as *const GArgs);
+        let plan = args.plan;
+        let fail = |step: u32| -> libc::c_int {
+            let errno = *libc::__errno_location() as u32;
+            let words = [G_FAILED, step, errno];
+            libc::write(plan.report.1.as_raw_fd(), words.as_ptr().cast(), 12);
+            libc::_exit(127)
+        };
+        // Handlers are the host's and would run on memory we only borrow.
+        for sig in 1..libc::SIGRTMAX() {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction != libc::SIG_DFL
+                && old.sa_sigaction != libc::SIG_IGN
+            {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        if libc::setsid() < 0 {
+            return fail(1);
+        }
+        if libc::mount(
+            PROC_FS.as_ptr().cast(),
+            PROC.as_ptr().cast(),
+            PROC_FS.as_ptr().cast(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ) < 0
+        {
+            return fail(2);
+        }
+        if drop_capabilities().is_err() {
+            return fail(3);
+        }
+        if args.landlock >= 0 && super::landlock_rules::restrict_self(args.landlock).is_err() {
+            return fail(4);
+        }
+        let Some(exec) = plan.exec.get() else {
+            return fail(5);
+        };
+        libc::execve(
+            exec.program.as_ptr(),
+            exec.argv.as_ptr(),
+            exec.envp.as_ptr(),
+        );
+        fail(5)
     }
 }
 
@@ -204,11 +383,6 @@ unsafe fn drop_capabilities() -> io::Result<()> {
         0,
     ))?;
     Ok(())
-}
-
-/// `fork()` whose child becomes a child of our parent (the host), not of us.
-unsafe fn fork_as_sibling() -> io::Result<libc::pid_t> {
-    raw_fork(libc::CLONE_PARENT)
 }
 
 /// fork(2) as a bare system call: libc's fork runs atfork handlers, which may take locks
