@@ -68,3 +68,29 @@ n`)
   assert.equal(await value(later, '1+1'), '2')
   assert.equal(fs.existsSync(marker), false, 'no planted bytecode ran')
 })
+
+test('with the sandbox off, bytecode a cell rewrites in the cache is verified away before the next start', async (t) => {
+  const first = await startKernel({ sandbox: 'off' })
+  await value(first, '1+1')
+  const base = fs.readdirSync(tmp).find((name) => name.startsWith('pykernel-'))
+  const [dir] = fs.readdirSync(path.join(tmp, base)).filter((d) => d !== 'bytecode')
+  const [key] = fs.readdirSync(path.join(tmp, base, dir, 'bytecode'))
+  const cache = path.join(tmp, base, dir, 'bytecode', key)
+  const marker = path.join(tmp, 'planted-cache-ran')
+  // Without the sandbox a kernel can write the cache: the attack replaces every module's
+  // bytecode with code that leaves a marker, in the format the runner reads.
+  const r = await first.execute(`
+import glob, marshal, importlib.util
+payload = compile(${JSON.stringify(`open(${JSON.stringify(marker)}, 'w').write('pwned')`)}, 'x', 'exec')
+n = 0
+for pyc in glob.glob(${JSON.stringify(path.join(cache, '*.pyc'))}):
+    open(pyc, 'wb').write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(payload)); n += 1
+n`)
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.ok(Number(r.result['text/plain']) >= 5, 'the cache was rewritten')
+  await first.shutdown()
+  const later = await startKernel({ sandbox: 'off' })
+  t.after(() => later.shutdown())
+  assert.equal(await value(later, '1+1'), '2')
+  assert.equal(fs.existsSync(marker), false, 'the rewritten bytecode never ran')
+})

@@ -61,21 +61,60 @@ pub fn ensure(
         .take(8)
         .map(|b| format!("{b:02x}"))
         .collect();
+    // Digests of the caches this process built, for where kernels can write them.
+    static BUILT: Mutex<Vec<(PathBuf, Vec<u8>)>> = Mutex::new(Vec::new());
     let cache = dir.join("bytecode").join(key);
+    // Inside the namespaces the whole runner directory is read-only to kernels, so a
+    // complete cache is what the compile step wrote. Elsewhere a kernel could have
+    // rewritten it: use it only as this process built it, else build it again.
+    let kernels_can_write = sandbox.is_off() || crate::sandbox::support().namespaces.is_err();
     if cache.join(COMPLETE).is_file() {
-        return Some(cache);
+        if !kernels_can_write {
+            return Some(cache);
+        }
+        let built = BUILT.lock().unwrap();
+        let known = built.iter().find(|(dir, _)| *dir == cache).map(|(_, d)| d.clone());
+        drop(built);
+        if known.is_some() && known == digest(&cache) {
+            return Some(cache);
+        }
+        let _ = std::fs::remove_file(cache.join(COMPLETE));
     }
     if FAILED.lock().unwrap().contains(&cache) {
         return None;
     }
     match build(python, files, &cache, env, sandbox, time_limit) {
-        Ok(()) => Some(cache),
+        Ok(()) => {
+            if let Some(d) = digest(&cache) {
+                let mut built = BUILT.lock().unwrap();
+                built.retain(|(dir, _)| *dir != cache);
+                built.push((cache.clone(), d));
+            }
+            Some(cache)
+        }
         Err(reason) => {
             FAILED.lock().unwrap().push(cache.clone());
             tracing::warn!("cannot build the runner's bytecode cache in {}: {reason}; kernels compile the runner at start", cache.display());
             None
         }
     }
+}
+
+/// sha256 over the cache's files, names and contents, in name order.
+fn digest(cache: &Path) -> Option<Vec<u8>> {
+    let mut names: Vec<_> = std::fs::read_dir(cache)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    names.sort();
+    let mut hasher = Sha256::new();
+    for name in names {
+        hasher.update(name.as_encoded_bytes());
+        hasher.update([0]);
+        hasher.update(std::fs::read(cache.join(&name)).ok()?);
+        hasher.update([0]);
+    }
+    Some(hasher.finalize().to_vec())
 }
 
 fn build(

@@ -5,8 +5,8 @@ const { summarize } = require('./stats')
 // key, label, unit, scale (raw -> shown), which sides have it, floor key and its label.
 const METRICS = [
   { key: 'coldStartMs', label: 'cold start: spawn -> `1+1` result', unit: 'ms', floor: 'coldStartMs', floorWhat: 'echo server spawn -> first answer' },
-  { key: 'startToReadyMs', label: '… of which Kernel.start (spawn -> ready)', unit: 'ms', sides: ['pykernel'] },
   { key: 'coldStartOffMs', label: "… the same with `sandbox: 'off'` (interleaved)", unit: 'ms', sides: ['pykernel'] },
+  { key: 'startToReadyMs', label: '… of which Kernel.start (spawn -> ready)', unit: 'ms', sides: ['pykernel'] },
   { key: 'coldStartMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'coldStartMs' },
   { key: 'newSessionFirstCellMs', label: "new session's first `1+1` (KernelPool, prewarmed, after {idle} s idle)", unit: 'ms', sides: ['pykernel', 'floor'], floor: 'newSessionFirstCellMs', floorWhat: 'one echo round trip after the same idle time' },
   { key: 'newSessionFirstCellShortIdleMs', label: '… after {shortIdle} s idle instead of {idle} s', unit: 'ms', sides: ['pykernel', 'floor'], when: (cfg) => cfg.shortSettleMs < cfg.settleMs, floor: 'newSessionFirstCellShortIdleMs', floorWhat: 'one echo round trip after the same idle time' },
@@ -28,6 +28,7 @@ const METRICS = [
   { key: 'rssAfterStartKiB', label: 'kernel RSS after start', unit: 'MiB', scale: 1 / 1024, floor: 'bareRssKiB', floorWhat: 'idle bare interpreter' },
   { key: 'rssAfterStreamKiB', label: 'kernel RSS after the {lines}-line runs', unit: 'MiB', scale: 1 / 1024, floor: 'bareRssKiB', floorWhat: 'idle bare interpreter' },
   { key: 'fourSessionsMs', label: '4 sessions at once -> all first results', unit: 'ms', floor: 'fourSessionsMs', floorWhat: '4 echo servers at once' },
+  { key: 'fourSessionsOffMs', label: "… with `sandbox: 'off'` (interleaved)", unit: 'ms', sides: ['pykernel'] },
   { key: 'pythonPassMs', label: '`python -c pass` (floor only)', unit: 'ms', sides: ['floor'], floor: 'pythonPassMs', floorWhat: 'bench venv python' },
   { key: 'basePythonPassMs', label: '`python -c pass`, base interpreter (floor only)', unit: 'ms', sides: ['floor'], floor: 'basePythonPassMs', floorWhat: 'site-packages .pth files run' },
   { key: 'linesBufferedMBps', label: '{lines} lines, bare pipe block-buffered (floor only)', unit: 'MB/s', higher: true, sides: ['floor'], floor: 'linesBufferedMBps', floorWhat: 'python without -u' },
