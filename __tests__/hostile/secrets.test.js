@@ -15,7 +15,7 @@ process.env.TMPDIR = privateTmp
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { addon, startKernel, tempDir, realPython, assertResponsive, assertKernelWorks } = require('./_common')
+const { addon, startKernel, tempDir, realPython, assertResponsive, assertKernelWorks, kernelProcess } = require('./_common')
 
 test.after(() => fs.rmSync(privateTmp, { recursive: true, force: true }))
 
@@ -52,7 +52,9 @@ async function assertNoSecrets(kernel, t) {
   const r = await kernel.execute(GATHER)
   assert.equal(r.status, 'ok', JSON.stringify(r.error))
   const shell = await kernel.execute('!env')
-  const seen = r.stdout + '\n' + shell.stdout + '\n' + fs.readFileSync(`/proc/${kernel.pid}/environ`, 'latin1')
+  // The host's view too: the namespace's init (kernel.pid) and the kernel process itself.
+  const environ = (pid) => fs.readFileSync(`/proc/${pid}/environ`, 'latin1')
+  const seen = [r.stdout, shell.stdout, environ(kernel.pid), environ(kernelProcess(kernel.pid))].join('\n')
   const leaked = SECRETS.filter((name) => seen.includes(valueOf(name)) || new RegExp(`(^|[\\s'"\\0])${name.replace(/[-]/g, '\\-')}=`, 'm').test(seen))
   assert.deepEqual(leaked, [], 'no secret reaches os.environ, /proc/self/environ or a child')
   for (const [name, value] of Object.entries(VISIBLE)) assert.ok(seen.includes(`${name}=${value}`), `${name} (not a secret) passes`)

@@ -95,7 +95,14 @@ class Output:
 
     def flush(self):
         """Pass all pending text to the pumps (which send it soon)."""
-        if self._in_child or not self._pending:
+        if self._in_child:
+            return
+        if not self._pending:
+            if self._lock.locked():
+                # The flusher thread took the text and has not handed it on yet: a
+                # drain that returned now could let `done` overtake it.
+                with self._lock:
+                    pass
             return
         with interrupts, self._lock:
             pending = self._pending
