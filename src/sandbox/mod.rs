@@ -199,7 +199,8 @@ impl Plan {
             dirs.extend(extra.iter().cloned());
             dirs
         });
-        let mut modes = Vec::new();
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+        let mut modes: Vec<&str> = Vec::new();
         #[cfg(target_os = "linux")]
         {
             if support.namespaces.is_ok() {
