@@ -70,18 +70,36 @@ test('calls from many threads run at once and each gets its own answer', async (
   assert.ok(Date.now() - started < 1200, 'the calls overlapped')
 })
 
-test('the watchdog pauses while a call is in flight', async (t) => {
+test('the watchdog pauses while a call to another model (agent, completion) is in flight', async (t) => {
   const kernel = await startKernel({ onCall: async () => (await sleep(2000), 'slow answer') })
   t.after(() => kernel.shutdown())
-  const { result } = await run(kernel, call('slow', {}), { timeoutMs: 1000 })
-  assert.equal(result.timedOut, false)
-  assert.equal(result.result['text/plain'], "'slow answer'")
+  for (const name of ['agent', 'completion']) {
+    const { result } = await run(kernel, call(name, { prompt: 'p' }), { timeoutMs: 1000 })
+    assert.equal(result.timedOut, false, name)
+    assert.equal(result.result['text/plain'], "'slow answer'")
+  }
   // A fresh window after the call: 0.6 s of work after a 2 s call fits in 1 s.
-  const after = await run(kernel, `${call('slow', {})}\nimport time; time.sleep(0.6); 'done'`, { timeoutMs: 1000 })
+  const after = await run(kernel, `${call('agent', { prompt: 'p' })}\nimport time; time.sleep(0.6); 'done'`, { timeoutMs: 1000 })
   assert.equal(after.result.timedOut, false)
-  // Work alone still times out.
+  // Work alone still times out, and so does a slow tool call: only another model's time is free.
   const busy = await run(kernel, 'import time; time.sleep(5)', { timeoutMs: 1000 })
   assert.equal(busy.result.timedOut, true)
+  const tool = await run(kernel, call('slow', {}), { timeoutMs: 1000 })
+  assert.equal(tool.result.timedOut, true, 'a tool call counts against the budget')
+})
+
+test('a thread calling tool.ping() in a loop cannot hold the cell\'s clock', async (t) => {
+  const kernel = await startKernel({ onCall: async () => (await sleep(5), 'pong') })
+  t.after(() => kernel.shutdown())
+  const started = Date.now()
+  const { result } = await run(
+    kernel,
+    `import threading, time\ndef ping():\n    while True:\n        ${call('ping', {})}\nthreading.Thread(target=ping, daemon=True).start()\ntime.sleep(30)`,
+    { timeoutMs: 1500 },
+  )
+  const took = Date.now() - started
+  assert.equal(result.timedOut, true)
+  assert.ok(took < 8000, `the 1.5 s budget held (the cell ended after ${took} ms)`)
 })
 
 test('an abort during calls ends the cell cleanly; new calls are refused', async (t) => {

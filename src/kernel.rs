@@ -688,7 +688,7 @@ impl Kernel {
         let _ = self.send(&frame).await;
 
         let mut watchdog = Watchdog::new(request.timeout, std::time::Instant::now());
-        // Bridge calls report here when their reply is sent, to resume the watchdog.
+        // Calls that paused the watchdog report here when their reply is sent.
         let (call_done_tx, mut call_done_rx) = mpsc::unbounded_channel::<()>();
         // Set once the cell is to be stopped; the kernel is killed if it is still running then.
         let mut escalation: Option<Instant> = None;
@@ -703,8 +703,13 @@ impl Kernel {
                                 // The cell is being stopped: no new work for the host.
                                 self.refuse_call(call_id, &name);
                             } else {
-                                watchdog.pause();
-                                self.answer_call(&id, call_id, name, args, call_done_tx.clone());
+                                // Only waiting on another model stops the clock.
+                                let pauses = crate::watchdog::pauses_for(&name);
+                                if pauses {
+                                    watchdog.pause();
+                                }
+                                let done = pauses.then(|| call_done_tx.clone());
+                                self.answer_call(&id, call_id, name, args, done);
                             }
                         }
                         Some(frame) => {
@@ -904,7 +909,7 @@ impl Kernel {
         call_id: String,
         name: String,
         args: Value,
-        done: mpsc::UnboundedSender<()>,
+        done: Option<mpsc::UnboundedSender<()>>,
     ) {
         let bridge = self.bridge.clone();
         let run_id = run_id.to_string();
@@ -929,7 +934,7 @@ impl Kernel {
                     },
                 }
             },
-            Some(done),
+            done,
         );
     }
 

@@ -1,7 +1,9 @@
-//! A cell's time budget (SPEC 10): a wall-clock window that stands still while host bridge
-//! calls are in flight. Pauses are counted, since `parallel()` keeps several calls in
-//! flight at once; when the last one returns, a fresh window starts, so a cell that waited
-//! on a slow agent call gets its whole budget for the work after it.
+//! A cell's time budget (SPEC 10): a wall-clock window that stands still while calls to
+//! another model (`agent()`, `completion()`) are in flight. Pauses are counted, since
+//! `parallel()` keeps several calls in flight at once; when the last one returns, a fresh
+//! window starts, so a cell that waited on a slow agent gets its whole budget for the work
+//! after it. Every other bridge call (`tool.*`, `read`, `budget`, ...) counts against the
+//! budget: a thread calling `tool.ping()` in a loop must not hold the clock forever.
 //!
 //! Pure bookkeeping over the instants it is given; the caller owns the clock.
 
@@ -12,6 +14,11 @@ pub struct Watchdog {
     timeout: Option<Duration>,
     window_start: Instant,
     in_flight: usize,
+}
+
+/// Whether a bridge call of this name stops the cell's clock.
+pub fn pauses_for(call: &str) -> bool {
+    matches!(call, "agent" | "completion")
 }
 
 impl Watchdog {
@@ -73,6 +80,14 @@ mod tests {
         assert_eq!(w.deadline(), None, "one call is still in flight");
         w.resume(t0 + 7 * SECOND);
         assert_eq!(w.deadline(), Some(t0 + 8 * SECOND));
+    }
+
+    #[test]
+    fn only_calls_to_another_model_stop_the_clock() {
+        assert!(pauses_for("agent") && pauses_for("completion"));
+        for name in ["ping", "read", "budget", "concurrency", "kv", "agents"] {
+            assert!(!pauses_for(name), "{name}");
+        }
     }
 
     #[test]
