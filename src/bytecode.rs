@@ -73,7 +73,10 @@ pub fn ensure(
             return Some(cache);
         }
         let built = BUILT.lock().unwrap();
-        let known = built.iter().find(|(dir, _)| *dir == cache).map(|(_, d)| d.clone());
+        let known = built
+            .iter()
+            .find(|(dir, _)| *dir == cache)
+            .map(|(_, d)| d.clone());
         drop(built);
         if known.is_some() && known == digest(&cache) {
             return Some(cache);

@@ -26,6 +26,8 @@ use sha2::{Digest, Sha256};
 pub const MAX_KEY_CHARS: usize = 256;
 pub const MAX_VALUE_BYTES: usize = 256 * 1024;
 pub const MAX_STORE_BYTES: usize = 4 * 1024 * 1024;
+/// How long a change waits for another writer's lock before `ERR_KV_BUSY`.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(2000);
 const VERSION: u64 = 1;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -40,6 +42,8 @@ pub enum KvError {
     Unreadable { path: PathBuf, reason: String },
     #[error("kv store {path}: {reason}")]
     Io { path: PathBuf, reason: String },
+    #[error("the kv store {path} stayed locked for {waited_ms} ms (a cell holding its lock?); nothing was read or written. Try again.")]
+    Busy { path: PathBuf, waited_ms: u64 },
     #[error(transparent)]
     ArtifactsDir(#[from] Refusal),
 }
@@ -52,6 +56,7 @@ impl KvError {
             KvError::Unreadable { .. } => "ERR_KV_CORRUPT",
             KvError::Io { .. } => "ERR_IO",
             KvError::ArtifactsDir(_) => "ERR_ARTIFACTS_DIR",
+            KvError::Busy { .. } => "ERR_KV_BUSY",
         }
     }
 }
@@ -206,7 +211,26 @@ impl KvStore {
                 .write(true),
         )
         .map_err(|e| self.open_error("the kv store lock", lock_path.clone(), e))?;
-        Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| self.io(errno))
+        // The host calls this on its JavaScript thread, and a cell can hold the lock as
+        // long as it likes: wait a bounded time, never forever.
+        let started = std::time::Instant::now();
+        let mut file = file;
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(lock),
+                Err((back, nix::errno::Errno::EWOULDBLOCK)) => {
+                    if started.elapsed() >= LOCK_WAIT {
+                        return Err(KvError::Busy {
+                            path: self.path.clone(),
+                            waited_ms: started.elapsed().as_millis() as u64,
+                        });
+                    }
+                    file = back;
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Err((_, errno)) => return Err(self.io(errno)),
+            }
+        }
     }
 
     fn read(&self) -> Result<Map<String, Value>> {

@@ -501,7 +501,11 @@ mod tests {
         let err = Plan::prepare(&config, &target).err().unwrap();
         assert_eq!(err.code(), "ERR_SANDBOX");
         // Without Landlock the option itself is refused, which is as clear.
-        let expected = if support().landlock_abi >= 1 { "absent" } else { "needs Landlock" };
+        let expected = if support().landlock_abi >= 1 {
+            "absent"
+        } else {
+            "needs Landlock"
+        };
         assert!(err.to_string().contains(expected), "{err}");
     }
 }

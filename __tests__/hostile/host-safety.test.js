@@ -1,0 +1,35 @@
+'use strict'
+// Hostile cells against the host's own thread (issue 14): nothing a cell holds can freeze
+// the host.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { execFile } = require('node:child_process')
+const { addon, startKernel, tempDir } = require('./_common')
+
+const ROOT = path.resolve(__dirname, '..', '..')
+
+test('a cell holding the kv lock cannot freeze the host: KvStore waits a bounded time, then ERR_KV_BUSY', async (t) => {
+  const dir = tempDir()
+  const kernel = await startKernel({ artifactsDir: dir, sessionId: 'held' })
+  t.after(() => kernel.shutdown())
+  const store = new addon.KvStore(dir, 'held')
+  store.set('a', 1)
+  const held = await kernel.execute(`import fcntl\nheld = open(${JSON.stringify(store.path + '.lock')}, 'a')\nfcntl.flock(held, fcntl.LOCK_EX)`)
+  assert.equal(held.status, 'ok', JSON.stringify(held.error))
+  // Another host process reads the store: were the wait unbounded, its JavaScript thread
+  // would freeze, and the 15 s kill below would say so.
+  const script = `const { KvStore } = require(${JSON.stringify(ROOT)}); const t = Date.now();
+try { KvStore && new KvStore(${JSON.stringify(dir)}, 'held').get('a'); console.log(JSON.stringify({ ok: true })) }
+catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message, waited: Date.now() - t })) }`
+  const out = await new Promise((resolve) => {
+    execFile(process.execPath, ['-e', script], { timeout: 15_000 }, (err, stdout) => resolve({ err, stdout }))
+  })
+  assert.equal(out.err, null, `the host process finished on its own (${out.err && out.err.signal})`)
+  const r = JSON.parse(out.stdout)
+  assert.equal(r.code, 'ERR_KV_BUSY', JSON.stringify(r))
+  assert.match(r.message, /stayed locked for \d+ ms/)
+  assert.ok(r.waited >= 1900 && r.waited < 5000, `the host's thread waited ${r.waited} ms, bounded`)
+  await kernel.execute('held.close()')
+  assert.equal(store.get('a'), 1, 'once the lock is let go the store works again')
+})
