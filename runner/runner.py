@@ -34,6 +34,12 @@ def _init_of_namespace():
         _signal.pthread_sigmask(_signal.SIG_UNBLOCK, [_signal.SIGINT])
         return
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    # The protocol pipes are the kernel's alone: the host learns the kernel is gone when
+    # they close, which an init holding copies would put off until it ends.
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
     while True:
         try:
             pid, status = os.waitpid(-1, 0)

@@ -271,6 +271,8 @@ pub struct Kernel {
     max_processes: Option<usize>,
     /// Set when the process guard killed the kernel for running too many processes.
     process_limit_hit: Arc<AtomicBool>,
+    /// Set once the host asked the kernel to end (`shutdown`, a pool's disposal).
+    shut_down_by_host: AtomicBool,
     /// Declared after everything that may hold the kernel's processes: dropped last, when
     /// the group is gone, so the cgroup can be removed.
     _cgroup: Option<crate::process_guard::PidsCgroup>,
@@ -347,6 +349,18 @@ impl Kernel {
         let mut env = EnvFilter::new(&config.env_prefix).filter(&base_env);
         runtime::apply_to_env(&resolved, &mut env);
         env.extend(config.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if let Some((key, _)) = env
+            .iter()
+            .find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0'))
+        {
+            return Err(KernelError::InvalidArgument {
+                name: if config.env.contains_key(key) { "env" } else { "baseEnv" },
+                reason: format!(
+                    "variable '{}' cannot be given to a process: a name must be non-empty, without '=' or NUL; a value without NUL",
+                    key.replace('\0', "\\0")
+                ),
+            });
+        }
         let trace = base_env
             .get("PYKERNEL_PYTHON_IPC_TRACE")
             .is_some_and(|v| v == "1");
@@ -496,6 +510,7 @@ impl Kernel {
             bridge: config.bridge.clone(),
             max_processes: config.max_processes,
             process_limit_hit,
+            shut_down_by_host: AtomicBool::new(false),
             _cgroup: cgroup,
         }))
     }
@@ -776,9 +791,13 @@ impl Kernel {
     /// The frame stream ended without `done`: the kernel died (or stopped talking, in
     /// which case it is of no further use and is killed). State how it ended.
     async fn report_death(&self, outcome: &mut ExecuteOutcome, killed_by_us: bool) {
+        // The frames ended but the process lives on: it closed its protocol pipe (a cell
+        // can) and is of no further use.
+        let mut silenced = false;
         let exit = match self.wait_for_exit(Duration::from_secs(2)).await {
             Some(exit) => exit,
             None => {
+                silenced = true;
                 self.terminate(DEFAULT_SHUTDOWN_GRACE).await;
                 self.exit_info().unwrap_or(ExitInfo {
                     code: None,
@@ -786,9 +805,11 @@ impl Kernel {
                 })
             }
         };
+        let by_host = self.shut_down_by_host.load(Ordering::SeqCst);
         outcome.ok = false;
         outcome.kernel_died = true;
-        outcome.kernel_killed = killed_by_us || self.process_limit_hit.load(Ordering::SeqCst);
+        outcome.kernel_killed =
+            killed_by_us || silenced || by_host || self.process_limit_hit.load(Ordering::SeqCst);
         outcome.execution_count = self.execution_count();
         let evalue = if self.process_limit_hit.load(Ordering::SeqCst) {
             format!(
@@ -797,6 +818,10 @@ impl Kernel {
             )
         } else if killed_by_us {
             "the kernel did not respond to the interrupt and was killed".to_string()
+        } else if by_host {
+            format!("the kernel was shut down by the host while the cell ran ({exit})")
+        } else if silenced {
+            "the kernel closed its protocol pipe and stopped answering; it was killed".to_string()
         } else if exit.signal == Some(Signal::SIGKILL as i32) {
             format!("the Python kernel died during the cell ({exit}; possibly out of memory)")
         } else {
@@ -859,6 +884,7 @@ impl Kernel {
 
     /// exit -> grace -> SIGTERM -> grace -> SIGKILL -> grace. Idempotent.
     pub async fn shutdown(&self, grace: Duration) -> ShutdownOutcome {
+        self.shut_down_by_host.store(true, Ordering::SeqCst);
         if self.alive() {
             let _ = self.send(&HostFrame::Exit).await;
             self.writer.close().await;

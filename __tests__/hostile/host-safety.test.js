@@ -33,3 +33,25 @@ catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message, waite
   await kernel.execute('held.close()')
   assert.equal(store.get('a'), 1, 'once the lock is let go the store works again')
 })
+
+test('errors say what happened: a NUL in env names the variable, a host shutdown and a closed protocol pipe are told apart from a crash', async (t) => {
+  await assert.rejects(startKernel({ env: { 'BAD\u0000NAME': 'x' } }), { code: 'ERR_INVALID_ARG', message: /`env`.*BAD\\0NAME/ })
+  await assert.rejects(startKernel({ env: { OK: 'nul\u0000inside' } }), { code: 'ERR_INVALID_ARG', message: /`env`.*'OK'/ })
+
+  const kernel = await startKernel()
+  const running = kernel.execute('import time; time.sleep(30)')
+  await new Promise((r) => setTimeout(r, 300))
+  await kernel.shutdown({ graceMs: 200 })
+  const r = await running
+  assert.equal(r.kernelDied, true)
+  assert.match(r.error.evalue, /shut down by the host while the cell ran/)
+  assert.doesNotMatch(r.error.evalue, /out of memory/)
+
+  const closer = await startKernel()
+  t.after(() => closer.shutdown())
+  // The cell closes every descriptor that could be the protocol's output and then waits.
+  const c = await closer.execute('import os, time\nfor fd in range(3, 64):\n    try:\n        os.close(fd)\n    except OSError:\n        pass\ntime.sleep(30)', { timeoutMs: 20_000 })
+  assert.equal(c.kernelDied, true)
+  assert.match(c.error.evalue, /closed its protocol pipe/)
+  assert.doesNotMatch(c.error.evalue, /out of memory/)
+})
