@@ -25,6 +25,10 @@ export interface ExecuteOptions {
   cwd?: string
   /** Per-request variables; null unsets. */
   env?: Record<string, string | null>
+  /** The most bytes of stdout (and of stderr) the result keeps; the rest still streams to
+   *  `onEvent`, and the result ends with a line saying how much it left out. 0 to 256 MiB.
+   *  @default 134217728 (128 MiB) */
+  maxCapturedBytes?: number
   /** No result frame and no execution count. @default false */
   silent?: boolean
   /** @default true */

@@ -100,6 +100,29 @@ pub struct ExecuteOutcome {
     pub statuses: Vec<StatusEvent>,
     pub result: Option<Value>,
     pub error: Option<ErrorInfo>,
+    /// Bytes of stdout / stderr streamed as events but not kept, past the capture cap.
+    pub stdout_dropped: u64,
+    pub stderr_dropped: u64,
+}
+
+impl ExecuteOutcome {
+    /// Says at the end of stdout / stderr how much was streamed but not kept, so a
+    /// result past the capture cap is cut visibly, never lost or silently short.
+    pub fn note_dropped(&mut self) {
+        for (buf, dropped, stream) in [
+            (&mut self.stdout, self.stdout_dropped, "stdout"),
+            (&mut self.stderr, self.stderr_dropped, "stderr"),
+        ] {
+            if dropped > 0 {
+                if !buf.ends_with('\n') {
+                    buf.push('\n');
+                }
+                buf.push_str(&format!(
+                    "[pykernel: {dropped} more bytes of {stream} were streamed to onEvent but not kept in this result]\n"
+                ));
+            }
+        }
+    }
 }
 
 /// Turns a request's frames into events and folds them into an outcome.
@@ -133,7 +156,7 @@ impl Collector {
         let out = &mut self.outcome;
         match frame {
             RunnerFrame::Stdout { data, .. } => {
-                push_capped(
+                out.stdout_dropped += push_capped(
                     &mut out.stdout,
                     &mut self.stdout_full,
                     &data,
@@ -142,7 +165,7 @@ impl Collector {
                 Some(KernelEvent::Stdout(data))
             }
             RunnerFrame::Stderr { data, .. } => {
-                push_capped(
+                out.stderr_dropped += push_capped(
                     &mut out.stderr,
                     &mut self.stderr_full,
                     &data,
@@ -214,13 +237,15 @@ impl Collector {
 
 /// Appends as much of `text` as fits in `cap` bytes, cut at a character boundary.
 /// Once a stream was cut, nothing more is appended, so the kept text is a true prefix.
-fn push_capped(buf: &mut String, full: &mut bool, text: &str, cap: usize) {
+/// Keeps `text` while `buf` has room under `cap`; returns how many bytes were not kept.
+fn push_capped(buf: &mut String, full: &mut bool, text: &str, cap: usize) -> u64 {
     if *full {
-        return;
+        return text.len() as u64;
     }
     let room = cap.saturating_sub(buf.len());
     if text.len() <= room {
         buf.push_str(text);
+        0
     } else {
         let mut end = room;
         while !text.is_char_boundary(end) {
@@ -228,6 +253,7 @@ fn push_capped(buf: &mut String, full: &mut bool, text: &str, cap: usize) {
         }
         buf.push_str(&text[..end]);
         *full = true;
+        (text.len() - end) as u64
     }
 }
 

@@ -55,3 +55,21 @@ test('errors say what happened: a NUL in env names the variable, a host shutdown
   assert.match(c.error.evalue, /closed its protocol pipe/)
   assert.doesNotMatch(c.error.evalue, /out of memory/)
 })
+
+test('output past the capture cap is cut visibly, never a rejected result', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  let streamed = 0
+  const r = await kernel.execute("import sys\nsys.stdout.write('y' * 3_000_000)\nsys.stderr.write('e' * 10)", {
+    maxCapturedBytes: 1_000_000,
+    onEvent: (e) => {
+      if (e.type === 'stdout') streamed += e.text.length
+    },
+  })
+  assert.equal(r.status, 'ok')
+  assert.equal(streamed, 3_000_000, 'every byte was streamed')
+  assert.ok(r.stdout.startsWith('y'.repeat(1_000_000)))
+  assert.match(r.stdout, /\[pykernel: 2000000 more bytes of stdout were streamed to onEvent but not kept in this result\]\n$/)
+  assert.equal(r.stderr, 'e'.repeat(10))
+  await assert.rejects(kernel.execute('1', { maxCapturedBytes: -1 }), { code: 'ERR_INVALID_ARG', message: /maxCapturedBytes/ })
+})

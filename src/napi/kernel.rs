@@ -265,7 +265,10 @@ impl JsKernel {
             move |env, outcome| {
                 cancellation.release(env);
                 outcome
-                    .map(ExecuteResult::from)
+                    .map(|mut outcome| {
+                        outcome.note_dropped();
+                        ExecuteResult::from(outcome)
+                    })
                     .map_err(|err| js_error(env, &err))
             },
         )
@@ -424,7 +427,28 @@ fn parse_execute_options(
         cwd: options.get("cwd", "a string")?,
         env: env_changes.map(|m| m.into_iter().collect::<BTreeMap<_, _>>()),
         timeout: options.millis("timeoutMs")?,
-        max_captured_bytes: None,
+        max_captured_bytes: Some(captured_bytes(options)?),
     };
     Ok((request, options.callback("onEvent")?, options.signal()?))
+}
+
+/// The most of stdout (and of stderr) one `execute` result keeps: beyond it the text is
+/// still streamed to `onEvent`, and the result says how much it left out. JavaScript
+/// cannot hold a string past about 512 MiB; the default stays well under.
+const DEFAULT_CAPTURED_BYTES: usize = 128 << 20;
+
+fn captured_bytes(options: &OptionReader) -> std::result::Result<usize, KernelError> {
+    match options.get::<f64>("maxCapturedBytes", "a number")? {
+        None => Ok(DEFAULT_CAPTURED_BYTES),
+        Some(n) if n.is_finite() && n >= 0.0 && n <= DEFAULT_CAPTURED_BYTES as f64 * 2.0 => {
+            Ok(n as usize)
+        }
+        Some(n) => Err(KernelError::InvalidArgument {
+            name: "maxCapturedBytes",
+            reason: format!(
+                "must be a number of bytes from 0 to {} (256 MiB), got {n}",
+                DEFAULT_CAPTURED_BYTES * 2
+            ),
+        }),
+    }
 }
