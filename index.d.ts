@@ -171,7 +171,9 @@ export declare function checkPythonKernelAvailability(options?: ResolvePythonOpt
 /**
  * Clamps a line to `maxColumns` terminal columns (ANSI sequences count 0, wide characters
  * 2), ending `… [N visible columns omitted]` when cut; the marker fits inside the budget.
- * @param maxColumns @default 4000
+ * The result is also at most 16 bytes per column plus the marker, so zero-width
+ * characters and escape sequences cannot make it long.
+ * @param maxColumns an integer from 1 to 1,000,000. @default 4000
  */
 export declare function clampLine(line: string, maxColumns?: number | undefined | null): string
 
@@ -184,7 +186,7 @@ export interface CollapsedPreviewOptions {
 }
 
 export interface DisposeOptions {
-  /** Upper bound for the whole disposal. @default 3000 */
+  /** Upper bound for the whole disposal, from 0 to 3,600,000. @default 3000 */
   budgetMs?: number
 }
 
@@ -313,13 +315,17 @@ export interface KernelOptions {
   envPrefix?: string
   /** @default "application/x-pykernel-status" */
   statusMime?: string
-  /** @default 10000 */
+  /** From 1 to 3,600,000. @default 10000 */
   startupTimeoutMs?: number
-  /** RLIMIT_AS for the kernel process, in bytes. */
+  /**
+   * RLIMIT_AS for the kernel process, in bytes: an integer from 33,554,432 (32 MiB) to
+   * 2^53 - 1.
+   */
   memoryLimitBytes?: number
   /**
    * At most this many processes for the kernel and all it starts; past it the kernel is
-   * killed with them (a fork bomb ends the kernel, not the machine).
+   * killed with them (a fork bomb ends the kernel, not the machine). An integer from 4
+   * (the runner's own threads count) to 4,194,304.
    */
   maxProcesses?: number
   /**
@@ -346,22 +352,28 @@ export interface KvStoreOptions {
 export interface PoolOptions {
   /** @default 'session' */
   mode?: 'session' | 'per-call'
-  /** @default 4 */
+  /** An integer from 1 to 1024. @default 4 */
   maxSessions?: number
-  /** Idle sessions are evicted after this long. @default 300000 */
+  /**
+   * Idle sessions are evicted after this long; from 0 to 604,800,000 (7 days).
+   * @default 300000
+   */
   idleTimeoutMs?: number
-  /** Idle kernels are pinged this often; 0 turns it off. @default 5000 */
+  /** Idle kernels are pinged this often; 0 turns it off. Up to 3,600,000. @default 5000 */
   heartbeatIntervalMs?: number
-  /** A ping unanswered this long marks the kernel wedged. @default 2000 */
+  /**
+   * A ping unanswered this long marks the kernel wedged; from 1 to 3,600,000.
+   * @default 2000
+   */
   heartbeatTimeoutMs?: number
-  /** Each shutdown step waits this long. @default 1000 */
+  /** Each shutdown step waits this long; from 0 to 3,600,000. @default 1000 */
   shutdownGraceMs?: number
   /** Where full outputs are written when the agent's copy is cut. */
   artifactsDir?: string
   /**
    * Kernels kept started and initialized with the pool's settings for new sessions (a
    * session with its own cwd or kv store initializes one again). @default 1 in
-   * 'session' mode, 0 in 'per-call'
+   * 'session' mode, 0 in 'per-call'. An integer from 0 to 64.
    */
   prewarm?: number
   /** Defaults for every kernel (a request's cwd and interpreter override them). */
@@ -443,7 +455,7 @@ export interface SessionInfo {
 }
 
 export interface ShutdownOptions {
-  /** Wait for each step (exit, SIGTERM, SIGKILL). @default 1000 */
+  /** Wait for each step (exit, SIGTERM, SIGKILL), from 0 to 3,600,000. @default 1000 */
   graceMs?: number
 }
 
@@ -473,7 +485,7 @@ export interface StatusInfo {
 export declare function streamingPreview(text: string | string[], options?: StreamingPreviewOptions): string
 
 export interface StreamingPreviewOptions {
-  /** @default 100 */
+  /** An integer from 0 to 1,000,000. @default 100 */
   maxLines?: number
 }
 

@@ -82,6 +82,17 @@ test('evaluate', async (t) => {
     assert.match(r.output, /Command exited with code 1\n$/)
   })
 
+  await t.test('an unterminated escape sequence does not hide the traceback after it', async () => {
+    // Issue 14: `print('\x1b]8;;')` left the sanitizer inside an OSC, so `output` was ''.
+    for (const intro of ['\\x1b]8;;', '\\x1bP', '\\x1b_', '\\x1b^', '\\x1bX']) {
+      const r = await kernel.evaluate([cell(`print('${intro}')\nprint('still here')\nraise ValueError('boom')`)])
+      assert.equal(r.exitCode, 1, intro)
+      assert.match(r.output, /^\nstill here\n/, intro)
+      assert.match(r.output, /Traceback \(most recent call last\)/, intro)
+      assert.match(r.output, /ValueError: boom\n/, intro)
+    }
+  })
+
   await t.test('a failing cell stops the rest and is named', async () => {
     const seen = []
     const r = await kernel.evaluate(
@@ -151,6 +162,17 @@ test('clampLine counts visible columns: ANSI 0, CJK and emoji 2', () => {
   assert.ok(em)
   const keptEmoji = [...e.slice(0, e.indexOf('…'))].length
   assert.equal(keptEmoji * 2 + Number(em[1]), 120)
+})
+
+test('clampLine bounds bytes as well as columns', () => {
+  // Issue 14: zero-width characters take no columns, so 10,000 of them passed through whole.
+  const zeroWidth = 'abc' + '\u200b'.repeat(10_000) + 'defgh'
+  const out = addon.clampLine(zeroWidth, 40)
+  assert.ok(Buffer.byteLength(out) <= 16 * 40 + 64, `${out.length} chars`)
+  assert.match(out, /^abc\u200b/)
+  assert.match(out, /… \[5 visible columns omitted\]$/)
+  const hugeSequence = 'ab\x1b[' + '1;'.repeat(5000) + 'mcd'
+  assert.equal(addon.clampLine(hugeSequence, 40), 'ab… [2 visible columns omitted]')
 })
 
 test('previews for TUIs', () => {

@@ -1,18 +1,98 @@
-//! Property tests over untrusted input (issue 8's fuzzing), run by `cargo test --lib`.
-//! The frame decoder and the output sanitizer/truncation must never panic and must keep
-//! their promises for any input. Bounded case counts keep `cargo test` quick; proptest
-//! records a failing input under `proptest-regressions/`, committed so it is re-run.
+//! Property tests over untrusted input (issues 8 and 14), run by `cargo test --lib`.
+//! The frame decoder and the output sanitizer/truncation/clamp must never panic and must
+//! keep their promises for any input. Bounded case counts keep `cargo test` quick;
+//! `npm run fuzz` runs the same properties with `PROPTEST_CASES` cases each (release
+//! build). Proptest records a failing input under `proptest-regressions/`, committed so it
+//! is re-run.
 
 use proptest::prelude::*;
 
-use crate::output::{clamp_line, sanitize, truncate_output, OutputLimits};
+use crate::output::{clamp_line, sanitize, truncate_output, OutputLimits, Sanitizer};
 use crate::protocol::decode;
 
-fn config() -> ProptestConfig {
+/// `cases` for `cargo test`, or `PROPTEST_CASES` when set (as `npm run fuzz` does).
+fn config_with(cases: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(cases);
     ProptestConfig {
-        cases: 500,
+        cases,
         ..ProptestConfig::default()
     }
+}
+
+fn config() -> ProptestConfig {
+    config_with(500)
+}
+
+/// A piece of terminal output, with the text the sanitizer must keep of it.
+#[derive(Clone, Debug)]
+struct Piece {
+    bytes: String,
+    kept: String,
+}
+
+/// Printable text: letters, digits and punctuation, wide and zero-width characters, and
+/// bytes a sequence could mistake for its own (`[`, `]`, `\\`, digits, `;`).
+fn printable() -> impl Strategy<Value = String> {
+    "([ -~]|日|é|😀|\u{200b}|\u{301}){0,24}"
+}
+
+/// Printable text, well-formed escape sequences (kept: nothing), unterminated ones ended by
+/// their newline (kept: the newline), and newlines.
+fn terminal_piece() -> impl Strategy<Value = Piece> {
+    let payload = "[ -~]{0,40}";
+    let intro = prop_oneof![
+        Just("\x1b]"),
+        Just("\x1bP"),
+        Just("\x1bX"),
+        Just("\x1b^"),
+        Just("\x1b_")
+    ];
+    prop_oneof![
+        4 => printable().prop_map(|text| Piece { bytes: text.clone(), kept: text }),
+        1 => Just(Piece { bytes: "\n".into(), kept: "\n".into() }),
+        1 => "\x1b\\[[0-9;:]{0,12}[ -/]{0,2}[@-~]".prop_map(|seq| Piece { bytes: seq, kept: String::new() }),
+        1 => "\x1b\\][0-9]{0,3};[ -~]{0,40}(\x07|\x1b\\\\)".prop_map(|seq| Piece { bytes: seq, kept: String::new() }),
+        1 => (intro.clone(), payload).prop_map(|(intro, payload)| Piece {
+            bytes: format!("{intro}{payload}\x1b\\"),
+            kept: String::new(),
+        }),
+        1 => "\x1b[ -/]{0,2}[0-9A-Oa-z]".prop_map(|seq| Piece { bytes: seq, kept: String::new() }),
+        // Unterminated: ends at its newline, which stays.
+        2 => prop_oneof![
+            (intro, "[ -~]{0,40}").prop_map(|(intro, payload)| format!("{intro}{payload}")),
+            "\x1b\\[[0-9;:]{0,12}",
+            "\x1b[ -/]{0,2}",
+        ]
+        .prop_map(|seq| Piece { bytes: format!("{seq}\n"), kept: "\n".into() }),
+    ]
+}
+
+/// Splits `text` at the given fractions, on character boundaries.
+fn chunks(text: &str, cuts: &[f64]) -> Vec<String> {
+    let mut points: Vec<usize> = cuts
+        .iter()
+        .map(|f| {
+            let mut i = (f * text.len() as f64) as usize;
+            while !text.is_char_boundary(i) {
+                i -= 1;
+            }
+            i
+        })
+        .collect();
+    points.sort_unstable();
+    points.push(text.len());
+    let mut start = 0;
+    points
+        .into_iter()
+        .map(|end| {
+            let chunk = text[start..end].to_string();
+            start = end;
+            chunk
+        })
+        .collect()
 }
 
 /// Bytes that look like frames now and then: JSON fragments, escapes, control bytes.
@@ -51,8 +131,10 @@ proptest! {
 
     #[test]
     fn truncation_keeps_its_bounds(
-        lines in proptest::collection::vec("[a-z ]{0,1200}", 0..60),
+        // Lines of one repeated char: cheap to generate, and the sizes are what matter.
+        lines in proptest::collection::vec((0usize..1200, prop_oneof![Just('a'), Just(' '), Just('é')]), 0..60),
     ) {
+        let lines: Vec<String> = lines.iter().map(|&(n, c)| c.to_string().repeat(n)).collect();
         let text = lines.join("\n");
         // Small head and tail so the generated text is cut often.
         let limits = OutputLimits { line_bytes: 768, head_bytes: 2048, tail_bytes: 4096 };
@@ -68,5 +150,87 @@ proptest! {
     fn clamped_lines_fit(line in "\\PC{0,300}", max in 10usize..120) {
         let out = clamp_line(&line, max);
         prop_assert!(crate::output::visible_width(&out) <= max.max(40));
+    }
+}
+
+proptest! {
+    #![proptest_config(config_with(300))]
+
+    /// Issue 14: every printable character outside a well-formed sequence survives, in
+    /// order, however the stream is chunked; nothing else does.
+    #[test]
+    fn sanitizer_keeps_all_text_outside_well_formed_sequences(
+        pieces in proptest::collection::vec(terminal_piece(), 0..40),
+        cuts in proptest::collection::vec(0.0f64..1.0, 0..6),
+    ) {
+        let input: String = pieces.iter().map(|p| p.bytes.as_str()).collect();
+        let expected: String = pieces.iter().map(|p| p.kept.as_str()).collect();
+        prop_assert_eq!(&sanitize(&input), &expected);
+        let mut sanitizer = Sanitizer::new();
+        let mut out = String::new();
+        for chunk in chunks(&input, &cuts) {
+            sanitizer.push(&chunk, &mut out);
+        }
+        sanitizer.finish(&mut out);
+        prop_assert_eq!(out, expected);
+    }
+
+    /// An unterminated string sequence without a newline hides at most 4096 bytes.
+    #[test]
+    fn sanitizer_bounds_an_unterminated_sequence(
+        intro in prop_oneof![Just("\x1b]"), Just("\x1bP"), Just("\x1b_")],
+        hidden in 4000usize..4200,
+        after in printable(),
+    ) {
+        let bound = crate::output::escapes::MAX_STRING_SEQUENCE_BYTES;
+        let input = format!("{intro}{}{after}", "h".repeat(hidden));
+        let expected = if hidden >= bound {
+            format!("{}{after}", "h".repeat(hidden - bound))
+        } else {
+            // The payload runs on into `after`, and is cut at a character boundary.
+            let k = (bound - hidden..=after.len())
+                .find(|&k| after.is_char_boundary(k))
+                .unwrap_or(after.len());
+            after[k..].to_string()
+        };
+        prop_assert_eq!(sanitize(&input), expected);
+    }
+
+    /// Bounded in columns and bytes; what is kept is the line itself or a prefix of it
+    /// followed by the marker.
+    #[test]
+    fn clamp_is_bounded_and_keeps_a_prefix(
+        pieces in proptest::collection::vec(terminal_piece(), 0..30),
+        flood in 0usize..3000,
+        max in 0usize..200,
+    ) {
+        let line: String = pieces
+            .iter()
+            .map(|p| p.bytes.replace('\n', " "))
+            .chain(std::iter::once("\u{200b}".repeat(flood)))
+            .collect();
+        let out = clamp_line(&line, max);
+        let width = crate::output::visible_width(&out);
+        prop_assert!(width <= max.max(40), "{} columns", width);
+        prop_assert!(out.len() <= 16 * max + 64, "{} bytes for {} columns", out.len(), max);
+        if out != line {
+            let cut = out.rfind('…').unwrap();
+            let kept = out[..cut].strip_suffix("\x1b[0m").unwrap_or(&out[..cut]);
+            prop_assert!(line.starts_with(kept));
+            prop_assert!(out[cut..].ends_with(" visible columns omitted]"));
+        }
+    }
+
+    /// Text within the limits comes back whole; any text comes back bounded.
+    #[test]
+    fn truncation_is_bounded_and_lossless_when_small(
+        text in "(\\PC|\n){0,1000}",
+    ) {
+        let limits = OutputLimits { line_bytes: 200, head_bytes: 512, tail_bytes: 1024 };
+        let t = truncate_output(&text, &limits, None);
+        prop_assert!(t.text.len() <= 512 + 1024 + 64 + 8 * 2, "{} bytes", t.text.len());
+        if text.len() <= 512 && text.lines().all(|l| l.len() <= 200) {
+            prop_assert_eq!(t.text, text);
+        }
     }
 }

@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -11,7 +10,7 @@ use serde_json::Value;
 
 use super::cancel::{Callback, EventSink};
 use super::eval::{EvalCell, EvalResult};
-use super::options::{Cancellation, OptionReader};
+use super::options::{bounds, optional_integer, optional_millis, Cancellation, OptionReader};
 use super::sandbox::{sandbox_config, IsolationInfo, SandboxOptions};
 use super::{cwd_or_current, js_error, promise};
 use crate::error::KernelError;
@@ -38,13 +37,15 @@ pub struct KernelOptions {
     pub env_prefix: Option<String>,
     /// @default "application/x-pykernel-status"
     pub status_mime: Option<String>,
-    /// @default 10000
-    pub startup_timeout_ms: Option<u32>,
-    /// RLIMIT_AS for the kernel process, in bytes.
+    /// From 1 to 3,600,000. @default 10000
+    pub startup_timeout_ms: Option<f64>,
+    /// RLIMIT_AS for the kernel process, in bytes: an integer from 33,554,432 (32 MiB) to
+    /// 2^53 - 1.
     pub memory_limit_bytes: Option<f64>,
     /// At most this many processes for the kernel and all it starts; past it the kernel is
-    /// killed with them (a fork bomb ends the kernel, not the machine).
-    pub max_processes: Option<u32>,
+    /// killed with them (a fork bomb ends the kernel, not the machine). An integer from 4
+    /// (the runner's own threads count) to 4,194,304.
+    pub max_processes: Option<f64>,
     /// Runs the kernel's bridge calls (`tool.x()`, `agent()`, ...). A rejection becomes
     /// a RuntimeError with its message in Python.
     #[napi(ts_type = "(call: BridgeCall) => Promise<unknown>")]
@@ -73,7 +74,12 @@ impl KernelOptions {
             })?);
         }
         config.artifacts_dir = self.artifacts_dir.map(PathBuf::from);
-        config.max_processes = self.max_processes.map(|n| n.max(1) as usize);
+        config.max_processes = optional_integer(
+            "maxProcesses",
+            self.max_processes,
+            (bounds::MIN_PROCESSES, bounds::MAX_PROCESSES),
+        )?
+        .map(|n| n as usize);
         config.session_id = self.session_id;
         config.base_env = self.base_env;
         config.env = self.env.unwrap_or_default();
@@ -84,20 +90,17 @@ impl KernelOptions {
         if let Some(mime) = self.status_mime {
             config.status_mime = mime;
         }
-        config.startup_timeout = self
-            .startup_timeout_ms
-            .map_or(DEFAULT_STARTUP_TIMEOUT, |ms| {
-                Duration::from_millis(ms.into())
-            });
-        if let Some(limit) = self.memory_limit_bytes {
-            if !(limit.is_finite() && limit > 0.0) {
-                return Err(KernelError::InvalidArgument {
-                    name: "memoryLimitBytes",
-                    reason: format!("must be a positive number of bytes, got {limit}"),
-                });
-            }
-            config.memory_limit_bytes = Some(limit as u64);
-        }
+        config.startup_timeout = optional_millis(
+            "startupTimeoutMs",
+            self.startup_timeout_ms,
+            (1, bounds::MAX_WAIT_MS),
+            DEFAULT_STARTUP_TIMEOUT,
+        )?;
+        config.memory_limit_bytes = optional_integer(
+            "memoryLimitBytes",
+            self.memory_limit_bytes,
+            (bounds::MIN_MEMORY_BYTES, bounds::MAX_SAFE_INTEGER),
+        )?;
         Ok(config)
     }
 }
@@ -179,8 +182,8 @@ pub struct ShutdownResult {
 
 #[napi(object)]
 pub struct ShutdownOptions {
-    /// Wait for each step (exit, SIGTERM, SIGKILL). @default 1000
-    pub grace_ms: Option<u32>,
+    /// Wait for each step (exit, SIGTERM, SIGKILL), from 0 to 3,600,000. @default 1000
+    pub grace_ms: Option<f64>,
 }
 
 /// One Python process.
@@ -291,7 +294,7 @@ impl JsKernel {
             let artifacts_dir: Option<String> = reader.get("artifactsDir", "a string")?;
             let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
             let eval = EvalOptions {
-                timeout: reader.millis("timeoutMs")?,
+                timeout: reader.millis("timeoutMs", bounds::MAX_LONG_MS)?,
                 artifacts_dir: artifacts_dir.map(PathBuf::from),
                 status_mime: self.inner.status_mime().to_string(),
                 ..Default::default()
@@ -349,13 +352,15 @@ impl JsKernel {
         env: &'env Env,
         options: Option<ShutdownOptions>,
     ) -> Result<PromiseRaw<'env, ShutdownResult>> {
-        let grace = options
-            .and_then(|o| o.grace_ms)
-            .map_or(DEFAULT_SHUTDOWN_GRACE, |ms| {
-                Duration::from_millis(ms.into())
-            });
+        let grace = optional_millis(
+            "graceMs",
+            options.and_then(|o| o.grace_ms),
+            (0, bounds::MAX_GRACE_MS),
+            DEFAULT_SHUTDOWN_GRACE,
+        );
         let kernel = self.inner.clone();
         promise(env, async move {
+            let grace = grace?;
             let outcome = kernel.shutdown(grace).await;
             Ok(ShutdownResult {
                 confirmed: outcome.confirmed,
@@ -426,7 +431,7 @@ fn parse_execute_options(
         store_history: options.get("storeHistory", "a boolean")?.unwrap_or(true),
         cwd: options.get("cwd", "a string")?,
         env: env_changes.map(|m| m.into_iter().collect::<BTreeMap<_, _>>()),
-        timeout: options.millis("timeoutMs")?,
+        timeout: options.millis("timeoutMs", bounds::MAX_LONG_MS)?,
         max_captured_bytes: Some(captured_bytes(options)?),
     };
     Ok((request, options.callback("onEvent")?, options.signal()?))

@@ -1,5 +1,9 @@
 //! Reading option objects that carry functions and signals (which `#[napi(object)]`
-//! structs cannot hold). A wrong type is an `ERR_INVALID_ARG` naming the option.
+//! structs cannot hold), and the ranges of numeric options. A wrong type or a value out of
+//! range is an `ERR_INVALID_ARG` naming the option and what it accepts.
+//!
+//! Numeric options are read as `f64` and checked here: typed `u32`, napi would wrap -1 to
+//! 4,294,967,295 and truncate 1.5, so the check could not see the value the caller gave.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +56,73 @@ fn invalid(name: &'static str, reason: impl Into<String>) -> KernelError {
     }
 }
 
+/// Upper bounds, chosen so that a mistaken value fails at once instead of hanging the host.
+pub(super) mod bounds {
+    /// One shutdown step's grace, a disposal budget.
+    pub const MAX_GRACE_MS: u64 = 3_600_000;
+    /// Start-up timeout, heartbeat interval and timeout.
+    pub const MAX_WAIT_MS: u64 = 3_600_000;
+    /// A cell's timeout and a session's idle timeout: 7 days.
+    pub const MAX_LONG_MS: u64 = 7 * 24 * 3_600_000;
+    pub const MAX_PREWARM: u64 = 64;
+    pub const MAX_SESSIONS: u64 = 1024;
+    /// The runner starts with 4 threads, and the pids limit counts threads.
+    pub const MIN_PROCESSES: u64 = 4;
+    /// Linux's largest `pid_max`.
+    pub const MAX_PROCESSES: u64 = 4_194_304;
+    /// Below this Python does not start.
+    pub const MIN_MEMORY_BYTES: u64 = 32 << 20;
+    /// 2^53 - 1: the largest integer a JavaScript number holds exactly.
+    pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+    pub const MAX_COLUMNS: u64 = 1_000_000;
+    pub const MAX_LINES: u64 = 1_000_000;
+}
+
+/// An integer in `min..=max`.
+pub(super) fn integer_in(name: &'static str, value: f64, min: u64, max: u64) -> Parsed<u64> {
+    if value.fract() == 0.0 && value >= min as f64 && value <= max as f64 {
+        Ok(value as u64)
+    } else {
+        Err(invalid(
+            name,
+            format!("must be an integer from {min} to {max}, got {value}"),
+        ))
+    }
+}
+
+/// A number of milliseconds in `min..=max` (fractions allowed).
+pub(super) fn millis_in(name: &'static str, value: f64, min: u64, max: u64) -> Parsed<Duration> {
+    if value >= min as f64 && value <= max as f64 {
+        Ok(Duration::from_micros((value * 1000.0) as u64))
+    } else {
+        Err(invalid(
+            name,
+            format!("must be a number of milliseconds from {min} to {max}, got {value}"),
+        ))
+    }
+}
+
+/// An optional integer option, checked when present.
+pub(super) fn optional_integer(
+    name: &'static str,
+    value: Option<f64>,
+    range: (u64, u64),
+) -> Parsed<Option<u64>> {
+    value
+        .map(|v| integer_in(name, v, range.0, range.1))
+        .transpose()
+}
+
+/// An optional milliseconds option, or `default`.
+pub(super) fn optional_millis(
+    name: &'static str,
+    value: Option<f64>,
+    range: (u64, u64),
+    default: Duration,
+) -> Parsed<Duration> {
+    value.map_or(Ok(default), |v| millis_in(name, v, range.0, range.1))
+}
+
 impl<'a, 'env> OptionReader<'a, 'env> {
     pub fn new(env: &'env Env, obj: Option<&'a Object<'env>>) -> Self {
         Self { env, obj }
@@ -70,16 +141,11 @@ impl<'a, 'env> OptionReader<'a, 'env> {
         }
     }
 
-    /// A non-negative number of milliseconds.
-    pub fn millis(&self, name: &'static str) -> Parsed<Option<Duration>> {
-        match self.get::<f64>(name, "a number")? {
-            Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(Some(Duration::from_millis(ms as u64))),
-            Some(ms) => Err(invalid(
-                name,
-                format!("must be a non-negative number of milliseconds, got {ms}"),
-            )),
-            None => Ok(None),
-        }
+    /// A number of milliseconds from 0 to `max`.
+    pub fn millis(&self, name: &'static str, max: u64) -> Parsed<Option<Duration>> {
+        self.get::<f64>(name, "a number")?
+            .map(|ms| millis_in(name, ms, 0, max))
+            .transpose()
     }
 
     pub fn callback<T: 'static + JsValuesTupleIntoVec>(
@@ -105,5 +171,34 @@ impl<'a, 'env> OptionReader<'a, 'env> {
             abort: Some(abort),
             listener,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_reject_negative_nan_fractions_and_out_of_range() {
+        assert_eq!(integer_in("prewarm", 3.0, 0, 64).unwrap(), 3);
+        for bad in [-1.0, f64::NAN, 1.5, 65.0, f64::INFINITY, 4_294_967_295.0] {
+            let err = integer_in("prewarm", bad, 0, 64).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("invalid argument `prewarm`: must be an integer from 0 to 64, got {bad}")
+            );
+        }
+    }
+
+    #[test]
+    fn millis_reject_negative_nan_and_out_of_range() {
+        assert_eq!(
+            millis_in("graceMs", 1.5, 0, 10).unwrap(),
+            Duration::from_micros(1500)
+        );
+        for bad in [-1.0, f64::NAN, 11.0, f64::INFINITY] {
+            let err = millis_in("graceMs", bad, 0, 10).unwrap_err();
+            assert!(err.to_string().contains("from 0 to 10"), "{err}");
+        }
     }
 }

@@ -6,6 +6,7 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use super::js_error;
+use super::options::{bounds, optional_integer};
 use crate::error::KernelError;
 use crate::kernel::DEFAULT_STATUS_MIME;
 use crate::output::{self, PreviewMode, StreamingPreview};
@@ -62,30 +63,39 @@ pub fn render_bundle(bundle: Value, options: Option<RenderBundleOptions>) -> Ren
 
 /// Clamps a line to `maxColumns` terminal columns (ANSI sequences count 0, wide characters
 /// 2), ending `… [N visible columns omitted]` when cut; the marker fits inside the budget.
-/// @param maxColumns @default 4000
+/// The result is also at most 16 bytes per column plus the marker, so zero-width
+/// characters and escape sequences cannot make it long.
+/// @param maxColumns an integer from 1 to 1,000,000. @default 4000
 #[napi]
-pub fn clamp_line(line: String, max_columns: Option<u32>) -> String {
-    let max_columns = max_columns.map_or(output::DEFAULT_MAX_COLUMNS, |n| n as usize);
-    output::clamp_line(&line, max_columns)
+pub fn clamp_line(env: &Env, line: String, max_columns: Option<f64>) -> Result<String> {
+    let max_columns = optional_integer("maxColumns", max_columns, (1, bounds::MAX_COLUMNS))
+        .map_err(|err| js_error(env, &err))?
+        .map_or(output::DEFAULT_MAX_COLUMNS, |n| n as usize);
+    Ok(output::clamp_line(&line, max_columns))
 }
 
 #[napi(object)]
 pub struct StreamingPreviewOptions {
-    /// @default 100
-    pub max_lines: Option<u32>,
+    /// An integer from 0 to 1,000,000. @default 100
+    pub max_lines: Option<f64>,
 }
 
 /// The last `maxLines` lines of output (a text, or an array of lines), preceded by
 /// `… N earlier lines dropped while streaming` when lines were dropped.
 #[napi(ts_args_type = "text: string | string[], options?: StreamingPreviewOptions")]
 pub fn streaming_preview(
+    env: &Env,
     text: Either<String, Vec<String>>,
     options: Option<StreamingPreviewOptions>,
-) -> String {
-    let max_lines = options
-        .and_then(|options| options.max_lines)
-        .map_or(output::STREAMING_PREVIEW_LINES, |n| n as usize);
-    match text {
+) -> Result<String> {
+    let max_lines = optional_integer(
+        "maxLines",
+        options.and_then(|options| options.max_lines),
+        (0, bounds::MAX_LINES),
+    )
+    .map_err(|err| js_error(env, &err))?
+    .map_or(output::STREAMING_PREVIEW_LINES, |n| n as usize);
+    Ok(match text {
         Either::A(text) => output::streaming_preview(&text, max_lines),
         Either::B(lines) => {
             let mut preview = StreamingPreview::new(max_lines);
@@ -94,7 +104,7 @@ pub fn streaming_preview(
             }
             preview.render()
         }
-    }
+    })
 }
 
 #[napi(object)]

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::cancel::EventSink;
 use super::eval::{EvalCell, EvalResult};
 use super::kernel::KernelOptions;
-use super::options::OptionReader;
+use super::options::{bounds, optional_integer, optional_millis, OptionReader};
 use super::{js_error, promise};
 use crate::error::KernelError;
 use crate::executor::Cell;
@@ -23,22 +23,24 @@ pub struct PoolOptions {
     /// @default 'session'
     #[napi(ts_type = "'session' | 'per-call'")]
     pub mode: Option<String>,
-    /// @default 4
-    pub max_sessions: Option<u32>,
-    /// Idle sessions are evicted after this long. @default 300000
-    pub idle_timeout_ms: Option<u32>,
-    /// Idle kernels are pinged this often; 0 turns it off. @default 5000
-    pub heartbeat_interval_ms: Option<u32>,
-    /// A ping unanswered this long marks the kernel wedged. @default 2000
-    pub heartbeat_timeout_ms: Option<u32>,
-    /// Each shutdown step waits this long. @default 1000
-    pub shutdown_grace_ms: Option<u32>,
+    /// An integer from 1 to 1024. @default 4
+    pub max_sessions: Option<f64>,
+    /// Idle sessions are evicted after this long; from 0 to 604,800,000 (7 days).
+    /// @default 300000
+    pub idle_timeout_ms: Option<f64>,
+    /// Idle kernels are pinged this often; 0 turns it off. Up to 3,600,000. @default 5000
+    pub heartbeat_interval_ms: Option<f64>,
+    /// A ping unanswered this long marks the kernel wedged; from 1 to 3,600,000.
+    /// @default 2000
+    pub heartbeat_timeout_ms: Option<f64>,
+    /// Each shutdown step waits this long; from 0 to 3,600,000. @default 1000
+    pub shutdown_grace_ms: Option<f64>,
     /// Where full outputs are written when the agent's copy is cut.
     pub artifacts_dir: Option<String>,
     /// Kernels kept started and initialized with the pool's settings for new sessions (a
     /// session with its own cwd or kv store initializes one again). @default 1 in
-    /// 'session' mode, 0 in 'per-call'
-    pub prewarm: Option<u32>,
+    /// 'session' mode, 0 in 'per-call'. An integer from 0 to 64.
+    pub prewarm: Option<f64>,
     /// Defaults for every kernel (a request's cwd and interpreter override them).
     pub kernel: Option<KernelOptions>,
 }
@@ -57,16 +59,35 @@ pub struct SessionInfo {
 
 #[napi(object)]
 pub struct DisposeOptions {
-    /// Upper bound for the whole disposal. @default 3000
-    pub budget_ms: Option<u32>,
+    /// Upper bound for the whole disposal, from 0 to 3,600,000. @default 3000
+    pub budget_ms: Option<f64>,
 }
 
-fn millis(ms: Option<u32>, default: Duration) -> Duration {
-    ms.map_or(default, |ms| Duration::from_millis(ms.into()))
+fn budget(
+    options: Option<DisposeOptions>,
+    pool: &Pool,
+) -> std::result::Result<Duration, KernelError> {
+    optional_millis(
+        "budgetMs",
+        options.and_then(|o| o.budget_ms),
+        (0, bounds::MAX_GRACE_MS),
+        pool.default_budget(),
+    )
 }
 
-fn budget(options: Option<DisposeOptions>, pool: &Pool) -> Duration {
-    millis(options.and_then(|o| o.budget_ms), pool.default_budget())
+/// The pool clamps a timeout to its range with a notice (the agent chose it); a negative
+/// one is a mistake, not a request for the shortest.
+fn timeout_seconds(value: Option<f64>) -> std::result::Result<Option<f64>, KernelError> {
+    match value {
+        Some(s) if s < 0.0 => Err(KernelError::InvalidArgument {
+            name: "timeoutSeconds",
+            reason: format!(
+                "must be 0 (no timeout) or a positive number of seconds (clamped to the \
+                 allowed range with a notice), got {s}"
+            ),
+        }),
+        other => Ok(other),
+    }
 }
 
 /// Sessions of kernels: the engine behind an agent's eval tool.
@@ -94,17 +115,40 @@ impl JsKernelPool {
                     })
                 }
             };
-            if let Some(max) = options.max_sessions {
-                config.max_sessions = (max as usize).max(1);
+            if let Some(max) = optional_integer(
+                "maxSessions",
+                options.max_sessions,
+                (1, bounds::MAX_SESSIONS),
+            )? {
+                config.max_sessions = max as usize;
             }
-            config.idle_timeout = millis(options.idle_timeout_ms, config.idle_timeout);
-            config.heartbeat_interval =
-                millis(options.heartbeat_interval_ms, config.heartbeat_interval);
-            config.heartbeat_timeout =
-                millis(options.heartbeat_timeout_ms, config.heartbeat_timeout);
-            config.shutdown_grace = millis(options.shutdown_grace_ms, config.shutdown_grace);
+            config.idle_timeout = optional_millis(
+                "idleTimeoutMs",
+                options.idle_timeout_ms,
+                (0, bounds::MAX_LONG_MS),
+                config.idle_timeout,
+            )?;
+            config.heartbeat_interval = optional_millis(
+                "heartbeatIntervalMs",
+                options.heartbeat_interval_ms,
+                (0, bounds::MAX_WAIT_MS),
+                config.heartbeat_interval,
+            )?;
+            config.heartbeat_timeout = optional_millis(
+                "heartbeatTimeoutMs",
+                options.heartbeat_timeout_ms,
+                (1, bounds::MAX_WAIT_MS),
+                config.heartbeat_timeout,
+            )?;
+            config.shutdown_grace = optional_millis(
+                "shutdownGraceMs",
+                options.shutdown_grace_ms,
+                (0, bounds::MAX_GRACE_MS),
+                config.shutdown_grace,
+            )?;
             config.artifacts_dir = options.artifacts_dir.map(PathBuf::from);
-            config.prewarm = match (options.prewarm, config.mode) {
+            let prewarm = optional_integer("prewarm", options.prewarm, (0, bounds::MAX_PREWARM))?;
+            config.prewarm = match (prewarm, config.mode) {
                 (Some(n), _) => n as usize,
                 (None, PoolMode::Session) => 1,
                 (None, PoolMode::PerCall) => 0,
@@ -151,7 +195,7 @@ impl JsKernelPool {
                 cwd: reader.get::<String>("cwd", "a string")?.map(PathBuf::from),
                 interpreter: reader.get("interpreter", "a string")?,
                 owner_id: reader.get("ownerId", "a string")?,
-                timeout_seconds: reader.get("timeoutSeconds", "a number")?,
+                timeout_seconds: timeout_seconds(reader.get("timeoutSeconds", "a number")?)?,
                 reset: reader.get("reset", "a boolean")?.unwrap_or(false),
                 abort: None,
             };
@@ -199,6 +243,7 @@ impl JsKernelPool {
         let pool = self.inner.clone();
         let budget = budget(options, &pool);
         promise(env, async move {
+            let budget = budget?;
             pool.dispose_owner(&owner_id, budget).await;
             Ok(())
         })
@@ -214,6 +259,7 @@ impl JsKernelPool {
         let pool = self.inner.clone();
         let budget = budget(options, &pool);
         promise(env, async move {
+            let budget = budget?;
             pool.dispose_all(budget).await;
             Ok(())
         })

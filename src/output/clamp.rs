@@ -14,34 +14,59 @@
 //! later ones are dropped. If an SGR sequence (colours) was kept, `ESC[0m` is inserted
 //! before the marker so the marker is not styled. When `max_columns` is smaller than the
 //! marker, the result is the marker alone.
+//!
+//! Bytes are bounded too: a line longer than `16 * max_columns` bytes
+//! ([`MAX_BYTES_PER_COLUMN`]) is cut as well, so a line of zero-width characters or escape
+//! sequences cannot pass through whole. The kept part is then at most that many bytes,
+//! ends where no escape sequence is open, and the marker may say `0 visible columns
+//! omitted`. A clamped line is at most `16 * max_columns` bytes plus `ESC[0m` and the
+//! marker (under 64 bytes). Escape sequences are read as the sanitizer reads them: a
+//! string sequence left open for 4096 bytes ends there (see `escapes`).
 
 use unicode_width::UnicodeWidthChar;
-use vte::{Params, Parser, Perform};
+use vte::{Params, Perform};
+
+use super::escapes::BoundedParser;
 
 pub const DEFAULT_MAX_COLUMNS: usize = 4000;
 
+/// Bytes of the line kept per column of budget: room for colours and combining marks,
+/// while a line of zero-width characters or escape sequences stays bounded.
+pub const MAX_BYTES_PER_COLUMN: usize = 16;
+
 /// Clamps `line` to `max_columns` visible columns (see the module docs for the rules).
 pub fn clamp_line(line: &str, max_columns: usize) -> String {
+    let max_bytes = max_columns.saturating_mul(MAX_BYTES_PER_COLUMN);
     let total = visible_width(line);
-    if total <= max_columns {
+    if total <= max_columns && line.len() <= max_bytes {
         return line.to_string();
     }
 
-    let mut parser = Parser::new();
+    let mut parser = BoundedParser::new();
     let mut scan = CharScan::default();
-    let mut kept = 0usize;
-    let mut end = 0usize;
-    let mut kept_sgr = false;
+    // What is kept up to the last cut point, and what came since; a cut point is a place
+    // where no escape sequence is open, so a clamped line never ends in half a sequence.
+    let (mut kept, mut end, mut kept_sgr) = (0usize, 0usize, false);
+    let (mut pending_width, mut pending_sgr) = (0usize, false);
     for (index, c) in line.char_indices() {
         let next = index + c.len_utf8();
+        scan.fired = false;
         parser.advance(&mut scan, &line.as_bytes()[index..next]);
+        if !scan.fired {
+            scan.ground = false;
+        }
         let width = scan.take_width();
-        if kept + width + marker_width(total - kept - width) > max_columns {
+        let columns = kept + pending_width + width;
+        if columns + marker_width(total - columns) > max_columns || next > max_bytes {
             break;
         }
-        kept += width;
-        end = next;
-        kept_sgr |= std::mem::take(&mut scan.sgr);
+        pending_width += width;
+        pending_sgr |= std::mem::take(&mut scan.sgr);
+        if scan.ground {
+            kept += std::mem::take(&mut pending_width);
+            kept_sgr |= std::mem::take(&mut pending_sgr);
+            end = next;
+        }
     }
 
     let omitted = total - kept;
@@ -56,7 +81,7 @@ pub fn clamp_line(line: &str, max_columns: usize) -> String {
 
 /// Width of `line` in terminal columns, by the rules of this module.
 pub fn visible_width(line: &str) -> usize {
-    let mut parser = Parser::new();
+    let mut parser = BoundedParser::new();
     let mut scan = CharScan::default();
     parser.advance(&mut scan, line.as_bytes());
     scan.width
@@ -71,33 +96,79 @@ fn marker_width(omitted: usize) -> usize {
     28 + digits
 }
 
-#[derive(Default)]
 struct CharScan {
     width: usize,
     sgr: bool,
+    /// Some callback ran for the current char (none runs inside a sequence).
+    fired: bool,
+    /// No escape sequence is open after the current char.
+    ground: bool,
+}
+
+impl Default for CharScan {
+    fn default() -> Self {
+        CharScan {
+            width: 0,
+            sgr: false,
+            fired: false,
+            ground: true,
+        }
+    }
 }
 
 impl CharScan {
     fn take_width(&mut self) -> usize {
         std::mem::take(&mut self.width)
     }
+
+    fn ended(&mut self, ground: bool) {
+        self.fired = true;
+        self.ground = ground;
+    }
 }
 
 impl Perform for CharScan {
     fn print(&mut self, c: char) {
+        self.ended(true);
         self.width += c.width().unwrap_or(0);
     }
 
     fn execute(&mut self, byte: u8) {
-        if byte == b'\t' {
-            self.width += 1;
+        self.fired = true;
+        match byte {
+            b'\t' => self.width += 1,
+            // CAN and SUB cancel a sequence; other controls leave the state as it was.
+            0x18 | 0x1a => self.ground = true,
+            _ => {}
         }
     }
 
     fn csi_dispatch(&mut self, _: &Params, _: &[u8], _: bool, action: char) {
+        self.ended(true);
         if action == 'm' {
             self.sgr = true;
         }
+    }
+
+    fn esc_dispatch(&mut self, _: &[u8], _: bool, _: u8) {
+        self.ended(true);
+    }
+
+    fn osc_dispatch(&mut self, _: &[&[u8]], bell_terminated: bool) {
+        // Ended by ESC, the `\\` of the ST is still to come.
+        self.ended(bell_terminated);
+    }
+
+    fn hook(&mut self, _: &Params, _: &[u8], _: bool, _: char) {
+        self.ended(false);
+    }
+
+    fn put(&mut self, _: u8) {
+        self.ended(false);
+    }
+
+    fn unhook(&mut self) {
+        self.ended(false);
     }
 }
 
@@ -202,6 +273,39 @@ mod tests {
     #[test]
     fn tiny_budget_gives_the_marker_alone() {
         assert_eq!(clamp_line("abcdef", 3), "… [6 visible columns omitted]");
+    }
+
+    #[test]
+    fn zero_width_flood_is_bounded_in_bytes() {
+        // Issue 14: 10,000 zero-width chars in a line of few columns came back whole.
+        let line = format!("abc{}defgh", "\u{200b}".repeat(10_000));
+        assert_eq!(visible_width(&line), 8);
+        let out = clamp_line(&line, 40);
+        assert!(
+            out.len() <= 40 * MAX_BYTES_PER_COLUMN + 64,
+            "{} bytes",
+            out.len()
+        );
+        assert!(visible_width(&out) <= 40);
+        assert!(out.starts_with("abc\u{200b}"));
+        assert!(out.ends_with("… [5 visible columns omitted]"), "{out:?}");
+    }
+
+    #[test]
+    fn huge_escape_sequence_is_bounded_and_never_cut_in_half() {
+        let params = "1;".repeat(5_000);
+        let line = format!("ab\x1b[{params}mcd");
+        let out = clamp_line(&line, 40);
+        assert_eq!(out, "ab… [2 visible columns omitted]");
+        let osc = "u".repeat(300);
+        let line = format!("ab\x1b]8;;{osc}\x1b\\cd{}", "\u{301}".repeat(400));
+        let out = clamp_line(&line, 40);
+        assert!(
+            out.len() <= 40 * MAX_BYTES_PER_COLUMN + 64,
+            "{} bytes",
+            out.len()
+        );
+        assert!(out.contains("\x1b\\"), "{out:?}");
     }
 
     #[test]

@@ -7,10 +7,12 @@
 //! - `artifact`: the file that keeps the full output when the agent's copy is cut.
 //! - `render` and `html`: MIME bundle -> text, images, JSON, status; HTML -> Markdown.
 //! - `clamp`: one line -> at most N terminal columns.
+//! - `escapes`: the escape-sequence parser both of those use, with its bounds.
 //! - `preview`: streaming and collapsed previews.
 
 mod artifact;
 mod clamp;
+pub(crate) mod escapes;
 mod html;
 mod preview;
 mod render;

@@ -1,14 +1,19 @@
 //! Terminal output -> plain text: what a person would have seen, minus the styling.
 //!
 //! Escape sequences are recognised by `vte` (alacritty's parser, built without `std` so an
-//! unterminated OSC string cannot grow its buffer past 1 KiB). The parser keeps its state
-//! between calls, so a sequence, a `\r\n` or a multi-byte character split across two chunks
-//! of a stream is handled exactly as if it had arrived in one piece.
+//! unterminated OSC string cannot grow its buffer past 1 KiB), through
+//! [`BoundedParser`](super::escapes::BoundedParser). The parser keeps its state between
+//! calls, so a sequence, a `\r\n` or a multi-byte character split across two chunks of a
+//! stream is handled exactly as if it had arrived in one piece.
 //!
 //! Rules:
 //! - CSI, OSC (BEL- or ST-terminated), DCS, SOS/PM/APC and other ESC sequences are dropped,
-//!   as are C0 and C1 controls other than `\t` and `\n`, and DEL. An unterminated string
-//!   sequence (`ESC ]`, `ESC P`, ...) swallows text up to its terminator, as a terminal does.
+//!   as are C0 and C1 controls other than `\t` and `\n`, and DEL.
+//! - Unlike a terminal, an unterminated sequence never swallows later lines: a newline ends
+//!   any sequence in progress (the newline is kept), and a string sequence (`ESC ]`,
+//!   `ESC P`, `ESC X`, `ESC ^`, `ESC _`) is cancelled once its payload reaches
+//!   [`MAX_STRING_SEQUENCE_BYTES`](super::escapes::MAX_STRING_SEQUENCE_BYTES) (4096) bytes;
+//!   the text after that point is kept.
 //! - `\r\n` is a newline. A `\r` followed by more text on the same line starts the line
 //!   over: only the text after the last `\r` survives (`10%\r20%\r100%\n` -> `100%\n`). A
 //!   `\r` right before a newline or the end of input changes nothing.
@@ -17,7 +22,9 @@
 //!   a `\r` after that only erases what came after the release.
 //! - U+FFFD (what lossy UTF-16 conversion leaves of a lone surrogate) is ordinary text.
 
-use vte::{Params, Parser, Perform};
+use vte::{Params, Perform};
+
+use super::escapes::BoundedParser;
 
 /// How much of an unfinished line is held back in case a `\r` rewrites it.
 pub const MAX_HELD_LINE_BYTES: usize = 64 * 1024;
@@ -36,7 +43,7 @@ pub fn sanitize(text: &str) -> String {
 /// `push` appends to `out` only text that is final: everything up to the last newline, plus
 /// the released part of an over-long line. `finish` appends what is still held back.
 pub struct Sanitizer {
-    parser: Parser,
+    parser: BoundedParser,
     line: HeldLine,
 }
 
@@ -56,7 +63,7 @@ impl Default for Sanitizer {
 impl Sanitizer {
     pub fn new() -> Self {
         Sanitizer {
-            parser: Parser::new(),
+            parser: BoundedParser::new(),
             line: HeldLine::default(),
         }
     }
@@ -73,7 +80,7 @@ impl Sanitizer {
     pub fn finish(&mut self, out: &mut String) {
         out.push_str(&self.line.text);
         self.line = HeldLine::default();
-        self.parser = Parser::new();
+        self.parser = BoundedParser::new();
     }
 }
 
@@ -213,6 +220,33 @@ mod tests {
         sanitizer.push("\ry\n", &mut out);
         assert_eq!(out.len(), MAX_HELD_LINE_BYTES + 2);
         assert!(out.ends_with("xy\n"));
+    }
+
+    #[test]
+    fn unterminated_sequences_end_at_the_newline() {
+        // Issue 14: a stray OSC hid the traceback that followed.
+        for intro in ["\x1b]8;;", "\x1bP", "\x1b_", "\x1b^", "\x1bX"] {
+            let text = format!("{intro}\nTraceback (most recent call last):\nValueError: x\n");
+            assert_eq!(
+                sanitize(&text),
+                "\nTraceback (most recent call last):\nValueError: x\n",
+                "{intro:?}"
+            );
+            assert_eq!(
+                sanitize_chunks(&["before ", intro, "same line", "\nafter"]),
+                "before \nafter",
+                "{intro:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unterminated_sequence_without_newline_ends_after_the_bound() {
+        let payload = "p".repeat(crate::output::escapes::MAX_STRING_SEQUENCE_BYTES);
+        assert_eq!(sanitize(&format!("a\x1b]{payload}tail")), "atail");
+        // A terminated one just under the bound is dropped whole.
+        let payload = &payload[1..];
+        assert_eq!(sanitize(&format!("a\x1b]{payload}\x07tail")), "atail");
     }
 
     #[test]
