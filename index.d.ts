@@ -273,6 +273,11 @@ export interface ExecuteResult {
   error?: ErrorInfo
   /** The cell's title, in results of `evaluate` and `KernelPool.execute`. */
   title?: string
+  /**
+   * What `onEvent` threw the first time it threw (`execute` only; `evaluate` and the
+   * pool say it in a notice). Every event was still delivered.
+   */
+  onEventError?: string
 }
 
 /**
@@ -329,10 +334,11 @@ export interface KernelOptions {
    */
   maxProcesses?: number
   /**
-   * Runs the kernel's bridge calls (`tool.x()`, `agent()`, ...). A rejection becomes
-   * a RuntimeError with its message in Python.
+   * Runs the kernel's bridge calls (`tool.x()`, `agent()`, ...). Its value, or what its
+   * Promise resolves to, is the reply as JSON (`undefined` is Python's `None`); a throw
+   * or rejection, or a reply JSON cannot hold, is a RuntimeError in the cell.
    */
-  onCall?: (call: BridgeCall) => Promise<unknown>
+  onCall?: (call: BridgeCall) => unknown
   /** With `sessionId`, where the session's kv store lives (`<dir>/kernel-store/`). */
   artifactsDir?: string
   sessionId?: string

@@ -72,6 +72,27 @@ pub struct EvalResult {
     pub truncated: Option<TruncationInfo>,
 }
 
+impl EvalResult {
+    /// Adds a notice learnt after the result was built (such as the host's `onEvent`
+    /// throwing): it joins `annotations`, and its `[...]` line follows theirs at the head
+    /// of `output`.
+    pub fn add_notice(&mut self, notice: impl Into<String>) {
+        let notice = notice.into();
+        let head: String = self
+            .annotations
+            .iter()
+            .map(|a| format!("[{a}]\n"))
+            .collect();
+        let at = if self.output.starts_with(&head) {
+            head.len()
+        } else {
+            0
+        };
+        self.output.insert_str(at, &format!("[{notice}]\n"));
+        self.annotations.push(notice);
+    }
+}
+
 /// Folds events into the agent's view: text in order, images, JSON and statuses aside.
 struct AgentView<'a> {
     status_mime: &'a str,
@@ -361,6 +382,31 @@ mod tests {
             .starts_with("eval cell timed out after 4s; kernel interrupted"));
         assert!(timeout_notice(Duration::from_millis(4600), false).contains("after 5s"));
         assert!(timeout_notice(Duration::from_secs(1), true).contains("has been killed"));
+    }
+
+    #[test]
+    fn a_late_notice_follows_the_others_at_the_head_of_the_output() {
+        let mut result = EvalResult {
+            annotations: vec!["cell 2 of 2 failed".into()],
+            output: "[cell 2 of 2 failed]\n[not a notice]\nboom\n".into(),
+            ..Default::default()
+        };
+        result.add_notice("onEvent threw: x");
+        assert_eq!(
+            result.output,
+            "[cell 2 of 2 failed]\n[onEvent threw: x]\n[not a notice]\nboom\n"
+        );
+        assert_eq!(
+            result.annotations,
+            ["cell 2 of 2 failed", "onEvent threw: x"]
+        );
+
+        let mut bare = EvalResult {
+            output: "(no output)".into(),
+            ..Default::default()
+        };
+        bare.add_notice("n");
+        assert_eq!(bare.output, "[n]\n(no output)");
     }
 
     #[test]

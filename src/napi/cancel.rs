@@ -63,7 +63,9 @@ pub(super) fn watch_signal(
 
 /// Delivers events to `onEvent` as they come, and knows when JavaScript has run them all:
 /// each call reports back once the callback returned, and `finish` waits for the last
-/// report, so the execute promise never resolves before its events.
+/// report, so the execute promise never resolves before its events. A throwing callback
+/// neither fails the cell nor stops later events; `finish` returns the first throw's
+/// message so the result can say so.
 pub(super) struct EventSink<T: 'static + JsValuesTupleIntoVec> {
     callback: Option<Callback<T>>,
     sent: u64,
@@ -93,6 +95,8 @@ pub(super) fn callback<T: 'static + JsValuesTupleIntoVec>(
 struct Delivered {
     count: std::sync::atomic::AtomicU64,
     notify: tokio::sync::Notify,
+    /// The message of the callback's first throw.
+    first_throw: std::sync::OnceLock<String>,
 }
 
 impl<T: 'static + JsValuesTupleIntoVec> EventSink<T> {
@@ -110,11 +114,19 @@ impl<T: 'static + JsValuesTupleIntoVec> EventSink<T> {
         };
         let delivered = self.delivered.clone();
         let call = move || {
-            // A throwing callback must not fail the cell; the throw is ignored here.
+            // The throw arrives here as `Err` (already cleared from the JavaScript
+            // thread); returning `Ok` keeps it from being rethrown as a fatal exception.
             callback.call_with_return_value(
                 value,
                 ThreadsafeFunctionCallMode::Blocking,
-                move |_, _| {
+                move |returned, _| {
+                    if let Err(thrown) = returned {
+                        let message = match thrown.reason.as_str() {
+                            "" => "(no message)".to_string(),
+                            reason => reason.to_string(),
+                        };
+                        let _ = delivered.first_throw.set(message);
+                    }
                     delivered.count.fetch_add(1, Ordering::SeqCst);
                     delivered.notify.notify_waiters();
                     Ok(())
@@ -136,13 +148,21 @@ impl<T: 'static + JsValuesTupleIntoVec> EventSink<T> {
         }
     }
 
-    pub(super) async fn finish(self) {
+    /// Waits until every event has been delivered; the message of the callback's first
+    /// throw, if it threw.
+    pub(super) async fn finish(self) -> Option<String> {
         loop {
             let notified = self.delivered.notify.notified();
             if self.delivered.count.load(Ordering::SeqCst) >= self.sent {
-                return;
+                break;
             }
             notified.await;
         }
+        self.delivered.first_throw.get().cloned()
     }
+}
+
+/// The notice in an `EvalResult` for an `onEvent` that threw.
+pub(super) fn on_event_notice(message: &str) -> String {
+    format!("onEvent threw: {message}; later events were still delivered")
 }

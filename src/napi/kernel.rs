@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::cancel::{Callback, EventSink};
+use super::cancel::{on_event_notice, Callback, EventSink};
 use super::eval::{EvalCell, EvalResult};
 use super::options::{bounds, optional_integer, optional_millis, Cancellation, OptionReader};
 use super::sandbox::{sandbox_config, IsolationInfo, SandboxOptions};
@@ -46,10 +46,11 @@ pub struct KernelOptions {
     /// killed with them (a fork bomb ends the kernel, not the machine). An integer from 4
     /// (the runner's own threads count) to 4,194,304.
     pub max_processes: Option<f64>,
-    /// Runs the kernel's bridge calls (`tool.x()`, `agent()`, ...). A rejection becomes
-    /// a RuntimeError with its message in Python.
-    #[napi(ts_type = "(call: BridgeCall) => Promise<unknown>")]
-    pub on_call: Option<FunctionRef<Value, Promise<Value>>>,
+    /// Runs the kernel's bridge calls (`tool.x()`, `agent()`, ...). Its value, or what its
+    /// Promise resolves to, is the reply as JSON (`undefined` is Python's `None`); a throw
+    /// or rejection, or a reply JSON cannot hold, is a RuntimeError in the cell.
+    #[napi(ts_type = "(call: BridgeCall) => unknown")]
+    pub on_call: Option<FunctionRef<Value, Unknown<'static>>>,
     /// With `sessionId`, where the session's kv store lives (`<dir>/kernel-store/`).
     pub artifacts_dir: Option<String>,
     pub session_id: Option<String>,
@@ -138,6 +139,9 @@ pub struct ExecuteResult {
     pub error: Option<ErrorInfo>,
     /// The cell's title, in results of `evaluate` and `KernelPool.execute`.
     pub title: Option<String>,
+    /// What `onEvent` threw the first time it threw (`execute` only; `evaluate` and the
+    /// pool say it in a notice). Every event was still delivered.
+    pub on_event_error: Option<String>,
 }
 
 impl From<ExecuteOutcome> for ExecuteResult {
@@ -167,6 +171,7 @@ impl From<ExecuteOutcome> for ExecuteResult {
                 traceback: e.traceback,
             }),
             title: None,
+            on_event_error: None,
         }
     }
 }
@@ -262,15 +267,18 @@ impl JsKernel {
                 let outcome = kernel
                     .execute_in_turn(place, request, abort, |event| sink.push(event.into_json()))
                     .await;
-                sink.finish().await;
-                Ok(outcome)
+                let on_event_error = sink.finish().await;
+                Ok(outcome.map(|o| (o, on_event_error)))
             }),
             move |env, outcome| {
                 cancellation.release(env);
                 outcome
-                    .map(|mut outcome| {
-                        outcome.note_dropped();
-                        ExecuteResult::from(outcome)
+                    .map(|(mut o, on_event_error)| {
+                        o.note_dropped();
+                        ExecuteResult {
+                            on_event_error,
+                            ..ExecuteResult::from(o)
+                        }
                     })
                     .map_err(|err| js_error(env, &err))
             },
@@ -325,8 +333,8 @@ impl JsKernel {
                 })
                 .await;
                 drop(turn);
-                sink.finish().await;
-                Ok(result)
+                let on_event_error = sink.finish().await;
+                Ok(result.map(|r| with_on_event_error(r, on_event_error)))
             }),
             move |env, result| {
                 cancellation.release(env);
@@ -379,14 +387,51 @@ fn signal_name(sig: i32) -> String {
 
 /// The host side of the bridge: a JavaScript `onCall` run on the JavaScript thread.
 struct JsBridge {
-    /// Weak: a kernel waiting for cells must not keep the host's event loop alive.
-    on_call: Arc<ThreadsafeFunction<Value, Promise<Value>, Value, Status, false, true>>,
+    /// `onCall` behind [`SETTLE_ON_CALL`]. Weak: a kernel waiting for cells must not keep
+    /// the host's event loop alive.
+    on_call: Arc<ThreadsafeFunction<Value, Promise<String>, Value, Status, false, true>>,
 }
 
+/// Wraps an `onCall` so that whatever it does settles one Promise of the reply's JSON
+/// text: a synchronous throw or a rejection rejects with its message; a plain value or a
+/// thenable is taken as `Promise.resolve` would; `undefined` is `null`; a reply that
+/// `JSON.stringify` refuses (a cycle, a BigInt, a throwing `toJSON`) or drops (a function,
+/// a symbol) rejects naming the call. Plain JavaScript, so each of these is settled by the
+/// language's own rules rather than by a conversion that could throw inside the addon
+/// (which would end the host process).
+const SETTLE_ON_CALL: &str = r#"(function settleOnCall(onCall) {
+  const describe = (e) => {
+    try { return e instanceof Error ? String(e.message) : String(e) } catch { return 'an unprintable value' }
+  }
+  return function bridgeCall(call) {
+    const name = call.name
+    return new Promise((resolve) => resolve(onCall(call))).then(
+      (value) => {
+        if (value === undefined) return 'null'
+        let json
+        try { json = JSON.stringify(value) } catch (e) {
+          throw new Error(`onCall's reply to '${name}' cannot become JSON: ${describe(e).split('\n')[0]}`)
+        }
+        if (json === undefined) throw new Error(`onCall's reply to '${name}' cannot become JSON: a ${typeof value}`)
+        return json
+      },
+      (e) => { throw new Error(describe(e)) })
+  }
+})"#;
+
 impl JsBridge {
-    fn shared(env: &Env, on_call: &FunctionRef<Value, Promise<Value>>) -> Result<Arc<dyn Bridge>> {
-        let on_call = on_call
-            .borrow_back(env)?
+    fn shared(
+        env: &Env,
+        on_call: &FunctionRef<Value, Unknown<'static>>,
+    ) -> Result<Arc<dyn Bridge>> {
+        let on_call = on_call.borrow_back(env)?;
+        if on_call.to_unknown().get_type()? != ValueType::Function {
+            return Err(Error::new(Status::InvalidArg, "must be a function"));
+        }
+        let settle: Function<Function<Value, Unknown>, Function<Value, Promise<String>>> =
+            env.run_script(SETTLE_ON_CALL)?;
+        let on_call = settle
+            .call(on_call)?
             .build_threadsafe_function::<Value>()
             .callee_handled::<false>()
             .weak::<true>()
@@ -409,13 +454,29 @@ impl Bridge for JsBridge {
         let call = serde_json::json!({ "name": name, "args": args, "runId": run_id });
         let on_call = self.on_call.clone();
         Box::pin(async move {
-            let promise = on_call
-                .call_async(call)
+            // `_catch`: should the wrapper itself ever throw, the cell gets the error
+            // instead of the host ending.
+            let json = on_call
+                .call_async_catch(call)
+                .await
+                .map_err(|e| e.reason.clone())?
                 .await
                 .map_err(|e| e.reason.clone())?;
-            promise.await.map_err(|e| e.reason.clone())
+            serde_json::from_str(&json)
+                .map_err(|e| format!("onCall's reply to '{name}' could not be read: {e}"))
         })
     }
+}
+
+/// An `EvalResult` that also says that `onEvent` threw, if it did.
+pub(super) fn with_on_event_error(
+    mut result: executor::EvalResult,
+    on_event_error: Option<String>,
+) -> executor::EvalResult {
+    if let Some(message) = on_event_error {
+        result.add_notice(on_event_notice(&message));
+    }
+    result
 }
 
 /// Reads `ExecuteOptions`.

@@ -148,15 +148,26 @@ impl<'a, 'env> OptionReader<'a, 'env> {
             .transpose()
     }
 
+    /// A function option; `undefined` or `null` is none. Checked here: a threadsafe
+    /// function made of anything else is refused by Node but ends a Bun host.
     pub fn callback<T: 'static + JsValuesTupleIntoVec>(
         &self,
         name: &'static str,
     ) -> Parsed<Option<Callback<T>>> {
-        match self.get::<Function<T, UnknownReturnValue>>(name, "a function")? {
-            Some(f) => callback(f)
-                .map(Some)
-                .map_err(|e| invalid(name, e.reason.clone())),
-            None => Ok(None),
+        let Some(value) = self.get::<Unknown>(name, "a function")? else {
+            return Ok(None);
+        };
+        match value.get_type() {
+            Ok(ValueType::Null) => Ok(None),
+            Ok(ValueType::Function) => {
+                // SAFETY: a function, checked above.
+                let f = unsafe { value.cast::<Function<T, UnknownReturnValue>>() }
+                    .map_err(|e| invalid(name, e.reason.clone()))?;
+                callback(f)
+                    .map(Some)
+                    .map_err(|e| invalid(name, e.reason.clone()))
+            }
+            _ => Err(invalid(name, "must be a function")),
         }
     }
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::cancel::EventSink;
 use super::eval::{EvalCell, EvalResult};
-use super::kernel::KernelOptions;
+use super::kernel::{with_on_event_error, KernelOptions};
 use super::options::{bounds, optional_integer, optional_millis, OptionReader};
 use super::{js_error, promise};
 use crate::error::KernelError;
@@ -219,8 +219,8 @@ impl JsKernelPool {
                 let result = admission
                     .run(|index, event| sink.push((index as u32, event.into_json()).into()))
                     .await;
-                sink.finish().await;
-                Ok(result)
+                let on_event_error = sink.finish().await;
+                Ok(result.map(|r| with_on_event_error(r, on_event_error)))
             }),
             move |env, result| {
                 cancellation.release(env);
