@@ -423,7 +423,6 @@ impl Kernel {
             .set_command(&command)
             .map_err(|e| KernelError::io("preparing the kernel's command", e))?;
         let mut child = command.spawn().map_err(|e| {
-            sandbox.clean_up_failed_spawn();
             KernelError::PythonInvalid {
                 path: resolved.path.display().to_string(),
                 reason: if sandbox.spawns_through_launcher() {

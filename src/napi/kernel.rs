@@ -504,17 +504,10 @@ fn parse_execute_options(
 const DEFAULT_CAPTURED_BYTES: usize = 128 << 20;
 
 fn captured_bytes(options: &OptionReader) -> std::result::Result<usize, KernelError> {
-    match options.get::<f64>("maxCapturedBytes", "a number")? {
-        None => Ok(DEFAULT_CAPTURED_BYTES),
-        Some(n) if n.is_finite() && n >= 0.0 && n <= DEFAULT_CAPTURED_BYTES as f64 * 2.0 => {
-            Ok(n as usize)
-        }
-        Some(n) => Err(KernelError::InvalidArgument {
-            name: "maxCapturedBytes",
-            reason: format!(
-                "must be a number of bytes from 0 to {} (256 MiB), got {n}",
-                DEFAULT_CAPTURED_BYTES * 2
-            ),
-        }),
-    }
+    let asked = options.get::<f64>("maxCapturedBytes", "a number")?;
+    let range = (0, 2 * DEFAULT_CAPTURED_BYTES as u64);
+    Ok(
+        super::options::optional_integer("maxCapturedBytes", asked, range)?
+            .map_or(DEFAULT_CAPTURED_BYTES, |n| n as usize),
+    )
 }

@@ -320,15 +320,10 @@ impl Plan {
             false
         }
     }
-
-    /// After a failed spawn: reap a kernel process that was made but never ran Python.
-    pub fn clean_up_failed_spawn(&self) {
-        #[cfg(target_os = "linux")]
-        if let Some(ns) = &self.namespaces {
-            ns.reap_failed_kernel();
-        }
-    }
 }
+
+/// The most of each of a one-shot helper's streams the host keeps.
+const HELPER_OUTPUT_BYTES: u64 = 64 * 1024;
 
 /// How a one-shot helper run by [`run_confined`] ended.
 pub struct Finished {
@@ -363,7 +358,7 @@ pub fn run_confined(
     unsafe {
         cmd.pre_exec(move || (*(plan_addr as *const Plan)).enter());
     }
-    let mut child = cmd.spawn().inspect_err(|_| plan.clean_up_failed_spawn())?;
+    let mut child = cmd.spawn()?;
     let pid = plan.kernel_pid(child.id())? as i32;
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     if plan.spawns_through_launcher() {
@@ -389,17 +384,17 @@ pub fn run_confined(
             }
         })
     };
-    let reader = std::thread::spawn(move || {
+    // A helper says a few lines; one that floods is cut off (its pipe closes) rather
+    // than kept in the host's memory.
+    fn read_some(pipe: Option<impl Read>) -> Vec<u8> {
         let mut out = Vec::new();
-        if let Some(mut pipe) = stdout {
-            let _ = pipe.read_to_end(&mut out);
+        if let Some(pipe) = pipe {
+            let _ = pipe.take(HELPER_OUTPUT_BYTES).read_to_end(&mut out);
         }
         out
-    });
-    let mut err = Vec::new();
-    if let Some(mut pipe) = stderr {
-        let _ = pipe.read_to_end(&mut err);
     }
+    let reader = std::thread::spawn(move || read_some(stdout));
+    let err = read_some(stderr);
     let out = reader.join().unwrap_or_default();
     let mut status = 0;
     {
@@ -470,15 +465,19 @@ fn missing(support: &Support, network: bool) -> Vec<String> {
 mod tests {
     use super::*;
 
+    fn target_in(dir: &Path) -> Target<'_> {
+        Target {
+            cwd: dir,
+            runner_base: Some(dir),
+            private_tmp: None,
+            runner_writable: None,
+        }
+    }
+
     #[test]
     fn off_enforces_nothing_and_says_so() {
         let dir = tempfile::tempdir().unwrap();
-        let target = Target {
-            cwd: dir.path(),
-            runner_base: Some(dir.path()),
-            private_tmp: None,
-            runner_writable: None,
-        };
+        let target = target_in(dir.path());
         let (plan, isolation) = Plan::prepare(&SandboxConfig::Off, &target).unwrap();
         assert_eq!(isolation.mode, "off");
         assert!(isolation.enforced.is_empty());
@@ -488,12 +487,7 @@ mod tests {
     #[test]
     fn a_missing_writable_path_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
-        let target = Target {
-            cwd: dir.path(),
-            runner_base: Some(dir.path()),
-            private_tmp: None,
-            runner_writable: None,
-        };
+        let target = target_in(dir.path());
         let config = SandboxConfig::On {
             network: true,
             writable: Some(vec![dir.path().join("absent")]),

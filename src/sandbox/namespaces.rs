@@ -1,11 +1,11 @@
 //! The namespace half of the sandbox (Linux): a user namespace owning a PID, mount, IPC
 //! (and, without network, a network) namespace, with a `/proc` of its own.
 //!
-//! The kernel process is the init of its PID namespace. That is what makes it safe
-//! against the host even as root: the host and every other kernel have no pid in its
-//! namespace (nothing to signal, ptrace or open under `/proc`), and when the kernel ends
-//! the Linux kernel kills every process in the namespace, whatever it did to its session
-//! or process group.
+//! The kernel runs in a PID namespace of its own, under a small init (`runner.py` forks
+//! it from PID 1). That is what makes it safe against the host even as root: the host
+//! and every other kernel have no pid in its namespace (nothing to signal, ptrace or open
+//! under `/proc`), and when the kernel ends the init ends, and the Linux kernel kills
+//! every process in the namespace, whatever it did to its session or process group.
 //!
 //! How the process tree is built (all in the child between fork and exec, with plain
 //! system calls only, because the host is multi-threaded):
@@ -72,7 +72,7 @@ unsafe impl Sync for ExecSpec {}
 const G_FAILED: u32 = u32::MAX;
 const G_STACK_BYTES: usize = 128 * 1024;
 
-pub const PROC: &[u8] = b"/proc\0";
+const PROC: &[u8] = b"/proc\0";
 const PROC_FS: &[u8] = b"proc\0";
 const ROOT: &[u8] = b"/\0";
 const SETGROUPS: &[u8] = b"/proc/self/setgroups\0";
@@ -144,6 +144,17 @@ impl NamespacePlan {
         Ok(())
     }
 
+    /// New namespaces (`flags`), in which only the host's own uid and gid exist.
+    ///
+    /// # Safety
+    /// Between fork and exec: plain system calls only.
+    unsafe fn unshare_as_ourselves(&self, flags: libc::c_int) -> io::Result<()> {
+        check(libc::unshare(flags))?;
+        write_file(SETGROUPS, b"deny")?;
+        write_file(UID_MAP, &self.uid_map)?;
+        write_file(GID_MAP, &self.gid_map)
+    }
+
     /// Runs in the forked child (C). Returns only in G, which goes on to exec Python.
     ///
     /// # Safety
@@ -153,18 +164,8 @@ impl NamespacePlan {
         if self.exec.get().is_none() {
             return Err(io::Error::other("the sandbox was given no command"));
         }
-        check(libc::unshare(self.flags))?;
-        write_file(SETGROUPS, b"deny")?;
-        write_file(UID_MAP, &self.uid_map)?;
-        write_file(GID_MAP, &self.gid_map)?;
-        // Our mounts stay in our namespace and the host's never reach us.
-        check(libc::mount(
-            std::ptr::null(),
-            ROOT.as_ptr().cast(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ))?;
+        self.unshare_as_ourselves(self.flags)?;
+        make_mounts_private()?;
         if let Some(hole) = &self.hole {
             // A mount of its own, carried into the read-only bind below (MS_REC) and
             // left writable by the read-only remount, which applies to the top only.
@@ -263,24 +264,6 @@ impl NamespacePlan {
         }
         Ok(u32::from_ne_bytes(bytes))
     }
-
-    /// After a failed spawn: G may have been created and failed before exec; it is our
-    /// child (CLONE_PARENT), so reap it rather than leave a zombie.
-    pub fn reap_failed_kernel(&self) {
-        let fd = self.report.0.as_raw_fd();
-        // SAFETY: plain system calls on our own pipe and child.
-        unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-            let mut bytes = [0u8; 4];
-            while libc::read(fd, bytes.as_mut_ptr().cast(), 4) == 4 {
-                let word = u32::from_ne_bytes(bytes);
-                if word != G_FAILED && word > 0 && word < i32::MAX as u32 {
-                    libc::waitpid(word as libc::pid_t, std::ptr::null_mut(), 0);
-                }
-            }
-        }
-    }
 }
 
 struct GArgs<'a> {
@@ -313,7 +296,7 @@ extern "C" fn kernel_main(arg: *mut libc::c_void) -> libc::c_int {
             libc::_exit(127)
         };
         // Handlers are the host's and would run on memory we only borrow.
-        for sig in 1..libc::SIGRTMAX() {
+        for sig in 1..=libc::SIGRTMAX() {
             let mut old: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
                 && old.sa_sigaction != libc::SIG_DFL
@@ -330,14 +313,7 @@ extern "C" fn kernel_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::setsid() < 0 {
             return fail(1);
         }
-        if libc::mount(
-            PROC_FS.as_ptr().cast(),
-            PROC.as_ptr().cast(),
-            PROC_FS.as_ptr().cast(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            std::ptr::null(),
-        ) < 0
-        {
+        if mount_proc().is_err() {
             return fail(2);
         }
         if drop_capabilities().is_err() {
@@ -356,6 +332,28 @@ extern "C" fn kernel_main(arg: *mut libc::c_void) -> libc::c_int {
         );
         fail(5)
     }
+}
+
+/// Our mounts stay in our namespace and the host's never reach us.
+unsafe fn make_mounts_private() -> io::Result<()> {
+    check(libc::mount(
+        std::ptr::null(),
+        ROOT.as_ptr().cast(),
+        std::ptr::null(),
+        libc::MS_REC | libc::MS_PRIVATE,
+        std::ptr::null(),
+    ))
+}
+
+/// A `/proc` showing the caller's PID namespace (call in that namespace).
+unsafe fn mount_proc() -> io::Result<()> {
+    check(libc::mount(
+        PROC_FS.as_ptr().cast(),
+        PROC.as_ptr().cast(),
+        PROC_FS.as_ptr().cast(),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        std::ptr::null(),
+    ))
 }
 
 /// Bounding set emptied, ambient set cleared and root made powerless across exec: the
@@ -387,8 +385,8 @@ unsafe fn drop_capabilities() -> io::Result<()> {
 
 /// fork(2) as a bare system call: libc's fork runs atfork handlers, which may take locks
 /// that another thread of the host held when we were forked.
-unsafe fn raw_fork(extra: libc::c_int) -> io::Result<libc::pid_t> {
-    let flags = (extra | libc::SIGCHLD) as libc::c_ulong;
+unsafe fn raw_fork() -> io::Result<libc::pid_t> {
+    let flags = libc::SIGCHLD as libc::c_ulong;
     // With a null stack the raw clone behaves like fork: the child continues here.
     let pid = libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize);
     if pid < 0 {
@@ -467,19 +465,15 @@ fn kept_mount_flags(dir: &Path) -> io::Result<libc::c_ulong> {
 /// AppArmor, or inside containers that mask `/proc`).
 pub fn probe() -> std::result::Result<(), String> {
     let plan = NamespacePlan::new(true, &[], None).map_err(|e| e.to_string())?;
-    const STEPS: [&str; 6] = [
+    const STEPS: [&str; 5] = [
         "",
-        "unshare(user, pid, mount, ipc)",
-        "writing the uid/gid maps",
+        "unshare(user, pid, mount, ipc) or writing the uid/gid maps",
         "making mounts private",
         "forking into the pid namespace",
         "mounting a /proc of its own",
     ];
     // SAFETY: the child uses system calls only and ends with _exit.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(format!("fork: {}", io::Error::last_os_error()));
-    }
+    let pid = unsafe { raw_fork() }.map_err(|e| format!("fork: {e}"))?;
     if pid == 0 {
         unsafe {
             let step = probe_child(&plan);
@@ -491,7 +485,7 @@ pub fn probe() -> std::result::Result<(), String> {
     unsafe { libc::waitpid(pid, &mut status, 0) };
     match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
         Some(0) => Ok(()),
-        Some(step @ 1..=5) => Err(format!(
+        Some(step @ 1..=4) => Err(format!(
             "{} failed (unprivileged user namespaces are not available)",
             STEPS[step as usize]
         )),
@@ -500,44 +494,27 @@ pub fn probe() -> std::result::Result<(), String> {
 }
 
 unsafe fn probe_child(plan: &NamespacePlan) -> i32 {
-    if libc::unshare(plan.flags | libc::CLONE_NEWNET) < 0 {
+    if plan
+        .unshare_as_ourselves(plan.flags | libc::CLONE_NEWNET)
+        .is_err()
+    {
         return 1;
     }
-    if write_file(SETGROUPS, b"deny").is_err()
-        || write_file(UID_MAP, &plan.uid_map).is_err()
-        || write_file(GID_MAP, &plan.gid_map).is_err()
-    {
+    if make_mounts_private().is_err() {
         return 2;
     }
-    let private = libc::mount(
-        std::ptr::null(),
-        ROOT.as_ptr().cast(),
-        std::ptr::null(),
-        libc::MS_REC | libc::MS_PRIVATE,
-        std::ptr::null(),
-    );
-    if private < 0 {
-        return 3;
-    }
-    let pid = match raw_fork(0) {
+    let pid = match raw_fork() {
         Ok(pid) => pid,
-        Err(_) => return 4,
+        Err(_) => return 3,
     };
     if pid == 0 {
-        let mounted = libc::mount(
-            PROC_FS.as_ptr().cast(),
-            PROC.as_ptr().cast(),
-            PROC_FS.as_ptr().cast(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            std::ptr::null(),
-        );
-        libc::_exit(if mounted < 0 { 5 } else { 0 });
+        libc::_exit(if mount_proc().is_err() { 4 } else { 0 });
     }
     let mut status = 0;
     libc::waitpid(pid, &mut status, 0);
     if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
     } else {
-        5
+        4
     }
 }
