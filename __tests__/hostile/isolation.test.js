@@ -389,3 +389,21 @@ print(sorted(os.listdir('.')), sorted(os.listdir(tmp)))
   assert.equal(r.status, 'ok', JSON.stringify(r.error))
   assert.match(r.stdout, /\['a', 'f.txt'\] \['g', 'sub'\]/, r.stdout)
 })
+
+test('a repository\'s python that floods its output while probed cannot bloat the host', async () => {
+  const cwd = tempDir()
+  fs.mkdirSync(path.join(cwd, '.venv', 'bin'), { recursive: true })
+  fs.writeFileSync(path.join(cwd, '.venv', 'pyvenv.cfg'), 'home = /usr/bin\n')
+  fs.writeFileSync(path.join(cwd, '.venv', 'bin', 'python'), '#!/bin/sh\nexec yes flood-flood-flood-flood-flood-flood\n', { mode: 0o755 })
+  const rssBefore = process.memoryUsage().rss
+  const started = Date.now()
+  const resolved = await addon.resolvePython({ cwd, baseEnv: { PATH: process.env.PATH, HOME: cwd } }).catch((e) => e)
+  const took = Date.now() - started
+  const grew = (process.memoryUsage().rss - rssBefore) / 2 ** 20
+  // Skipped as not Python; the python on PATH is chosen instead.
+  const skipped = resolved.skipped?.find((s) => s.candidate.includes('.venv'))
+  assert.ok(skipped, JSON.stringify(resolved))
+  assert.match(skipped.reason, /not Python/)
+  assert.ok(took < 5000, `the probe ended after ${took} ms`)
+  assert.ok(grew < 64, `the host grew ${grew.toFixed(0)} MiB`)
+})
