@@ -483,13 +483,17 @@ class Kernel:
         self._drain_output(DRAIN_TIMEOUT)
         if outcome.last_frame is not None:
             self._channel.send(outcome.last_frame, hold=True)
+        # Forget the stop requests of requests that have ended, before `done`: once
+        # it is out the host writes the next request, and the reader thread may
+        # read that request's `interrupt` frame before this thread gets here.
+        interrupts.stop_at_start.clear()
         self._channel.send({"type": "done", "id": run, "status": outcome.status,
                             "executionCount": self.execution_count,
                             "cancelled": outcome.cancelled,
                             "stdinRequested": self._stdin_requested})
         self._main_thread.__dict__[RUN_ATTR] = None
         self.running = None
-        interrupts.stop_at_start.clear()     # any left name requests that have ended
+        interrupts.stop_at_start.discard(run)   # one that came after the clear
         self._requests.after_request()
         if not self._forked:
             # What this cell broke is mended for the next, after its `done` is out.
