@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use super::cancel::{on_event_notice, Callback, EventSink};
 use super::eval::{EvalCell, EvalResult};
-use super::options::{bounds, optional_integer, optional_millis, Cancellation, OptionReader};
+use super::options::{
+    bounds, optional_integer, optional_millis, Cancellation, Misfit, OptionReader,
+};
 use super::sandbox::{sandbox_config, IsolationInfo, SandboxOptions};
 use super::{cwd_or_current, js_error, promise};
 use crate::error::KernelError;
@@ -50,7 +52,7 @@ pub struct KernelOptions {
     /// Promise resolves to, is the reply as JSON (`undefined` is Python's `None`); a throw
     /// or rejection, or a reply JSON cannot hold, is a RuntimeError in the cell.
     #[napi(ts_type = "(call: BridgeCall) => unknown")]
-    pub on_call: Option<FunctionRef<Value, Unknown<'static>>>,
+    pub on_call: Option<Either<FunctionRef<Value, Unknown<'static>>, Misfit>>,
     /// With `sessionId`, where the session's kv store lives (`<dir>/kernel-store/`).
     pub artifacts_dir: Option<String>,
     pub session_id: Option<String>,
@@ -66,13 +68,17 @@ impl KernelOptions {
     pub(super) fn into_config(self, env: &Env) -> std::result::Result<KernelConfig, KernelError> {
         let mut config = KernelConfig::new(cwd_or_current(self.cwd));
         config.sandbox = sandbox_config(self.sandbox, &config.cwd)?;
-        if let Some(on_call) = self.on_call {
-            config.bridge = Some(JsBridge::shared(env, &on_call).map_err(|e| {
-                KernelError::InvalidArgument {
-                    name: "onCall",
-                    reason: e.reason.clone(),
-                }
-            })?);
+        match self.on_call {
+            None => {}
+            Some(Either::A(on_call)) => {
+                config.bridge = Some(JsBridge::shared(env, &on_call).map_err(|e| {
+                    KernelError::InvalidArgument {
+                        name: "onCall",
+                        reason: e.reason.clone(),
+                    }
+                })?);
+            }
+            Some(Either::B(misfit)) => return Err(misfit.refused("onCall", "a function")),
         }
         config.artifacts_dir = self.artifacts_dir.map(PathBuf::from);
         config.max_processes = optional_integer(
