@@ -190,6 +190,47 @@ test('a 100 MB cell source runs, and the host stays responsive meanwhile', { tim
   await assertKernelWorks(kernel)
 })
 
+/** The longest stall of this process's event loop while `fn` runs. */
+async function longestStall(fn) {
+  let last = performance.now()
+  let longest = 0
+  const ticker = setInterval(() => {
+    const now = performance.now()
+    longest = Math.max(longest, now - last)
+    last = now
+  }, 2)
+  try {
+    await fn()
+  } finally {
+    clearInterval(ticker)
+  }
+  return longest
+}
+
+test('a 100 MB cell source stalls the event loop no longer than copying it out of JavaScript', { timeout: 90_000 }, async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const code = '#' + 'a'.repeat(100 << 20) + '\n6*7'
+  // The floor: a call must copy the string out of the JavaScript heap on the JavaScript
+  // thread, as Buffer.from does. Encoding the request (a second pass) belongs elsewhere.
+  const copies = []
+  for (let i = 0; i < 3; i++) {
+    const started = performance.now()
+    Buffer.from(code, 'utf8')
+    copies.push(performance.now() - started)
+  }
+  const copy = Math.min(...copies)
+  const stalls = []
+  for (const run of [() => kernel.execute(code), () => kernel.evaluate([{ code }])]) {
+    let result
+    stalls.push(await longestStall(async () => { result = await run() }))
+    assert.equal(result.status ?? (result.exitCode === 0 ? 'ok' : result.output), 'ok')
+  }
+  t.diagnostic(`Buffer.from: ${copy.toFixed(0)} ms; longest stalls: ${stalls.map((s) => s.toFixed(0)).join(', ')} ms`)
+  const bound = 1.5 * copy + 50
+  for (const stall of stalls) assert.ok(stall < bound, `the event loop stalled ${stall.toFixed(0)} ms (copying the source takes ${copy.toFixed(0)} ms)`)
+})
+
 test('a cell of only magics runs them all', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())

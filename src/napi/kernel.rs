@@ -267,8 +267,9 @@ impl JsKernel {
         let kernel = self.inner.clone();
         // The place in line is taken now, so calls run in the order JavaScript made them.
         let place = kernel.queue();
+        let source_len = request.code.len();
         env.spawn_future_with_callback(
-            super::eager(async move {
+            super::eager(source_len, async move {
                 let mut sink = EventSink::new(on_event);
                 let outcome = kernel
                     .execute_in_turn(place, request, abort, |event| sink.push(event.into_json()))
@@ -321,7 +322,7 @@ impl JsKernel {
         };
         let (abort, cancellation) = cancellation.split();
         eval.abort = abort;
-        let cells = cells
+        let cells: Vec<Cell> = cells
             .into_iter()
             .map(|c| Cell {
                 code: c.code,
@@ -330,8 +331,9 @@ impl JsKernel {
             .collect();
         let kernel = self.inner.clone();
         let place = kernel.queue();
+        let source_len = cells.iter().map(|c| c.code.len()).sum();
         env.spawn_future_with_callback(
-            super::eager(async move {
+            super::eager(source_len, async move {
                 let mut sink = EventSink::new(on_event);
                 let turn = place.turn().await;
                 let result = executor::evaluate(&kernel, &turn, cells, eval, |index, event| {

@@ -99,6 +99,9 @@ fn init_runtime() {
     napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
 }
 
+/// The most cell source [`eager`] encodes on the JavaScript thread.
+pub(crate) const EAGER_MAX_SOURCE: usize = 256 << 10;
+
 static RUNTIME: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
 
 /// Runs `fut` on the calling JavaScript thread until it first waits, then lets the
@@ -108,12 +111,23 @@ static RUNTIME: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLoc
 /// it can wait for (the kernel's turn, a pipe with no room, a reply) is a tokio future,
 /// which registers and returns. Wakers registered during it are replaced when the
 /// runtime polls the future again, and tokio's primitives keep what happened meanwhile.
-pub(crate) fn eager<F>(fut: F) -> impl std::future::Future<Output = F::Output> + Send + 'static
+///
+/// Only for a request of at most [`EAGER_MAX_SOURCE`] bytes of source: encoding and writing
+/// a 100 MB cell on the JavaScript thread held its event loop for a quarter of a second,
+/// while the head start is worth microseconds; a larger one goes to the runtime at once.
+pub(crate) fn eager<F>(
+    source_len: usize,
+    fut: F,
+) -> impl std::future::Future<Output = F::Output> + Send + 'static
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let first = first_poll(fut);
+    let first = if source_len <= EAGER_MAX_SOURCE {
+        first_poll(fut)
+    } else {
+        FirstPoll::Waiting(Box::pin(fut))
+    };
     async move {
         match first {
             FirstPoll::Done(value) => value,
