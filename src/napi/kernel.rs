@@ -498,7 +498,9 @@ fn parse_execute_options(
         code,
         silent: options.get("silent", "a boolean")?.unwrap_or(false),
         store_history: options.get("storeHistory", "a boolean")?.unwrap_or(true),
-        cwd: options.get("cwd", "a string")?,
+        cwd: options
+            .get::<String>("cwd", "a string")?
+            .map(|cwd| super::host_path(cwd).to_string_lossy().into_owned()),
         env: env_changes.map(|m| m.into_iter().collect::<BTreeMap<_, _>>()),
         timeout: options.millis("timeoutMs", bounds::MAX_LONG_MS)?,
         max_captured_bytes: Some(captured_bytes(options)?),

@@ -71,8 +71,15 @@ where
 }
 
 pub(crate) fn cwd_or_current(cwd: Option<String>) -> PathBuf {
-    cwd.map(PathBuf::from)
+    cwd.map(host_path)
         .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")))
+}
+
+/// A path given by the host, made absolute against the host's working directory. The
+/// kernel changes directory itself, so a relative path handed to it would be resolved
+/// against wherever it happens to be (`sub` became `sub/sub`).
+pub(crate) fn host_path(path: String) -> PathBuf {
+    std::path::absolute(&path).unwrap_or_else(|_| PathBuf::from(path))
 }
 
 pub(crate) async fn blocking<T: Send + 'static>(

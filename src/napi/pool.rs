@@ -192,7 +192,9 @@ impl JsKernelPool {
                     .collect(),
                 session_id: reader.get("sessionId", "a string")?,
                 session_file: reader.get("sessionFile", "a string")?,
-                cwd: reader.get::<String>("cwd", "a string")?.map(PathBuf::from),
+                cwd: reader
+                    .get::<String>("cwd", "a string")?
+                    .map(super::host_path),
                 interpreter: reader.get("interpreter", "a string")?,
                 owner_id: reader.get("ownerId", "a string")?,
                 timeout_seconds: timeout_seconds(reader.get("timeoutSeconds", "a number")?)?,
