@@ -205,6 +205,11 @@ test('magics', async (t) => {
     const more = await ok(kernel, `%%writefile -a ${file}\nline three\n`)
     assert.equal(fs.readFileSync(file, 'utf8'), 'line one\nline two\nline three\n')
     assert.deepEqual(statuses(more.events, 'writefile')[0].data, { path: file, bytes: 11, append: true })
+    // `%%file` is IPython's alias of it.
+    const alias = path.join(dir, 'alias.txt')
+    const aliased = await ok(kernel, `%%file ${alias}\nvia the alias`)
+    assert.equal(fs.readFileSync(alias, 'utf8'), 'via the alias\n')
+    assert.equal(aliased.result.stdout, `Writing ${alias}\n`)
   })
 
   await t.test('unknown magics raise a UsageError NameError', async () => {

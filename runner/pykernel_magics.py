@@ -1124,6 +1124,8 @@ class Magics:
         self._api.emit_status("writefile", path=os.path.abspath(path),
                               bytes=len(body.encode("utf-8")), append=append)
 
+    _cell_file = _cell_writefile    # IPython's alias
+
 
 def _from_frames_of(exc, filename):
     """*exc* with its traceback starting at the first frame of *filename*
