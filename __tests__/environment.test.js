@@ -26,6 +26,14 @@ test('filterEnv keeps what Python needs and drops secrets', () => {
   assert.deepEqual(Object.keys(addon.filterEnv({ ACME_X: '1', PYKERNEL_X: '1' }, { envPrefix: 'ACME_' })), ['ACME_X'])
 })
 
+test('filterEnv keeps what tools need behind a proxy or a private index, and drops the SSH agent', () => {
+  const wanted = ['HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'no_proxy',
+    'SSL_CERT_FILE', 'SSL_CERT_DIR', 'REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE', 'PIP_INDEX_URL', 'PIP_EXTRA_INDEX_URL',
+    'PIP_TRUSTED_HOST', 'CUDA_VISIBLE_DEVICES', 'TOKENIZERS_PARALLELISM']
+  const env = Object.fromEntries([...wanted, 'SSH_AUTH_SOCK', 'SSH_AGENT_PID'].map((name) => [name, 'x']))
+  assert.deepEqual(Object.keys(addon.filterEnv(env)).sort(), [...wanted].sort())
+})
+
 test('secrets never reach the kernel; allowed variables do', async (t) => {
   const kernel = await startKernel({
     baseEnv: {
