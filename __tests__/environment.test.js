@@ -132,3 +132,21 @@ test('a relative cwd is the host\'s: for Kernel.start, a request and a pool sess
   assert.equal(r.exitCode, 0, r.output)
   assert.match(r.output, new RegExp(`'${path.join(root, 'sub')}'`))
 })
+
+test('the protocol trace switch is named with the kernel\'s envPrefix', () => {
+  const script = `
+    const { Kernel } = require(${JSON.stringify(path.resolve(__dirname, '..'))})
+    Kernel.start({ envPrefix: 'ACME_', interpreter: ${JSON.stringify(realPython())} }).then(async (k) => {
+      await k.execute('6*7')
+      await k.shutdown()
+    })`
+  const traced = (env) => {
+    const out = require('node:child_process').spawnSync(process.execPath, ['-e', script], {
+      env: { ...process.env, ...env }, encoding: 'utf8', timeout: 30000,
+    })
+    assert.equal(out.status, 0, out.stderr)
+    return /\] -> \{"type":"execute"/.test(out.stderr)
+  }
+  assert.equal(traced({ ACME_PYTHON_IPC_TRACE: '1' }), true, 'ACME_PYTHON_IPC_TRACE=1 traces')
+  assert.equal(traced({ PYKERNEL_PYTHON_IPC_TRACE: '1' }), false, 'the default brand\'s switch does not')
+})

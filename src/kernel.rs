@@ -362,7 +362,7 @@ impl Kernel {
             });
         }
         let trace = base_env
-            .get("PYKERNEL_PYTHON_IPC_TRACE")
+            .get(&format!("{}PYTHON_IPC_TRACE", config.env_prefix))
             .is_some_and(|v| v == "1");
 
         let cache = {

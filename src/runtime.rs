@@ -121,7 +121,7 @@ impl ResolveOptions {
 
     fn skip_check(&self) -> bool {
         self.base_env
-            .get("PYKERNEL_PYTHON_SKIP_CHECK")
+            .get(&format!("{}PYTHON_SKIP_CHECK", self.env_prefix))
             .is_some_and(|v| v == "1")
     }
 }
@@ -410,6 +410,20 @@ mod tests {
             env_prefix: "PYKERNEL_".into(),
             sandboxed: true,
         }
+    }
+
+    #[test]
+    fn skip_check_is_named_with_the_env_prefix() {
+        let dir = std::env::temp_dir();
+        let mut o = opts(&dir);
+        o.base_env
+            .insert("PYKERNEL_PYTHON_SKIP_CHECK".into(), "1".into());
+        assert!(o.skip_check());
+        o.env_prefix = "ACME_".into();
+        assert!(!o.skip_check(), "another brand's switch");
+        o.base_env
+            .insert("ACME_PYTHON_SKIP_CHECK".into(), "1".into());
+        assert!(o.skip_check());
     }
 
     fn fake_python(dir: &Path, script: &str) -> PathBuf {
