@@ -190,7 +190,15 @@ pub fn resolve(opts: &ResolveOptions) -> Result<(Resolved, Vec<Skipped>)> {
 /// `activate` script would, so `pip` and console scripts of the venv come first on PATH.
 pub fn apply_to_env(resolved: &Resolved, env: &mut std::collections::BTreeMap<String, String>) {
     if let Some(venv) = &resolved.venv {
-        env.insert("VIRTUAL_ENV".into(), venv.display().to_string());
+        // A conda environment is named by CONDA_PREFIX (what conda's activate sets), a
+        // venv by VIRTUAL_ENV; either way its bin dir leads PATH, so `!pip` and the
+        // environment's own tools are the ones a cell runs.
+        let variable = if is_conda_env(venv) {
+            "CONDA_PREFIX"
+        } else {
+            "VIRTUAL_ENV"
+        };
+        env.insert(variable.into(), venv.display().to_string());
         let bin = venv.join("bin").display().to_string();
         let path = match env.get("PATH") {
             Some(old) if !old.is_empty() => format!("{bin}:{old}"),
@@ -287,11 +295,15 @@ fn explicit_path(explicit: &str, cwd: &Path, env: &HashMap<String, String>) -> P
 /// The venv an interpreter at `<venv>/bin/python` belongs to: `pyvenv.cfg` sits above its
 /// bin dir. The path is not canonicalized: a venv's python is a symlink to the base
 /// interpreter, and following it would lose the venv.
+/// The virtual environment (a `pyvenv.cfg` above the bin dir) or conda environment (a
+/// `conda-meta` directory there) an interpreter belongs to.
 fn venv_of(exe: &Path) -> Option<PathBuf> {
     let venv = exe.parent()?.parent()?;
-    venv.join("pyvenv.cfg")
-        .is_file()
-        .then(|| venv.to_path_buf())
+    (venv.join("pyvenv.cfg").is_file() || is_conda_env(venv)).then(|| venv.to_path_buf())
+}
+
+fn is_conda_env(dir: &Path) -> bool {
+    dir.join("conda-meta").is_dir() && !dir.join("pyvenv.cfg").is_file()
 }
 
 /// (candidate, cwd, PATH and the shim selectors as probed) -> (real executable, version).
@@ -442,6 +454,26 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("VIRTUAL_ENV (not set)"), "{msg}");
         assert!(msg.contains("python3 on PATH (not found on PATH)"), "{msg}");
+    }
+
+    #[test]
+    fn a_conda_env_is_named_by_conda_prefix_and_its_bin_leads_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = dir.path().join("envs/ml");
+        fake_python(&env, "echo /real/conda/python; echo 3.11.4");
+        std::fs::create_dir_all(env.join("conda-meta")).unwrap();
+        let mut o = opts(dir.path());
+        o.base_env
+            .insert("CONDA_PREFIX".into(), env.display().to_string());
+        let (resolved, _) = resolve(&o).unwrap();
+        assert_eq!(resolved.source, Source::Conda);
+        assert_eq!(resolved.venv.as_deref(), Some(env.as_path()));
+        let mut vars =
+            std::collections::BTreeMap::from([("PATH".to_string(), "/usr/bin".to_string())]);
+        apply_to_env(&resolved, &mut vars);
+        assert_eq!(vars["PATH"], format!("{}/bin:/usr/bin", env.display()));
+        assert_eq!(vars["CONDA_PREFIX"], env.display().to_string());
+        assert!(!vars.contains_key("VIRTUAL_ENV"));
     }
 
     #[test]
