@@ -3,7 +3,8 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
-const { startKernel, run, isAlive, kernelProcess } = require('./helpers/kernel')
+const path = require('node:path')
+const { startKernel, run, isAlive, kernelProcess, tempDir } = require('./helpers/kernel')
 
 /** `[session, process group]` of `pid`, host side, from /proc/<pid>/stat. */
 function sessionAndGroup(pid) {
@@ -270,4 +271,21 @@ test('cells queue: concurrent executes run one at a time in arrival order', asyn
     Array.from({ length: 10 }, (_, i) => String(i)),
   )
   assert.equal((await run(kernel, 'order')).result.result['text/plain'], '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]')
+})
+
+test('shutdown runs the atexit handlers cells registered, as Jupyter does; a failing one does not stop it', async () => {
+  const dir = tempDir()
+  const kernel = await startKernel()
+  const marker = path.join(dir, 'atexit-ran')
+  await run(kernel, [
+    'import atexit',
+    'def boom():',
+    '    raise RuntimeError("handler failed")',
+    `atexit.register(lambda: open(${JSON.stringify(marker)}, "w").write("flushed"))`,
+    'atexit.register(boom)',
+  ].join('\n'))
+  const outcome = await kernel.shutdown()
+  assert.equal(outcome.confirmed, true)
+  assert.equal(outcome.exitCode, 0)
+  assert.equal(fs.readFileSync(marker, 'utf8'), 'flushed')
 })

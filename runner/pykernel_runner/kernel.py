@@ -191,6 +191,14 @@ class Kernel:
         ends whatever is left of the process group; when the host is gone, nobody else
         will, so the whole group goes down with the runner.
         """
+        if host_present and "atexit" in sys.modules:
+            # A shutdown the host asked for is a normal exit, so atexit handlers run
+            # as they would in Jupyter (files flushed, temporary state removed); the
+            # host's grace period bounds them.  Their failures are printed by atexit.
+            try:
+                sys.modules["atexit"]._run_exitfuncs()
+            except BaseException:
+                pass
         try:
             self._drain_output(_EXIT_DRAIN_TIMEOUT)
             self._channel.release()
