@@ -165,8 +165,11 @@ export interface BackendSettings {
   js?: boolean
 }
 
-/** Whether a kernel can start here; never throws. Probes are cached per interpreter and cwd. */
-export declare function checkPythonKernelAvailability(options?: ResolvePythonOptions | undefined | null): Promise<Availability>
+/**
+ * Whether a kernel can start here; never throws (options of the wrong shape are an
+ * `ok: false` answer saying so). Probes are cached per interpreter and cwd.
+ */
+export declare function checkPythonKernelAvailability(options?: ResolvePythonOptions): Promise<Availability>
 
 /**
  * Clamps a line to `maxColumns` terminal columns (ANSI sequences count 0, wide characters

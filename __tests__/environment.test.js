@@ -114,6 +114,22 @@ test('checkPythonKernelAvailability says why when there is no Python', async () 
   assert.ok(fs.existsSync(some.path))
 })
 
+test('checkPythonKernelAvailability never throws: a mistyped option or a missing cwd is a plain answer', async () => {
+  for (const [options, reason] of [
+    [{ cwd: 42 }, /^invalid argument `options`: .*ResolvePythonOptions\.cwd/],
+    [42, /^invalid argument `options`: must be an object$/],
+    [{ cwd: '/no/such/dir' }, /^cwd \/no\/such\/dir does not exist; pass an existing directory as `cwd`\.$/],
+  ]) {
+    const answer = await addon.checkPythonKernelAvailability(options)
+    assert.equal(answer.ok, false, JSON.stringify(options))
+    assert.match(answer.reason, reason)
+  }
+  // A missing cwd is named as such, not blamed on every interpreter that was tried.
+  await assert.rejects(addon.resolvePython({ cwd: '/no/such/dir' }), { code: 'ERR_CWD_INVALID' })
+  const backends = await addon.evalBackends({ cwd: '/no/such/dir' })
+  assert.match(backends.pythonError, /cwd \/no\/such\/dir does not exist/)
+})
+
 test('a relative cwd is the host\'s: for Kernel.start, a request and a pool session', async (t) => {
   const root = fs.realpathSync(tempDir())
   // `sub/sub` exists too: resolved against the kernel's own directory, `sub` became it.

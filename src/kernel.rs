@@ -335,7 +335,7 @@ impl Kernel {
     /// Starts the Python process, which then waits for [`Kernel::initialize`]. Most of a
     /// kernel's start-up is here, so a pool can keep a spawned spare ready.
     pub async fn spawn(config: &KernelConfig) -> Result<Arc<Kernel>> {
-        check_cwd(&config.cwd)?;
+        runtime::check_cwd(&config.cwd)?;
         let base_env = config.base_env_or_host();
         let resolved = Kernel::resolve(config).await?;
         let runner_dir = config
@@ -1058,20 +1058,6 @@ struct RouteGuard<'a> {
 impl Drop for RouteGuard<'_> {
     fn drop(&mut self) {
         self.routes.lock().unwrap().routes.remove(self.id);
-    }
-}
-
-fn check_cwd(cwd: &std::path::Path) -> Result<()> {
-    match std::fs::metadata(cwd) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(KernelError::CwdInvalid {
-            path: cwd.to_path_buf(),
-            reason: "is not a directory",
-        }),
-        Err(_) => Err(KernelError::CwdInvalid {
-            path: cwd.to_path_buf(),
-            reason: "does not exist",
-        }),
     }
 }
 

@@ -128,6 +128,9 @@ impl ResolveOptions {
 
 /// Resolves the interpreter, returning it and the candidates skipped before it.
 pub fn resolve(opts: &ResolveOptions) -> Result<(Resolved, Vec<Skipped>)> {
+    // Every candidate is probed in the cwd: a missing one would fail them all, and the
+    // error would blame the interpreters.
+    check_cwd(&opts.cwd)?;
     if let Some(explicit) = &opts.interpreter {
         let path = explicit_path(explicit, &opts.cwd, &opts.base_env);
         let venv = venv_of(&path);
@@ -295,6 +298,21 @@ fn explicit_path(explicit: &str, cwd: &Path, env: &HashMap<String, String>) -> P
 /// The venv an interpreter at `<venv>/bin/python` belongs to: `pyvenv.cfg` sits above its
 /// bin dir. The path is not canonicalized: a venv's python is a symlink to the base
 /// interpreter, and following it would lose the venv.
+/// The kernel's working directory exists and is a directory.
+pub fn check_cwd(cwd: &Path) -> Result<()> {
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(KernelError::CwdInvalid {
+            path: cwd.to_path_buf(),
+            reason: "is not a directory",
+        }),
+        Err(_) => Err(KernelError::CwdInvalid {
+            path: cwd.to_path_buf(),
+            reason: "does not exist",
+        }),
+    }
+}
+
 /// The virtual environment (a `pyvenv.cfg` above the bin dir) or conda environment (a
 /// `conda-meta` directory there) an interpreter belongs to.
 fn venv_of(exe: &Path) -> Option<PathBuf> {

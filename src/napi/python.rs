@@ -106,13 +106,29 @@ pub struct Availability {
     pub isolation: super::sandbox::IsolationInfo,
 }
 
-/// Whether a kernel can start here; never throws. Probes are cached per interpreter and cwd.
-#[napi(ts_return_type = "Promise<Availability>")]
+/// Whether a kernel can start here; never throws (options of the wrong shape are an
+/// `ok: false` answer saying so). Probes are cached per interpreter and cwd.
+#[napi(
+    ts_args_type = "options?: ResolvePythonOptions",
+    ts_return_type = "Promise<Availability>"
+)]
 pub fn check_python_kernel_availability<'env>(
     env: &'env Env,
-    options: Option<ResolvePythonOptions>,
+    options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, Availability>> {
-    let opts = resolve_options(options);
+    // Read by hand: a mistyped field would otherwise be napi's synchronous throw.
+    let options = options
+        .filter(|value| !matches!(value.get_type(), Ok(ValueType::Null)))
+        .map(|value| {
+            if value.get_type()? != ValueType::Object {
+                return Err(Error::new(Status::InvalidArg, "must be an object"));
+            }
+            // SAFETY: the env and value of this call, converted while it runs.
+            unsafe { ResolvePythonOptions::from_napi_value(env.raw(), value.raw()) }
+        })
+        .transpose()
+        .map_err(|e| format!("invalid argument `options`: {}", e.reason));
+    let opts = options.map(resolve_options);
     promise(env, async move {
         let isolation = blocking(|| Ok(crate::sandbox::default_isolation()))
             .await
@@ -124,7 +140,13 @@ pub fn check_python_kernel_availability<'env>(
                     missing: vec![e.to_string()],
                 },
             );
-        Ok(match blocking(move || runtime::resolve(&opts)).await {
+        let resolved = match opts {
+            Ok(opts) => blocking(move || runtime::resolve(&opts))
+                .await
+                .map_err(|e| e.to_string()),
+            Err(reason) => Err(reason),
+        };
+        Ok(match resolved {
             Ok((resolved, _)) => Availability {
                 ok: true,
                 path: Some(resolved.path.display().to_string()),
@@ -132,11 +154,11 @@ pub fn check_python_kernel_availability<'env>(
                 reason: None,
                 isolation,
             },
-            Err(err) => Availability {
+            Err(reason) => Availability {
                 ok: false,
                 path: None,
                 version: None,
-                reason: Some(err.to_string()),
+                reason: Some(reason),
                 isolation,
             },
         })
