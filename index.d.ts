@@ -15,15 +15,18 @@ export type KernelEvent =
 
 export interface ExecuteOptions {
   /** Wall-clock budget; on expiry the cell is interrupted (SIGINT to the process group),
-   *  and the kernel is killed if it does not stop within 5 s. No timeout by default. */
+   *  and the kernel is killed if it does not stop within 5 s. No timeout by default;
+   *  0 is none too, as the pool's `timeoutSeconds: 0`. */
   timeoutMs?: number
   /** Aborting interrupts the cell like a timeout does. */
   signal?: AbortSignal
   /** Called for every event, in order, before the promise resolves. */
   onEvent?: (event: KernelEvent) => void
-  /** Per-request working directory (it persists for the session). */
+  /** Per-request working directory (it persists for the session); a relative one is
+   *  taken from the host's working directory. */
   cwd?: string
-  /** Per-request variables; null unsets. */
+  /** Variables for this request only; null unsets. Afterwards each is back to what it
+   *  was, unless the cell set it itself. */
   env?: Record<string, string | null>
   /** The most bytes of stdout (and of stderr) the result keeps; the rest still streams to
    *  `onEvent`, and the result ends with a line saying how much it left out. 0 to 256 MiB.
@@ -37,7 +40,7 @@ export interface ExecuteOptions {
 
 export interface EvaluateOptions {
   /** Per cell; on expiry the cell is interrupted (and the kernel killed 5 s later if it
-   *  does not stop). No timeout by default. */
+   *  does not stop). No timeout by default; 0 is none too. */
   timeoutMs?: number
   signal?: AbortSignal
   /** Every event of every cell, in order, with the index of its cell. */
@@ -243,7 +246,10 @@ export interface EvalResult {
   failedCell?: number
   /** What the agent reads: notices first (`[...]`), then the sanitized, truncated text. */
   output: string
-  /** 0 ok, 1 failed, null cancelled. */
+  /**
+   * 0 ok, 1 failed, null cancelled: by an abort or a timeout (`timedOut` says which;
+   * a cell that ran past its time did not fail, it was stopped).
+   */
   exitCode: 0 | 1 | null
   cancelled: boolean
   timedOut: boolean

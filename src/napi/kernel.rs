@@ -309,7 +309,7 @@ impl JsKernel {
             let artifacts_dir: Option<String> = reader.get("artifactsDir", "a string")?;
             let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
             let eval = EvalOptions {
-                timeout: reader.millis("timeoutMs", bounds::MAX_LONG_MS)?,
+                timeout: reader.timeout_millis("timeoutMs", bounds::MAX_LONG_MS)?,
                 artifacts_dir: artifacts_dir.map(PathBuf::from),
                 status_mime: self.inner.status_mime().to_string(),
                 ..Default::default()
@@ -502,7 +502,7 @@ fn parse_execute_options(
             .get::<String>("cwd", "a string")?
             .map(|cwd| super::host_path(cwd).to_string_lossy().into_owned()),
         env: env_changes.map(|m| m.into_iter().collect::<BTreeMap<_, _>>()),
-        timeout: options.millis("timeoutMs", bounds::MAX_LONG_MS)?,
+        timeout: options.timeout_millis("timeoutMs", bounds::MAX_LONG_MS)?,
         max_captured_bytes: Some(captured_bytes(options)?),
     };
     Ok((request, options.callback("onEvent")?, options.signal()?))

@@ -232,6 +232,12 @@ impl<'a, 'env> OptionReader<'a, 'env> {
         }
     }
 
+    /// A timeout in milliseconds from 0 to `max`, where 0 is none: as the pool's
+    /// `timeoutSeconds: 0`, not a cell stopped as it starts.
+    pub fn timeout_millis(&self, name: &'static str, max: u64) -> Parsed<Option<Duration>> {
+        Ok(self.millis(name, max)?.filter(|t| !t.is_zero()))
+    }
+
     /// The `signal` option.
     pub fn signal(&self) -> Parsed<Cancellation> {
         let Some(signal) = self.get::<Object>("signal", "an AbortSignal")? else {
