@@ -92,6 +92,12 @@ export declare class Kernel {
   get interpreter(): string
   get executionCount(): number
   /**
+   * Lines from the kernel's protocol pipe that reached no request: frames for an
+   * unknown or finished request id (forged by code in the kernel, or output of a thread
+   * that outlived its cell) and lines that are not frames. They change nothing.
+   */
+  get droppedFrames(): number
+  /**
    * Runs one cell. Events stream to `onEvent` in order; all of them have been delivered
    * when the promise resolves.
    */

@@ -240,6 +240,14 @@ impl JsKernel {
         self.inner.execution_count()
     }
 
+    /// Lines from the kernel's protocol pipe that reached no request: frames for an
+    /// unknown or finished request id (forged by code in the kernel, or output of a thread
+    /// that outlived its cell) and lines that are not frames. They change nothing.
+    #[napi(getter)]
+    pub fn dropped_frames(&self) -> f64 {
+        self.inner.dropped_frames() as f64
+    }
+
     /// Runs one cell. Events stream to `onEvent` in order; all of them have been delivered
     /// when the promise resolves.
     #[napi(
