@@ -272,7 +272,13 @@ export interface ExecuteResult {
   stdinRequested: boolean
   stdout: string
   stderr: string
+  /**
+   * The cell's first displays: at most 100, or 64 MiB as JSON. When it showed more,
+   * the rest went to `onEvent` only, and (`execute`) a last text/plain bundle says so.
+   */
   displays: MimeBundle[]
+  /** How many displays went to `onEvent` but were left out of `displays`. */
+  displaysDropped: number
   /** Status events (`_emit_status`), in order. */
   statuses: Array<StatusInfo>
   result?: MimeBundle

@@ -130,8 +130,12 @@ pub struct ExecuteResult {
     pub stdin_requested: bool,
     pub stdout: String,
     pub stderr: String,
+    /// The cell's first displays: at most 100, or 64 MiB as JSON. When it showed more,
+    /// the rest went to `onEvent` only, and (`execute`) a last text/plain bundle says so.
     #[napi(ts_type = "MimeBundle[]")]
     pub displays: Vec<Value>,
+    /// How many displays went to `onEvent` but were left out of `displays`.
+    pub displays_dropped: f64,
     /// Status events (`_emit_status`), in order.
     pub statuses: Vec<StatusInfo>,
     #[napi(ts_type = "MimeBundle")]
@@ -155,6 +159,7 @@ impl From<ExecuteOutcome> for ExecuteResult {
             stdin_requested: o.stdin_requested,
             stdout: o.stdout,
             stderr: o.stderr,
+            displays_dropped: o.displays_dropped as f64,
             displays: o.displays,
             statuses: o
                 .statuses
