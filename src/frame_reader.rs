@@ -22,6 +22,7 @@ const KEPT_CAPACITY: usize = 256 * 1024;
 pub struct LineBuffer {
     line: Vec<u8>,
     limit: usize,
+    kept: usize,
 }
 
 /// What [`LineBuffer::feed`] did with the bytes it was offered.
@@ -36,9 +37,17 @@ pub enum Fed {
 
 impl LineBuffer {
     pub fn new(limit: usize) -> Self {
+        Self::keeping(limit, KEPT_CAPACITY)
+    }
+
+    /// A buffer that keeps `kept` bytes of capacity between lines (tests make it small,
+    /// so that lines of a few bytes already grow it).
+    pub fn keeping(limit: usize, kept: usize) -> Self {
+        let kept = kept.min(limit);
         LineBuffer {
-            line: Vec::with_capacity(KEPT_CAPACITY.min(limit)),
+            line: Vec::with_capacity(kept),
             limit,
+            kept,
         }
     }
 
@@ -85,7 +94,7 @@ impl LineBuffer {
     /// Starts the next line.
     pub fn clear(&mut self) {
         self.line.clear();
-        self.line.shrink_to(KEPT_CAPACITY);
+        self.line.shrink_to(self.kept);
     }
 }
 
