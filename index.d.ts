@@ -95,6 +95,12 @@ export declare class Kernel {
   get interpreter(): string
   get executionCount(): number
   /**
+   * Lines from the kernel's protocol pipe that reached no request: frames for an
+   * unknown or finished request id (forged by code in the kernel, or output of a thread
+   * that outlived its cell) and lines that are not frames. They change nothing.
+   */
+  get droppedFrames(): number
+  /**
    * Runs one cell. Events stream to `onEvent` in order; all of them have been delivered
    * when the promise resolves.
    */
@@ -275,7 +281,13 @@ export interface ExecuteResult {
   stdinRequested: boolean
   stdout: string
   stderr: string
+  /**
+   * The cell's first displays: at most 100, or 64 MiB as JSON. When it showed more,
+   * the rest went to `onEvent` only, and (`execute`) a last text/plain bundle says so.
+   */
   displays: MimeBundle[]
+  /** How many displays went to `onEvent` but were left out of `displays`. */
+  displaysDropped: number
   /** Status events (`_emit_status`), in order. */
   statuses: Array<StatusInfo>
   result?: MimeBundle

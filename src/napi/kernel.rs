@@ -136,8 +136,12 @@ pub struct ExecuteResult {
     pub stdin_requested: bool,
     pub stdout: String,
     pub stderr: String,
+    /// The cell's first displays: at most 100, or 64 MiB as JSON. When it showed more,
+    /// the rest went to `onEvent` only, and (`execute`) a last text/plain bundle says so.
     #[napi(ts_type = "MimeBundle[]")]
     pub displays: Vec<Value>,
+    /// How many displays went to `onEvent` but were left out of `displays`.
+    pub displays_dropped: f64,
     /// Status events (`_emit_status`), in order.
     pub statuses: Vec<StatusInfo>,
     #[napi(ts_type = "MimeBundle")]
@@ -161,6 +165,7 @@ impl From<ExecuteOutcome> for ExecuteResult {
             stdin_requested: o.stdin_requested,
             stdout: o.stdout,
             stderr: o.stderr,
+            displays_dropped: o.displays_dropped as f64,
             displays: o.displays,
             statuses: o
                 .statuses
@@ -244,6 +249,14 @@ impl JsKernel {
     #[napi(getter)]
     pub fn execution_count(&self) -> u32 {
         self.inner.execution_count()
+    }
+
+    /// Lines from the kernel's protocol pipe that reached no request: frames for an
+    /// unknown or finished request id (forged by code in the kernel, or output of a thread
+    /// that outlived its cell) and lines that are not frames. They change nothing.
+    #[napi(getter)]
+    pub fn dropped_frames(&self) -> f64 {
+        self.inner.dropped_frames() as f64
     }
 
     /// Runs one cell. Events stream to `onEvent` in order; all of them have been delivered
