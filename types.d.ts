@@ -11,7 +11,38 @@ export type KernelEvent =
   | { type: 'result'; bundle: MimeBundle }
   | { type: 'status'; op: string; data: Record<string, unknown> }
   | { type: 'clear'; wait: boolean }
+  /** `ename` is the exception's class name, or `'KernelDied'` when the kernel process
+   *  ended under the cell (`evalue` says how: exit code, signal, killed by the host). */
   | { type: 'error'; ename: string; evalue: string; traceback: string[] }
+
+/** The `code` of every error pykernel throws or rejects with (`ERR_INTERNAL`: an
+ *  unexpected failure inside the addon; please report it). */
+export type ErrorCode =
+  | 'ERR_ARTIFACTS_DIR'
+  | 'ERR_CWD_INVALID'
+  | 'ERR_INTERNAL'
+  | 'ERR_INVALID_ARG'
+  | 'ERR_IO'
+  | 'ERR_KERNEL_DEAD'
+  | 'ERR_KERNEL_START_FAILED'
+  | 'ERR_KERNEL_START_TIMEOUT'
+  | 'ERR_KV_BUSY'
+  | 'ERR_KV_CORRUPT'
+  | 'ERR_KV_KEY'
+  | 'ERR_KV_LIMIT'
+  | 'ERR_POOL_DISPOSED'
+  | 'ERR_PYTHON_INVALID'
+  | 'ERR_PYTHON_NOT_FOUND'
+  | 'ERR_RUNNER_DIR'
+  | 'ERR_SANDBOX'
+  | 'ERR_SESSION_DISPOSED'
+
+/** An error from pykernel: an `Error` with one of the codes above. A napi argument
+ *  conversion failure keeps its original status in `napiCode`. */
+export interface PykernelError extends Error {
+  code: ErrorCode
+  napiCode?: string
+}
 
 export interface ExecuteOptions {
   /** Wall-clock budget; on expiry the cell is interrupted (SIGINT to the process group),

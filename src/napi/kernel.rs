@@ -30,7 +30,8 @@ pub struct KernelOptions {
     /// Working directory; must exist and be a directory. @default process.cwd()
     pub cwd: Option<String>,
     /// The environment to filter (SPEC 9). @default process.env
-    pub base_env: Option<HashMap<String, String>>,
+    #[napi(ts_type = "Record<string, string | undefined>")]
+    pub base_env: Option<super::JsEnv>,
     /// Host-managed variables, added after filtering.
     pub env: Option<HashMap<String, String>>,
     /// An explicit Python executable; skips discovery.
@@ -88,7 +89,7 @@ impl KernelOptions {
         )?
         .map(|n| n as usize);
         config.session_id = self.session_id;
-        config.base_env = self.base_env;
+        config.base_env = self.base_env.map(super::defined_vars);
         config.env = self.env.unwrap_or_default();
         config.interpreter = self.interpreter;
         if let Some(prefix) = self.env_prefix {

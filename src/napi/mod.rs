@@ -23,6 +23,7 @@ mod pool;
 mod python;
 mod sandbox;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use napi::bindgen_prelude::*;
@@ -73,6 +74,16 @@ where
 pub(crate) fn cwd_or_current(cwd: Option<String>) -> PathBuf {
     cwd.map(host_path)
         .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")))
+}
+
+/// An environment as JavaScript holds one (`process.env` is typed with `undefined`
+/// values): the variables that have a value.
+pub(crate) type JsEnv = HashMap<String, Option<String>>;
+
+pub(crate) fn defined_vars(env: JsEnv) -> HashMap<String, String> {
+    env.into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect()
 }
 
 /// A path given by the host, made absolute against the host's working directory. The

@@ -17,7 +17,8 @@ pub struct ResolvePythonOptions {
     pub interpreter: Option<String>,
     /// Read for discovery; candidates are probed with it filtered as for a kernel.
     /// @default process.env
-    pub base_env: Option<HashMap<String, String>>,
+    #[napi(ts_type = "Record<string, string | undefined>")]
+    pub base_env: Option<super::JsEnv>,
     /// The filter's prefix, as the kernel's `envPrefix`. @default "PYKERNEL_"
     pub env_prefix: Option<String>,
 }
@@ -54,6 +55,7 @@ fn resolve_options(options: Option<ResolvePythonOptions>) -> ResolveOptions {
         interpreter: options.interpreter,
         base_env: options
             .base_env
+            .map(super::defined_vars)
             .unwrap_or_else(|| std::env::vars().collect()),
         env_prefix: options
             .env_prefix
@@ -173,11 +175,9 @@ pub struct FilterEnvOptions {
 
 /// The variables of `env` a kernel may see (SPEC 9): denylist, allowlist, secret pattern,
 /// allow-prefixes, in that order; everything else is dropped.
-#[napi]
-pub fn filter_env(
-    env: HashMap<String, String>,
-    options: Option<FilterEnvOptions>,
-) -> HashMap<String, String> {
+#[napi(ts_args_type = "env: Record<string, string | undefined>, options?: FilterEnvOptions")]
+pub fn filter_env(env: super::JsEnv, options: Option<FilterEnvOptions>) -> HashMap<String, String> {
+    let env = super::defined_vars(env);
     let prefix = options
         .and_then(|o| o.env_prefix)
         .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
@@ -198,7 +198,8 @@ pub struct EvalBackendsOptions {
     pub settings: Option<BackendSettings>,
     /// Where the flags are read, and the environment of the Python preflight.
     /// @default process.env
-    pub env: Option<HashMap<String, String>>,
+    #[napi(ts_type = "Record<string, string | undefined>")]
+    pub env: Option<super::JsEnv>,
     /// @default "PYKERNEL_"
     pub env_prefix: Option<String>,
     /// `'boolean'`: `<PREFIX>PY` / `<PREFIX>JS` are booleans overriding their own setting;
@@ -234,7 +235,10 @@ pub fn eval_backends<'env>(
         cwd: None,
         interpreter: None,
     });
-    let vars = options.env.unwrap_or_else(|| std::env::vars().collect());
+    let vars = options
+        .env
+        .map(super::defined_vars)
+        .unwrap_or_else(|| std::env::vars().collect());
     let style = match options.flag_style.as_deref() {
         None | Some("boolean") => backends::FlagStyle::Boolean,
         Some("mode") => backends::FlagStyle::Mode,
