@@ -203,7 +203,7 @@ class Channel:
         self._fd = fd
         self._lock = threading.Lock()
         self._on_broken = on_broken
-        self._held = b""
+        self._held = []             # a held frame's parts, written with the next
         self.divert = None          # %%capture: takes frames it keeps
 
     def send(self, frame, hold=False):
@@ -214,18 +214,19 @@ class Channel:
             return
         data = frame_bytes(frame)
         with interrupts, self._lock:
-            parts = [self._held, data, b"\n"] if self._held else [data, b"\n"]
+            # Parts, not joined: a large frame is not copied once more.
+            parts = self._held + [data, b"\n"]
             if hold:
-                self._held = b"".join(parts)
+                self._held = parts
             else:
-                self._held = b""
+                self._held = []
                 self._write(parts)
 
     def release(self):
         """Write a held frame now."""
         with interrupts, self._lock:
             if self._held and self._fd is not None:
-                parts, self._held = [self._held], b""
+                parts, self._held = self._held, []
                 self._write(parts)
 
     def _write(self, parts):
@@ -244,4 +245,4 @@ class Channel:
 
     def disown(self):
         self._fd = None
-        self._held = b""
+        self._held = []
