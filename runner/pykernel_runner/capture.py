@@ -360,11 +360,19 @@ class FdCapture:
         return token
 
     def wait_seen(self, token, timeout):
-        """Wait until the pump has forwarded everything before *token*."""
+        """Wait until the pump has forwarded everything before *token*; give up
+        after *timeout* seconds in which it forwarded nothing."""
         deadline = time.monotonic() + timeout
+        frames = self.forwarder.frames
         with self._seen_changed:
             while self.seen < token:
                 remaining = deadline - time.monotonic()
+                if remaining <= 0 and self.forwarder.frames != frames:
+                    # Slow, not stuck: a long text is on its way (200 MiB takes
+                    # seconds), and `done` must not overtake its tail.
+                    frames = self.forwarder.frames
+                    deadline = time.monotonic() + timeout
+                    continue
                 if remaining <= 0:
                     diag("%s pipe not drained within %.1f s" % (self.stream, timeout))
                     self.release_held()

@@ -62,6 +62,7 @@ class Forwarder:
         self._dropped_run = None
         self._cause = None
         self._line_start = True     # whether the last text sent ended a line
+        self.frames = 0             # frames sent: a drain waits on while this grows
 
     def send(self, run, texts):
         """Send *texts* (strings, in order) as frames of request *run*."""
@@ -82,6 +83,7 @@ class Forwarder:
         if text:
             self._channel.send({"type": self.stream, "id": run, "data": text})
             self._line_start = text[-1] == "\n"
+            self.frames += 1
 
     def drop(self, run, size, exc):
         """Count *size* characters of *run*'s output as lost to *exc*, and
