@@ -181,6 +181,9 @@ class StreamProxy(io.TextIOBase):
             if not isinstance(s, str):
                 raise TypeError("write() argument must be str, not %s"
                                 % type(s).__name__)
+            # A plain copy: the pump measures and slices the text, and a
+            # subclass's __len__ or __getitem__ is not the runner's to call.
+            s = str.__str__(s)
         if s:
             run = getattr(_current_thread(), RUN_ATTR, _UNSET)
             if run is _UNSET:
