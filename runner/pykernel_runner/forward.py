@@ -42,7 +42,10 @@ def _slices(texts):
 def _cause(exc):
     if isinstance(exc, MemoryError):
         return "the kernel ran out of memory while sending them"
-    return "sending them failed (%s: %s)" % (type(exc).__name__, safe_str(exc))
+    try:
+        return "sending them failed (%s: %s)" % (type(exc).__name__, safe_str(exc))
+    except Exception:
+        return "sending them failed"
 
 
 class Forwarder:
@@ -101,6 +104,8 @@ class Forwarder:
     def report_drops(self):
         """Send the notice of dropped text, if one is owed; False if it could
         not be sent (it is tried again on the next send or drain)."""
+        if not self.dropped:    # the common case, at every marker: no lock taken
+            return True
         with self._lock:
             if not self.dropped:
                 return True
