@@ -263,7 +263,7 @@ class Channel:
         self._fd = fd
         self._lock = threading.Lock()
         self._on_broken = on_broken
-        self._held = b""
+        self._held = []             # a held frame's parts, written with the next
         self.divert = None          # %%capture: takes frames it keeps
 
     def send(self, frame, hold=False):
@@ -281,11 +281,12 @@ class Channel:
         if data is None:
             return
         with interrupts, self._lock:
-            parts = [self._held, data, b"\n"] if self._held else [data, b"\n"]
+            # Parts, not joined: a large frame is not copied once more.
+            parts = self._held + [data, b"\n"]
             if hold:
-                self._held = b"".join(parts)
+                self._held = parts
             else:
-                self._held = b""
+                self._held = []
                 self._write(parts)
 
     def _send_pieces(self, frame, text):
@@ -304,7 +305,7 @@ class Channel:
         """Write a held frame now."""
         with interrupts, self._lock:
             if self._held and self._fd is not None:
-                parts, self._held = [self._held], b""
+                parts, self._held = self._held, []
                 self._write(parts)
 
     def _write(self, parts):
@@ -323,4 +324,4 @@ class Channel:
 
     def disown(self):
         self._fd = None
-        self._held = b""
+        self._held = []
