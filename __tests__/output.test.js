@@ -52,6 +52,32 @@ test('evaluate', async (t) => {
     assert.equal(r.truncated, undefined)
   })
 
+  await t.test('updated displays and clear_output read as their final state', async () => {
+    const updates = await kernel.evaluate([cell([
+      "print('start')",
+      "h = display('step 0', display_id=True)",
+      'for i in range(1, 301):',
+      "    h.update(f'step {i}')",
+      "print('end')",
+    ].join('\n'))])
+    assert.equal(updates.output, "start\n'step 300'\nend\n")
+    const cleared = await kernel.evaluate([cell([
+      "print('gone')",
+      'for i in range(300):',
+      '    clear_output(wait=True)',
+      "    print(f'epoch {i}')",
+    ].join('\n')), cell("print('next cell'); clear_output(); print('after')")])
+    assert.equal(cleared.output, 'epoch 299\nafter\n')
+    // execute's displays keep the final state too, each display once.
+    const executed = await kernel.execute("h = display('v0', display_id=True)\nfor i in range(1, 301): h.update(f'v{i}')")
+    assert.deepEqual(executed.displays.map((d) => d['text/plain']), ["'v300'"])
+    assert.equal(executed.displaysDropped, 0)
+    // A cell's earlier cells are never cleared by it, and events still carry everything.
+    const events = []
+    await kernel.evaluate([cell("print('a'); clear_output(); print('b')")], { onEvent: (_, e) => events.push(e.type) })
+    assert.deepEqual(events, ['stdout', 'clear', 'stdout'])
+  })
+
   await t.test('no text says so; images alone are counted', async () => {
     assert.equal((await kernel.evaluate([cell('x = 1')])).output, '(no output)')
     const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='

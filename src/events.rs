@@ -1,6 +1,8 @@
 //! What one cell produced: the streamed [`KernelEvent`]s and the [`ExecuteOutcome`] they
 //! add up to. Built from runner frames; knows nothing about processes or JavaScript.
 
+use std::collections::HashMap;
+
 use serde_json::{json, Map, Value};
 
 use crate::protocol::{DoneStatus, RunnerFrame};
@@ -155,15 +157,33 @@ pub const KEPT_DISPLAY_BYTES: usize = crate::frame_reader::MAX_FRAME_BYTES;
 /// Decides which of a cell's displays are kept: the first ones, within [`KEPT_DISPLAYS`]
 /// and [`KEPT_DISPLAY_BYTES`]. Once one is left out so is every later one, so what is kept
 /// is what the cell showed first, with no gaps.
+///
+/// An update of a display (`update_display`, a handle's `update`) replaces the kept
+/// displays with its id, as a notebook does, instead of counting as one more.
 #[derive(Debug, Clone, Default)]
 pub struct DisplayBudget {
     kept: usize,
     kept_bytes: usize,
     full: bool,
+    /// The size of the latest state of each kept display id.
+    ids: HashMap<String, usize>,
+}
+
+/// What to do with a display, by [`DisplayBudget::admit_display`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Keep it, after the others.
+    Keep,
+    /// Replace the kept displays with its id.
+    Replace,
+    /// Leave it out, and count it.
+    Drop,
+    /// An update of a display this cell did not keep: nothing to change.
+    Ignore,
 }
 
 impl DisplayBudget {
-    /// Whether a display of `bytes` (see [`json_size`]) is kept.
+    /// Whether a new display of `bytes` (see [`json_size`]) is kept.
     pub fn admit(&mut self, bytes: usize) -> bool {
         self.full = self.full
             || self.kept >= KEPT_DISPLAYS
@@ -173,6 +193,33 @@ impl DisplayBudget {
             self.kept_bytes += bytes;
         }
         !self.full
+    }
+
+    /// What to do with a display frame of `bytes`.
+    pub fn admit_display(&mut self, id: Option<&str>, update: bool, bytes: usize) -> Admission {
+        match (id, update) {
+            (Some(id), true) => {
+                let Some(old) = self.ids.get(id).copied() else {
+                    return Admission::Ignore;
+                };
+                let total = self.kept_bytes - old + bytes;
+                if total > KEPT_DISPLAY_BYTES {
+                    return Admission::Drop;
+                }
+                self.kept_bytes = total;
+                self.ids.insert(id.to_string(), bytes);
+                Admission::Replace
+            }
+            _ => {
+                if !self.admit(bytes) {
+                    return Admission::Drop;
+                }
+                if let Some(id) = id {
+                    self.ids.insert(id.to_string(), bytes);
+                }
+                Admission::Keep
+            }
+        }
     }
 }
 
@@ -198,6 +245,8 @@ pub struct Collector {
     stdout_full: bool,
     stderr_full: bool,
     displays: DisplayBudget,
+    /// Where the kept displays of each display id are in `outcome.displays`.
+    display_at: HashMap<String, Vec<usize>>,
     pub outcome: ExecuteOutcome,
     done: bool,
 }
@@ -210,6 +259,7 @@ impl Collector {
             stdout_full: false,
             stderr_full: false,
             displays: DisplayBudget::default(),
+            display_at: HashMap::new(),
             outcome: ExecuteOutcome::default(),
             done: false,
         }
@@ -255,11 +305,28 @@ impl Collector {
                     });
                 }
                 let size = json_size(&bundle);
-                if self.displays.admit(size) {
-                    out.displays.push(bundle.clone());
-                } else {
-                    out.displays_dropped += 1;
-                    out.display_bytes_dropped += size as u64;
+                match self
+                    .displays
+                    .admit_display(display_id.as_deref(), update, size)
+                {
+                    Admission::Keep => {
+                        if let Some(id) = &display_id {
+                            let at = out.displays.len();
+                            self.display_at.entry(id.clone()).or_default().push(at);
+                        }
+                        out.displays.push(bundle.clone());
+                    }
+                    Admission::Replace => {
+                        let id = display_id.as_deref().unwrap_or_default();
+                        for &at in self.display_at.get(id).into_iter().flatten() {
+                            out.displays[at] = bundle.clone();
+                        }
+                    }
+                    Admission::Drop => {
+                        out.displays_dropped += 1;
+                        out.display_bytes_dropped += size as u64;
+                    }
+                    Admission::Ignore => {}
                 }
                 Some(KernelEvent::Display {
                     bundle,
@@ -374,6 +441,32 @@ mod tests {
         assert_eq!(o.statuses[0].op, "cd");
         assert_eq!(o.statuses[0].data["path"], "/tmp");
         assert_eq!(o.result.unwrap()["text/plain"], "2");
+    }
+
+    #[test]
+    fn an_update_replaces_its_display_in_place_and_costs_no_slot() {
+        let mut c = Collector::new(MIME, None);
+        let display = |text: &str, id: Option<&str>, update: bool| RunnerFrame::Display {
+            id: Some("r".into()),
+            bundle: json!({ "text/plain": text }),
+            display_id: id.map(str::to_string),
+            update,
+        };
+        c.apply(display("first", None, false));
+        c.apply(display("0%", Some("bar"), false));
+        for i in 1..=(KEPT_DISPLAYS * 3) {
+            c.apply(display(&format!("{i}%"), Some("bar"), true));
+        }
+        c.apply(display("ghost", Some("never-shown"), true));
+        c.apply(display("last", None, false));
+        let o = c.outcome;
+        let texts: Vec<&str> = o
+            .displays
+            .iter()
+            .map(|d| d["text/plain"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts, ["first", "300%", "last"]);
+        assert_eq!(o.displays_dropped, 0);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! bounded [`OutputAccumulator`]: a cell that prints a gigabyte costs the host its head
 //! and tail, not the gigabyte (the artifact file, when configured, gets every byte).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,10 +12,12 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::events::{json_size, DisplayBudget, ExecuteOutcome, KernelEvent};
+use crate::events::{json_size, Admission, DisplayBudget, ExecuteOutcome, KernelEvent};
 use crate::fifo::Turn;
 use crate::kernel::{AbortHandle, ExecuteRequest, Kernel};
-use crate::output::{render_bundle, ArtifactSink, Image, OutputAccumulator, OutputLimits};
+use crate::output::{
+    render_bundle, ArtifactSink, Image, OutputAccumulator, OutputLimits, Revisable,
+};
 
 /// How much of a cell's stdout/stderr is kept in its per-cell result; `output` is what the
 /// agent reads, and the artifact holds everything.
@@ -105,23 +108,38 @@ struct AgentView<'a> {
     displays: DisplayBudget,
     /// Every image displayed so far in the request, kept or not.
     images_shown: &'a mut usize,
+    /// The cell's latest text, still open to display updates and `clear_output`.
+    revisable: Revisable,
+    /// Where the images and JSON of each kept display id start in the result.
+    data_at: HashMap<String, Vec<(usize, usize)>>,
 }
 
 impl AgentView<'_> {
     fn add(&mut self, event: &KernelEvent) {
         match event {
             KernelEvent::Stdout(text) | KernelEvent::Stderr(text) => self.push_text(text),
-            KernelEvent::Display { bundle, .. } => {
-                let kept = self.displays.admit(json_size(bundle));
-                self.add_bundle(bundle, kept);
+            KernelEvent::Display {
+                bundle,
+                display_id,
+                update,
+            } => {
+                let id = display_id.as_deref();
+                let admission = self.displays.admit_display(id, *update, json_size(bundle));
+                self.add_bundle(bundle, admission, id, *update);
             }
-            KernelEvent::Result(bundle) => self.add_bundle(bundle, true),
+            KernelEvent::Result(bundle) => self.add_bundle(bundle, Admission::Keep, None, false),
             KernelEvent::Status { op, data } => {
                 self.result
                     .statuses
                     .push((op.clone(), Value::Object(data.clone())));
             }
-            KernelEvent::Clear { .. } => {}
+            KernelEvent::Clear { wait } => {
+                let (text, has_text) = (&mut *self.text, &mut *self.has_text);
+                self.revisable.clear(*wait, &mut |s: &str| {
+                    *has_text = true;
+                    text.push(s);
+                });
+            }
             KernelEvent::Error(error) => {
                 let traceback = error.traceback.concat();
                 if traceback.trim().is_empty() {
@@ -133,25 +151,72 @@ impl AgentView<'_> {
         }
     }
 
-    fn add_bundle(&mut self, bundle: &Value, keep_data: bool) {
+    fn add_bundle(&mut self, bundle: &Value, admission: Admission, id: Option<&str>, update: bool) {
         let rendered = render_bundle(bundle, self.status_mime);
         // Next to an image, text/plain is only its stand-in (`<Figure ...>`).
         let text_is_fallback = !rendered.images.is_empty() && !rendered.markdown;
-        if !text_is_fallback {
-            self.push_line(&rendered.text);
+        let mut line = if text_is_fallback {
+            String::new()
+        } else {
+            rendered.text
+        };
+        // Rendered values start on a line of their own and end one.
+        if !line.is_empty() && !line.ends_with('\n') {
+            line.push('\n');
         }
+        let (text, has_text) = (&mut *self.text, &mut *self.has_text);
+        self.revisable.display(id, update, line, &mut |s: &str| {
+            *has_text = true;
+            text.push(s);
+        });
         *self.images_shown += rendered.images.len();
-        if keep_data {
-            self.result.images.extend(rendered.images);
-            self.result.json.extend(rendered.json);
+        match admission {
+            Admission::Keep => {
+                let at = (self.result.images.len(), self.result.json.len());
+                if let Some(id) = id {
+                    self.data_at.entry(id.to_string()).or_default().push(at);
+                }
+                self.result.images.extend(rendered.images);
+                self.result.json.extend(rendered.json);
+            }
+            Admission::Replace => {
+                // The display's new state where its old one was (a display keeps its
+                // number of images from one state to the next; any more are left out).
+                let places = self.data_at.get(id.unwrap_or_default()).cloned();
+                for (image_at, json_at) in places.into_iter().flatten() {
+                    let images = &mut self.result.images;
+                    for (i, image) in rendered.images.iter().enumerate() {
+                        if let Some(slot) = images.get_mut(image_at + i) {
+                            *slot = image.clone();
+                        }
+                    }
+                    let json = &mut self.result.json;
+                    for (i, value) in rendered.json.iter().enumerate() {
+                        if let Some(slot) = json.get_mut(json_at + i) {
+                            *slot = value.clone();
+                        }
+                    }
+                }
+            }
+            Admission::Drop | Admission::Ignore => {}
         }
     }
 
     fn push_text(&mut self, text: &str) {
-        if !text.is_empty() {
-            *self.has_text = true;
-            self.text.push(text);
-        }
+        let (accumulated, has_text) = (&mut *self.text, &mut *self.has_text);
+        self.revisable.text(text, &mut |s: &str| {
+            *has_text = true;
+            accumulated.push(s);
+        });
+    }
+
+    /// The cell ended: its text is final.
+    fn finish(&mut self) {
+        let (text, has_text) = (&mut *self.text, &mut *self.has_text);
+        self.revisable.finish(&mut |s: &str| {
+            *has_text = true;
+            text.push(s);
+        });
     }
 
     /// Rendered values start on a line of their own and end one.
@@ -267,13 +332,17 @@ impl Evaluation {
                 result: &mut self.result,
                 displays: DisplayBudget::default(),
                 images_shown: &mut self.images_shown,
+                revisable: Revisable::default(),
+                data_at: HashMap::new(),
             };
             let outcome = kernel
                 .execute_holding(turn, request, self.options.abort.clone(), |event| {
                     view.add(&event);
                     on_event(index, event);
                 })
-                .await?;
+                .await;
+            view.finish();
+            let outcome = outcome?;
             self.next += 1;
             let failed = !outcome.ok;
             self.record(index, &outcome);
@@ -456,6 +525,8 @@ mod tests {
             result: &mut result,
             displays: DisplayBudget::default(),
             images_shown: &mut shown,
+            revisable: Revisable::default(),
+            data_at: HashMap::new(),
         };
         let mut collector = Collector::new(mime, None);
         for i in 0..KEPT_DISPLAYS + 20 {
@@ -472,6 +543,7 @@ mod tests {
             };
             view.add(&collector.apply(frame).unwrap());
         }
+        view.finish();
         assert_eq!(*view.images_shown, (KEPT_DISPLAYS + 20) / 2);
         assert_eq!(
             view.result.images.len() + view.result.json.len(),
@@ -497,6 +569,8 @@ mod tests {
             result: &mut result,
             displays: DisplayBudget::default(),
             images_shown: &mut 0,
+            revisable: Revisable::default(),
+            data_at: HashMap::new(),
         };
         v.add(&KernelEvent::Display {
             bundle: serde_json::json!({"image/png": "iVBOR", "text/plain": "<Figure size 640x480>"}),
@@ -508,6 +582,8 @@ mod tests {
         v.add(&KernelEvent::Result(serde_json::json!({"text/plain": "2"})));
         assert_eq!(*v.images_shown, 1);
         v.add(&KernelEvent::Stdout("\x1b[31mred\x1b[0m\n".into()));
+        v.finish();
+        assert!(*v.has_text);
         assert_eq!(text.finish().text, "2\nred\n");
     }
 }

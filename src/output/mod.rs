@@ -6,6 +6,8 @@
 //!   implementation ([`OutputAccumulator`]) behind the one-shot [`truncate_output`].
 //! - `artifact`: the file that keeps the full output when the agent's copy is cut.
 //! - `render` and `html`: MIME bundle -> text, images, JSON, status; HTML -> Markdown.
+//! - `revisable`: a cell's latest agent text, still open to display updates and
+//!   `clear_output`, before it reaches the accumulator.
 //! - `clamp`: one line -> at most N terminal columns.
 //! - `escapes`: the escape-sequence parser both of those use, with its bounds.
 //! - `preview`: streaming and collapsed previews.
@@ -16,6 +18,7 @@ pub(crate) mod escapes;
 mod html;
 mod preview;
 mod render;
+mod revisable;
 mod sanitize;
 mod truncate;
 
@@ -26,5 +29,6 @@ pub use preview::{
     collapsed_preview, streaming_preview, PreviewMode, StreamingPreview, STREAMING_PREVIEW_LINES,
 };
 pub use render::{render_bundle, Image, Rendered};
+pub use revisable::Revisable;
 pub use sanitize::{sanitize, Sanitizer, MAX_HELD_LINE_BYTES};
 pub use truncate::{truncate_output, OutputAccumulator, OutputLimits, Truncated};

@@ -1,0 +1,251 @@
+//! The end of a cell's agent text that is still open to change, so the agent reads the
+//! final state a notebook would show: a display updated 300 times (`update_display`, a
+//! display handle's `update`) is one display, and `clear_output` removes what it clears.
+//!
+//! The agent text itself streams into a bounded accumulator that cannot take text back.
+//! So a cell's latest text is held here first, as segments (plain text, or the text of a
+//! display with its id), and passed on when the cell ends or when more than [`HOLD_BYTES`]
+//! is held. Held text can still be revised; text already passed on is final: an update
+//! of a display that was passed on is appended as the display's new state, and a clear
+//! that cannot remove everything says so.
+
+use std::collections::HashSet;
+
+/// The most text held back per cell; past it the held text is passed on.
+pub const HOLD_BYTES: usize = 64 * 1024;
+
+/// Said where a `clear_output` could not take back text already passed on.
+pub const CLEARED_NOTICE: &str = "[earlier output of this cell was cleared by clear_output]\n";
+
+enum Segment {
+    Text(String),
+    Display { id: Option<String>, text: String },
+}
+
+/// One cell's revisable text; `out` receives what becomes final, in order.
+#[derive(Default)]
+pub struct Revisable {
+    held: Vec<Segment>,
+    held_bytes: usize,
+    /// Some of this cell's text was passed on: a clear cannot take it back.
+    passed_on: bool,
+    /// `clear_output(wait=True)`: clear when the next output comes.
+    clear_pending: bool,
+    /// Display ids shown in this cell, held or passed on.
+    seen_ids: HashSet<String>,
+}
+
+impl Revisable {
+    /// Stream text (stdout, stderr, a traceback).
+    pub fn text(&mut self, text: &str, out: &mut impl FnMut(&str)) {
+        if text.is_empty() {
+            return;
+        }
+        self.before_new_output(out);
+        match self.held.last_mut() {
+            Some(Segment::Text(last)) => last.push_str(text),
+            _ => self.held.push(Segment::Text(text.to_string())),
+        }
+        self.grew(text.len(), out);
+    }
+
+    /// A display's text: a new display, or with `update` the new state of every display
+    /// shown with `id`.
+    pub fn display(
+        &mut self,
+        id: Option<&str>,
+        update: bool,
+        text: String,
+        out: &mut impl FnMut(&str),
+    ) {
+        if let (true, Some(id)) = (update, id) {
+            self.update(id, text, out);
+            return;
+        }
+        self.before_new_output(out);
+        if let Some(id) = id {
+            self.seen_ids.insert(id.to_string());
+        }
+        let len = text.len();
+        self.held.push(Segment::Display {
+            id: id.map(str::to_string),
+            text,
+        });
+        self.grew(len, out);
+    }
+
+    /// `clear_output(wait)`.
+    pub fn clear(&mut self, wait: bool, out: &mut impl FnMut(&str)) {
+        if wait {
+            self.clear_pending = true;
+        } else {
+            self.clear_now(out);
+        }
+    }
+
+    /// The cell ended: everything held is final.
+    pub fn finish(&mut self, out: &mut impl FnMut(&str)) {
+        self.pass_on(out);
+        *self = Revisable::default();
+    }
+
+    fn update(&mut self, id: &str, text: String, out: &mut impl FnMut(&str)) {
+        let mut found = false;
+        let mut delta: isize = 0;
+        for segment in &mut self.held {
+            if let Segment::Display {
+                id: Some(shown),
+                text: old,
+            } = segment
+            {
+                if shown == id {
+                    delta += text.len() as isize - old.len() as isize;
+                    old.clone_from(&text);
+                    found = true;
+                }
+            }
+        }
+        if found {
+            self.held_bytes = self.held_bytes.saturating_add_signed(delta);
+            self.grew(0, out);
+        } else if self.seen_ids.contains(id) {
+            // Its earlier state is final already: the new one follows, as a display.
+            let len = text.len();
+            self.held.push(Segment::Display {
+                id: Some(id.to_string()),
+                text,
+            });
+            self.grew(len, out);
+        }
+        // An update of a display never shown in this cell shows nothing, as in Jupyter.
+    }
+
+    fn before_new_output(&mut self, out: &mut impl FnMut(&str)) {
+        if self.clear_pending {
+            self.clear_pending = false;
+            self.clear_now(out);
+        }
+    }
+
+    fn clear_now(&mut self, out: &mut impl FnMut(&str)) {
+        self.held.clear();
+        self.held_bytes = 0;
+        if self.passed_on {
+            out(CLEARED_NOTICE);
+            self.passed_on = false;
+        }
+    }
+
+    fn grew(&mut self, added: usize, out: &mut impl FnMut(&str)) {
+        self.held_bytes += added;
+        if self.held_bytes > HOLD_BYTES {
+            self.pass_on(out);
+        }
+    }
+
+    fn pass_on(&mut self, out: &mut impl FnMut(&str)) {
+        for segment in self.held.drain(..) {
+            match segment {
+                Segment::Text(text) | Segment::Display { text, .. } => {
+                    if !text.is_empty() {
+                        out(&text);
+                        self.passed_on = true;
+                    }
+                }
+            }
+        }
+        self.held_bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(steps: impl FnOnce(&mut Revisable, &mut dyn FnMut(&str))) -> String {
+        let mut text = String::new();
+        let mut out = |s: &str| text.push_str(s);
+        let mut view = Revisable::default();
+        steps(&mut view, &mut out);
+        view.finish(&mut out);
+        text
+    }
+
+    #[test]
+    fn three_hundred_updates_of_one_display_leave_its_final_state() {
+        let text = run(|v, out| {
+            let mut out = |s: &str| out(s);
+            v.text("start\n", &mut out);
+            v.display(Some("p"), false, "0%\n".into(), &mut out);
+            for i in 1..=300 {
+                v.display(Some("p"), true, format!("{i}%\n"), &mut out);
+            }
+            v.text("end\n", &mut out);
+        });
+        assert_eq!(text, "start\n300%\nend\n");
+    }
+
+    #[test]
+    fn clear_output_removes_what_came_before_and_wait_clears_at_the_next_output() {
+        let now = run(|v, out| {
+            let mut out = |s: &str| out(s);
+            v.text("old\n", &mut out);
+            v.clear(false, &mut out);
+            v.text("new\n", &mut out);
+        });
+        assert_eq!(now, "new\n");
+        let waiting = run(|v, out| {
+            let mut out = |s: &str| out(s);
+            for i in 0..300 {
+                v.clear(true, &mut out);
+                v.text(&format!("step {i}\n"), &mut out);
+            }
+        });
+        assert_eq!(waiting, "step 299\n");
+        let trailing = run(|v, out| {
+            let mut out = |s: &str| out(s);
+            v.text("kept\n", &mut out);
+            v.clear(true, &mut out);
+        });
+        assert_eq!(
+            trailing, "kept\n",
+            "a clear that waits for output that never comes"
+        );
+    }
+
+    #[test]
+    fn held_text_is_bounded_and_what_was_passed_on_is_final() {
+        let passed = std::cell::Cell::new(0usize);
+        let mut texts = String::new();
+        let mut out = |s: &str| {
+            passed.set(passed.get() + s.len());
+            texts.push_str(s);
+        };
+        let mut v = Revisable::default();
+        v.display(Some("p"), false, "first\n".into(), &mut out);
+        for _ in 0..100 {
+            v.text(&"x".repeat(1000), &mut out);
+            assert!(v.held_bytes <= HOLD_BYTES);
+        }
+        assert!(passed.get() > 0, "over the bound, held text is passed on");
+        v.display(Some("p"), true, "second\n".into(), &mut out);
+        v.clear(false, &mut out);
+        v.finish(&mut out);
+        assert!(texts.starts_with("first\n"));
+        assert!(
+            texts.ends_with(CLEARED_NOTICE),
+            "{}",
+            &texts[texts.len() - 80..]
+        );
+    }
+
+    #[test]
+    fn an_update_of_a_display_never_shown_shows_nothing() {
+        let text = run(|v, out| {
+            let mut out = |s: &str| out(s);
+            v.display(Some("ghost"), true, "boo\n".into(), &mut out);
+            v.display(None, false, "plain\n".into(), &mut out);
+        });
+        assert_eq!(text, "plain\n");
+    }
+}
