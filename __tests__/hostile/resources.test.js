@@ -175,6 +175,30 @@ for (const [layer, options] of [['with the pids cgroup', {}], ['without it', WIT
   })
 }
 
+for (const [layer, options] of [['with the pids cgroup', {}], ['without it', WITHOUT_CGROUP]]) {
+  test(`exited children not yet waited for (zombies) do not count: 20 of them under maxProcesses: 8 (${layer})`, { timeout: 30_000 }, async (t) => {
+    const kernel = await startKernel({ maxProcesses: 8, ...options })
+    t.after(() => kernel.shutdown())
+    const code = [
+      'import os, time',
+      'children = []',
+      'for _ in range(20):',
+      '    pid = os.fork()',
+      '    if pid == 0:',
+      '        os._exit(0)',
+      // Waits for the exit but leaves the child unreaped: one live child at a time.
+      '    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)',
+      '    children.append(pid)',
+      // Several of the watcher's looks while all 20 are zombies.
+      'time.sleep(0.3)',
+      'print(len([os.waitpid(pid, 0) for pid in children]))',
+    ].join('\n')
+    const r = await kernel.execute(code, { timeoutMs: 20_000 })
+    assert.equal(r.kernelDied, false, JSON.stringify(r.error))
+    assert.equal(r.stdout, '20\n')
+  })
+}
+
 test('the pids cgroup backs the limit up with 32 threads per process: a thread loop under maxProcesses: 8 is refused near 288 tasks; the kernel lives', { timeout: 60_000 }, async (t) => {
   if (!pidsCgroupBase()) return t.skip('no writable pids cgroup on this machine')
   const kernel = await startKernel({ maxProcesses: 8 })
