@@ -232,6 +232,7 @@ fn kill_if_member(_pid: u32, _path: &str) {}
 
 /// Whether process `pid` is in the pids cgroup at `path` (v1 `N:pids:<path>`, v2
 /// `0::<path>`).
+#[cfg(target_os = "linux")]
 fn member_of(pid: u32, path: &str) -> bool {
     let Ok(table) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
         return false;
