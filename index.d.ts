@@ -11,57 +11,91 @@ export type KernelEvent =
   | { type: 'result'; bundle: MimeBundle }
   | { type: 'status'; op: string; data: Record<string, unknown> }
   | { type: 'clear'; wait: boolean }
+  /** `ename` is the exception's class name, or `'KernelDied'` when the kernel process
+   *  ended under the cell (`evalue` says how: exit code, signal, killed by the host). */
   | { type: 'error'; ename: string; evalue: string; traceback: string[] }
+
+/** The `code` of every error pykernel throws or rejects with (`ERR_INTERNAL`: an
+ *  unexpected failure inside the addon; please report it). */
+export type ErrorCode =
+  | 'ERR_ARTIFACTS_DIR'
+  | 'ERR_CWD_INVALID'
+  | 'ERR_INTERNAL'
+  | 'ERR_INVALID_ARG'
+  | 'ERR_IO'
+  | 'ERR_KERNEL_DEAD'
+  | 'ERR_KERNEL_START_FAILED'
+  | 'ERR_KERNEL_START_TIMEOUT'
+  | 'ERR_KV_BUSY'
+  | 'ERR_KV_CORRUPT'
+  | 'ERR_KV_KEY'
+  | 'ERR_KV_LIMIT'
+  | 'ERR_POOL_DISPOSED'
+  | 'ERR_PYTHON_INVALID'
+  | 'ERR_PYTHON_NOT_FOUND'
+  | 'ERR_RUNNER_DIR'
+  | 'ERR_SANDBOX'
+  | 'ERR_SESSION_DISPOSED'
+
+/** An error from pykernel: an `Error` with one of the codes above. A napi argument
+ *  conversion failure keeps its original status in `napiCode`. */
+export interface PykernelError extends Error {
+  code: ErrorCode
+  napiCode?: string | undefined
+}
 
 export interface ExecuteOptions {
   /** Wall-clock budget; on expiry the cell is interrupted (SIGINT to the process group),
-   *  and the kernel is killed if it does not stop within 5 s. No timeout by default. */
-  timeoutMs?: number
+   *  and the kernel is killed if it does not stop within 5 s. No timeout by default;
+   *  0 is none too, as the pool's `timeoutSeconds: 0`. */
+  timeoutMs?: number | undefined
   /** Aborting interrupts the cell like a timeout does. */
-  signal?: AbortSignal
+  signal?: AbortSignal | undefined
   /** Called for every event, in order, before the promise resolves. */
-  onEvent?: (event: KernelEvent) => void
-  /** Per-request working directory (it persists for the session). */
-  cwd?: string
-  /** Per-request variables; null unsets. */
-  env?: Record<string, string | null>
+  onEvent?: ((event: KernelEvent) => void) | undefined
+  /** Per-request working directory (it persists for the session); a relative one is
+   *  taken from the host's working directory. */
+  cwd?: string | undefined
+  /** Variables for this request only; null unsets. Afterwards each is back to what it
+   *  was, unless the cell set it itself. */
+  env?: Record<string, string | null> | undefined
   /** The most bytes of stdout (and of stderr) the result keeps; the rest still streams to
    *  `onEvent`, and the result ends with a line saying how much it left out. 0 to 256 MiB.
    *  @default 134217728 (128 MiB) */
-  maxCapturedBytes?: number
+  maxCapturedBytes?: number | undefined
   /** No result frame and no execution count. @default false */
-  silent?: boolean
+  silent?: boolean | undefined
   /** @default true */
-  storeHistory?: boolean
+  storeHistory?: boolean | undefined
 }
 
 export interface EvaluateOptions {
   /** Per cell; on expiry the cell is interrupted (and the kernel killed 5 s later if it
-   *  does not stop). No timeout by default. */
-  timeoutMs?: number
-  signal?: AbortSignal
+   *  does not stop). No timeout by default; 0 is none too. */
+  timeoutMs?: number | undefined
+  signal?: AbortSignal | undefined
   /** Every event of every cell, in order, with the index of its cell. */
-  onEvent?: (cellIndex: number, event: KernelEvent) => void
+  onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
   /** When output is cut, the full sanitized text is written to a file here. */
-  artifactsDir?: string
+  artifactsDir?: string | undefined
 }
 
 export interface EvalRequest {
   /** Run in order in one kernel; the first failure stops the rest. */
   cells: EvalCell[]
   /** Session key parts: session id, else session file, else cwd. */
-  sessionId?: string
-  sessionFile?: string
-  cwd?: string
-  interpreter?: string
+  sessionId?: string | undefined
+  sessionFile?: string | undefined
+  cwd?: string | undefined
+  interpreter?: string | undefined
   /** Explicit owner; default: the session id (or the session's file or cwd). */
-  ownerId?: string
+  ownerId?: string | undefined
   /** Per cell. @default 30, clamped to 1..3600 with a notice; 0 = no timeout. */
-  timeoutSeconds?: number
+  timeoutSeconds?: number | undefined
   /** A fresh kernel before the first cell. */
-  reset?: boolean
-  signal?: AbortSignal
-  onEvent?: (cellIndex: number, event: KernelEvent) => void
+  reset?: boolean | undefined
+  signal?: AbortSignal | undefined
+  onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
 }
 
 /** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */
@@ -82,6 +116,8 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /** One Python process. */
 export declare class Kernel {
+  /** Kernels are made by `Kernel.start(options)`. */
+  private constructor()
   /** Starts a kernel: resolves Python, spawns the runner, waits until it is ready. */
   static start(options?: KernelOptions | undefined | null): Promise<Kernel>
   get pid(): number
@@ -91,6 +127,12 @@ export declare class Kernel {
   /** The resolved real executable (`sys.executable`). */
   get interpreter(): string
   get executionCount(): number
+  /**
+   * Lines from the kernel's protocol pipe that reached no request: frames for an
+   * unknown or finished request id (forged by code in the kernel, or output of a thread
+   * that outlived its cell) and lines that are not frames. They change nothing.
+   */
+  get droppedFrames(): number
   /**
    * Runs one cell. Events stream to `onEvent` in order; all of them have been delivered
    * when the promise resolves.
@@ -151,22 +193,25 @@ export type JsKvStore = KvStore
 
 export interface Availability {
   ok: boolean
-  path?: string
-  version?: string
-  reason?: string
+  path?: string | undefined
+  version?: string | undefined
+  reason?: string | undefined
   /** The protections a kernel started with the default sandbox gets on this machine. */
   isolation: IsolationInfo
 }
 
 export interface BackendSettings {
   /** @default true */
-  py?: boolean
+  py?: boolean | undefined
   /** @default true */
-  js?: boolean
+  js?: boolean | undefined
 }
 
-/** Whether a kernel can start here; never throws. Probes are cached per interpreter and cwd. */
-export declare function checkPythonKernelAvailability(options?: ResolvePythonOptions | undefined | null): Promise<Availability>
+/**
+ * Whether a kernel can start here; never throws (options of the wrong shape are an
+ * `ok: false` answer saying so). Probes are cached per interpreter and cwd.
+ */
+export declare function checkPythonKernelAvailability(options?: ResolvePythonOptions): Promise<Availability>
 
 /**
  * Clamps a line to `maxColumns` terminal columns (ANSI sequences count 0, wide characters
@@ -182,12 +227,12 @@ export declare function collapsedPreview(text: string, options?: CollapsedPrevie
 
 export interface CollapsedPreviewOptions {
   /** 10 lines for `tool`, 20 for `interactive`. @default 'tool' */
-  mode?: 'tool' | 'interactive'
+  mode?: 'tool' | 'interactive' | undefined
 }
 
 export interface DisposeOptions {
   /** Upper bound for the whole disposal, from 0 to 3,600,000. @default 3000 */
-  budgetMs?: number
+  budgetMs?: number | undefined
 }
 
 export interface ErrorInfo {
@@ -201,23 +246,23 @@ export declare function evalBackends(options?: EvalBackendsOptions | undefined |
 
 export interface EvalBackendsOptions {
   /** The host tool's own settings (`eval.py`, `eval.js`). */
-  settings?: BackendSettings
+  settings?: BackendSettings | undefined
   /**
    * Where the flags are read, and the environment of the Python preflight.
    * @default process.env
    */
-  env?: Record<string, string>
+  env?: Record<string, string | undefined>
   /** @default "PYKERNEL_" */
-  envPrefix?: string
+  envPrefix?: string | undefined
   /**
    * `'boolean'`: `<PREFIX>PY` / `<PREFIX>JS` are booleans overriding their own setting;
    * `'mode'`: `<PREFIX>PY` = 0/bash (JS only), 1/py (Python only), mix/both.
    * @default 'boolean'
    */
-  flagStyle?: 'boolean' | 'mode'
+  flagStyle?: 'boolean' | 'mode' | undefined
   /** For the preflight. */
-  cwd?: string
-  interpreter?: string
+  cwd?: string | undefined
+  interpreter?: string | undefined
 }
 
 export interface EvalBackendsResult {
@@ -225,22 +270,25 @@ export interface EvalBackendsResult {
   py: boolean
   js: boolean
   /** Python was asked for but is not usable here: the error to give Python cells. */
-  pythonError?: string
+  pythonError?: string | undefined
 }
 
 export interface EvalCell {
   code: string
   /** Named in the failure notice ("cell 2 of 3 (title) failed"). */
-  title?: string
+  title?: string | undefined
 }
 
 export interface EvalResult {
   cells: Array<ExecuteResult>
   /** Index of the cell that failed; later cells did not run. */
-  failedCell?: number
+  failedCell?: number | undefined
   /** What the agent reads: notices first (`[...]`), then the sanitized, truncated text. */
   output: string
-  /** 0 ok, 1 failed, null cancelled. */
+  /**
+   * 0 ok, 1 failed, null cancelled: by an abort or a timeout (`timedOut` says which;
+   * a cell that ran past its time did not fail, it was stopped).
+   */
   exitCode: 0 | 1 | null
   cancelled: boolean
   timedOut: boolean
@@ -254,7 +302,7 @@ export interface EvalResult {
   images: Array<ImageOutput>
   json: unknown[]
   statuses: Array<StatusInfo>
-  truncated?: TruncationInfo
+  truncated?: TruncationInfo | undefined
 }
 
 export interface ExecuteResult {
@@ -266,29 +314,35 @@ export interface ExecuteResult {
   stdinRequested: boolean
   stdout: string
   stderr: string
+  /**
+   * The cell's first displays: at most 100, or 64 MiB as JSON. When it showed more,
+   * the rest went to `onEvent` only, and (`execute`) a last text/plain bundle says so.
+   */
   displays: MimeBundle[]
+  /** How many displays went to `onEvent` but were left out of `displays`. */
+  displaysDropped: number
   /** Status events (`_emit_status`), in order. */
   statuses: Array<StatusInfo>
-  result?: MimeBundle
-  error?: ErrorInfo
+  result?: MimeBundle | undefined
+  error?: ErrorInfo | undefined
   /** The cell's title, in results of `evaluate` and `KernelPool.execute`. */
-  title?: string
+  title?: string | undefined
   /**
    * What `onEvent` threw the first time it threw (`execute` only; `evaluate` and the
    * pool say it in a notice). Every event was still delivered.
    */
-  onEventError?: string
+  onEventError?: string | undefined
 }
 
 /**
  * The variables of `env` a kernel may see (SPEC 9): denylist, allowlist, secret pattern,
  * allow-prefixes, in that order; everything else is dropped.
  */
-export declare function filterEnv(env: Record<string, string>, options?: FilterEnvOptions | undefined | null): Record<string, string>
+export declare function filterEnv(env: Record<string, string | undefined>, options?: FilterEnvOptions): Record<string, string>
 
 export interface FilterEnvOptions {
   /** @default "PYKERNEL_" */
-  envPrefix?: string
+  envPrefix?: string | undefined
 }
 
 export interface ImageOutput {
@@ -309,81 +363,81 @@ export interface IsolationInfo {
 
 export interface KernelOptions {
   /** Working directory; must exist and be a directory. @default process.cwd() */
-  cwd?: string
+  cwd?: string | undefined
   /** The environment to filter (SPEC 9). @default process.env */
-  baseEnv?: Record<string, string>
+  baseEnv?: Record<string, string | undefined>
   /** Host-managed variables, added after filtering. */
-  env?: Record<string, string>
+  env?: Record<string, string> | undefined
   /** An explicit Python executable; skips discovery. */
-  interpreter?: string
+  interpreter?: string | undefined
   /** @default "PYKERNEL_" */
-  envPrefix?: string
+  envPrefix?: string | undefined
   /** @default "application/x-pykernel-status" */
-  statusMime?: string
+  statusMime?: string | undefined
   /** From 1 to 3,600,000. @default 10000 */
-  startupTimeoutMs?: number
+  startupTimeoutMs?: number | undefined
   /**
    * RLIMIT_AS for the kernel process, in bytes: an integer from 33,554,432 (32 MiB) to
    * 2^53 - 1.
    */
-  memoryLimitBytes?: number
+  memoryLimitBytes?: number | undefined
   /**
    * At most this many processes for the kernel and all it starts; past it the kernel is
    * killed with them (a fork bomb ends the kernel, not the machine). An integer from 4
    * (the runner's own threads count) to 4,194,304.
    */
-  maxProcesses?: number
+  maxProcesses?: number | undefined
   /**
    * Runs the kernel's bridge calls (`tool.x()`, `agent()`, ...). Its value, or what its
    * Promise resolves to, is the reply as JSON (`undefined` is Python's `None`); a throw
    * or rejection, or a reply JSON cannot hold, is a RuntimeError in the cell.
    */
-  onCall?: (call: BridgeCall) => unknown
+  onCall?: ((call: BridgeCall) => unknown) | undefined
   /** With `sessionId`, where the session's kv store lives (`<dir>/kernel-store/`). */
-  artifactsDir?: string
-  sessionId?: string
+  artifactsDir?: string | undefined
+  sessionId?: string | undefined
   /**
    * What the kernel may reach: on by default (its own process tree and /proc, no
    * signals or ptrace to the host, read-only runner files); `'off'` for hosts that
    * already sandbox.
    */
-  sandbox?: 'off' | SandboxOptions
+  sandbox?: 'off' | SandboxOptions | undefined
 }
 
 export interface KvStoreOptions {
   /** Names the file (`pykernel_<sha256>.json` for `PYKERNEL_`). @default "PYKERNEL_" */
-  envPrefix?: string
+  envPrefix?: string | undefined
 }
 
 export interface PoolOptions {
   /** @default 'session' */
-  mode?: 'session' | 'per-call'
+  mode?: 'session' | 'per-call' | undefined
   /** An integer from 1 to 1024. @default 4 */
-  maxSessions?: number
+  maxSessions?: number | undefined
   /**
    * Idle sessions are evicted after this long; from 0 to 604,800,000 (7 days).
    * @default 300000
    */
-  idleTimeoutMs?: number
+  idleTimeoutMs?: number | undefined
   /** Idle kernels are pinged this often; 0 turns it off. Up to 3,600,000. @default 5000 */
-  heartbeatIntervalMs?: number
+  heartbeatIntervalMs?: number | undefined
   /**
    * A ping unanswered this long marks the kernel wedged; from 1 to 3,600,000.
    * @default 2000
    */
-  heartbeatTimeoutMs?: number
+  heartbeatTimeoutMs?: number | undefined
   /** Each shutdown step waits this long; from 0 to 3,600,000. @default 1000 */
-  shutdownGraceMs?: number
+  shutdownGraceMs?: number | undefined
   /** Where full outputs are written when the agent's copy is cut. */
-  artifactsDir?: string
+  artifactsDir?: string | undefined
   /**
    * Kernels kept started and initialized with the pool's settings for new sessions (a
    * session with its own cwd or kv store initializes one again). @default 1 in
    * 'session' mode, 0 in 'per-call'. An integer from 0 to 64.
    */
-  prewarm?: number
+  prewarm?: number | undefined
   /** Defaults for every kernel (a request's cwd and interpreter override them). */
-  kernel?: KernelOptions
+  kernel?: KernelOptions | undefined
 }
 
 /** Renders a MIME bundle (or a Jupyter `{ data: bundle }` envelope) for an agent. */
@@ -391,7 +445,7 @@ export declare function renderBundle(bundle: MimeBundle, options?: RenderBundleO
 
 export interface RenderBundleOptions {
   /** The MIME type that carries status events. @default "application/x-pykernel-status" */
-  statusMime?: string
+  statusMime?: string | undefined
 }
 
 export interface RenderedBundle {
@@ -401,9 +455,9 @@ export interface RenderedBundle {
   markdown: boolean
   images: Array<RenderedImage>
   /** The `application/json` value, when present. */
-  json?: any
+  json?: any | undefined
   /** The status-MIME value, when present. */
-  status?: any
+  status?: any | undefined
 }
 
 export interface RenderedImage {
@@ -427,31 +481,31 @@ export interface ResolvedPython {
 export declare function resolvePython(options?: ResolvePythonOptions | undefined | null): Promise<ResolvedPython>
 
 export interface ResolvePythonOptions {
-  cwd?: string
-  interpreter?: string
+  cwd?: string | undefined
+  interpreter?: string | undefined
   /**
    * Read for discovery; candidates are probed with it filtered as for a kernel.
    * @default process.env
    */
-  baseEnv?: Record<string, string>
+  baseEnv?: Record<string, string | undefined>
   /** The filter's prefix, as the kernel's `envPrefix`. @default "PYKERNEL_" */
-  envPrefix?: string
+  envPrefix?: string | undefined
 }
 
 export interface SandboxOptions {
   /** `false`: no network but loopback (a network namespace of its own). @default true */
-  network?: boolean
+  network?: boolean | undefined
   /**
    * Confine writes to the kernel's cwd, a private temporary directory (`TMPDIR`),
    * `/dev` and these directories (relative ones against cwd); reads stay allowed.
    * @default undefined (writes anywhere the user may write, except the runner files)
    */
-  writable?: Array<string>
+  writable?: Array<string> | undefined
 }
 
 export interface SessionInfo {
   key: string
-  pid?: number
+  pid?: number | undefined
   owners: Array<string>
   /** A call is running or waiting. */
   busy: boolean
@@ -462,15 +516,15 @@ export interface SessionInfo {
 
 export interface ShutdownOptions {
   /** Wait for each step (exit, SIGTERM, SIGKILL), from 0 to 3,600,000. @default 1000 */
-  graceMs?: number
+  graceMs?: number | undefined
 }
 
 export interface ShutdownResult {
   /** The process is gone (reaped). */
   confirmed: boolean
-  exitCode?: number
+  exitCode?: number | undefined
   /** The name of the signal that ended it, e.g. "SIGKILL". */
-  signal?: string
+  signal?: string | undefined
 }
 
 export interface SkippedCandidate {
@@ -492,14 +546,14 @@ export declare function streamingPreview(text: string | string[], options?: Stre
 
 export interface StreamingPreviewOptions {
   /** An integer from 0 to 1,000,000. @default 100 */
-  maxLines?: number
+  maxLines?: number | undefined
 }
 
 export interface TruncationInfo {
   totalBytes: number
   totalLines: number
   /** The file holding the full output, when `artifactsDir` was given. */
-  artifactPath?: string
+  artifactPath?: string | undefined
   /** Why the full output could not be kept, when `artifactsDir` was given (also a notice). */
-  artifactError?: string
+  artifactError?: string | undefined
 }

@@ -11,19 +11,53 @@ export type KernelEvent =
   | { type: 'result'; bundle: MimeBundle }
   | { type: 'status'; op: string; data: Record<string, unknown> }
   | { type: 'clear'; wait: boolean }
+  /** `ename` is the exception's class name, or `'KernelDied'` when the kernel process
+   *  ended under the cell (`evalue` says how: exit code, signal, killed by the host). */
   | { type: 'error'; ename: string; evalue: string; traceback: string[] }
+
+/** The `code` of every error pykernel throws or rejects with (`ERR_INTERNAL`: an
+ *  unexpected failure inside the addon; please report it). */
+export type ErrorCode =
+  | 'ERR_ARTIFACTS_DIR'
+  | 'ERR_CWD_INVALID'
+  | 'ERR_INTERNAL'
+  | 'ERR_INVALID_ARG'
+  | 'ERR_IO'
+  | 'ERR_KERNEL_DEAD'
+  | 'ERR_KERNEL_START_FAILED'
+  | 'ERR_KERNEL_START_TIMEOUT'
+  | 'ERR_KV_BUSY'
+  | 'ERR_KV_CORRUPT'
+  | 'ERR_KV_KEY'
+  | 'ERR_KV_LIMIT'
+  | 'ERR_POOL_DISPOSED'
+  | 'ERR_PYTHON_INVALID'
+  | 'ERR_PYTHON_NOT_FOUND'
+  | 'ERR_RUNNER_DIR'
+  | 'ERR_SANDBOX'
+  | 'ERR_SESSION_DISPOSED'
+
+/** An error from pykernel: an `Error` with one of the codes above. A napi argument
+ *  conversion failure keeps its original status in `napiCode`. */
+export interface PykernelError extends Error {
+  code: ErrorCode
+  napiCode?: string
+}
 
 export interface ExecuteOptions {
   /** Wall-clock budget; on expiry the cell is interrupted (SIGINT to the process group),
-   *  and the kernel is killed if it does not stop within 5 s. No timeout by default. */
+   *  and the kernel is killed if it does not stop within 5 s. No timeout by default;
+   *  0 is none too, as the pool's `timeoutSeconds: 0`. */
   timeoutMs?: number
   /** Aborting interrupts the cell like a timeout does. */
   signal?: AbortSignal
   /** Called for every event, in order, before the promise resolves. */
   onEvent?: (event: KernelEvent) => void
-  /** Per-request working directory (it persists for the session). */
+  /** Per-request working directory (it persists for the session); a relative one is
+   *  taken from the host's working directory. */
   cwd?: string
-  /** Per-request variables; null unsets. */
+  /** Variables for this request only; null unsets. Afterwards each is back to what it
+   *  was, unless the cell set it itself. */
   env?: Record<string, string | null>
   /** The most bytes of stdout (and of stderr) the result keeps; the rest still streams to
    *  `onEvent`, and the result ends with a line saying how much it left out. 0 to 256 MiB.
@@ -37,7 +71,7 @@ export interface ExecuteOptions {
 
 export interface EvaluateOptions {
   /** Per cell; on expiry the cell is interrupted (and the kernel killed 5 s later if it
-   *  does not stop). No timeout by default. */
+   *  does not stop). No timeout by default; 0 is none too. */
   timeoutMs?: number
   signal?: AbortSignal
   /** Every event of every cell, in order, with the index of its cell. */

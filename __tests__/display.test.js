@@ -92,6 +92,18 @@ test('rich display', async (t) => {
     assert.equal(result.result['text/plain'], '[]', 'the figure was closed')
   })
 
+  await t.test('a figure is rendered at its own dpi, whatever savefig.dpi says (as in Jupyter)', async () => {
+    const size = async (setup) => {
+      const { events } = await ok(kernel, `import matplotlib.pyplot as plt\n${setup}\nfig = plt.figure(figsize=(4, 3), dpi=50)\nplt.plot([1, 2])`)
+      return pngSize(withMime(events, 'image/png')[0].bundle['image/png'])
+    }
+    const plain = await size('plt.rcParams["savefig.dpi"] = "figure"')
+    const dpi200 = await size('plt.rcParams["savefig.dpi"] = 200')
+    await ok(kernel, 'plt.rcParams["savefig.dpi"] = "figure"')
+    assert.ok(plain.width <= 200 && plain.height <= 150, `a 4x3 inch figure at 50 dpi: ${JSON.stringify(plain)}`)
+    assert.deepEqual(dpi200, plain, 'savefig.dpi 200 changed the PNG')
+  })
+
   await t.test('display(fig) then the end of the cell still gives one PNG', async () => {
     const { events } = await ok(kernel, 'fig, ax = plt.subplots()\nax.plot([1, 2])\ndisplay(fig)\nprint("after")')
     assert.equal(withMime(events, 'image/png').length, 1)

@@ -26,6 +26,14 @@ test('filterEnv keeps what Python needs and drops secrets', () => {
   assert.deepEqual(Object.keys(addon.filterEnv({ ACME_X: '1', PYKERNEL_X: '1' }, { envPrefix: 'ACME_' })), ['ACME_X'])
 })
 
+test('filterEnv keeps what tools need behind a proxy or a private index, and drops the SSH agent', () => {
+  const wanted = ['HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'no_proxy',
+    'SSL_CERT_FILE', 'SSL_CERT_DIR', 'REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE', 'PIP_INDEX_URL', 'PIP_EXTRA_INDEX_URL',
+    'PIP_TRUSTED_HOST', 'CUDA_VISIBLE_DEVICES', 'TOKENIZERS_PARALLELISM']
+  const env = Object.fromEntries([...wanted, 'SSH_AUTH_SOCK', 'SSH_AGENT_PID'].map((name) => [name, 'x']))
+  assert.deepEqual(Object.keys(addon.filterEnv(env)).sort(), [...wanted].sort())
+})
+
 test('secrets never reach the kernel; allowed variables do', async (t) => {
   const kernel = await startKernel({
     baseEnv: {
@@ -104,4 +112,57 @@ test('checkPythonKernelAvailability says why when there is no Python', async () 
   const some = await addon.checkPythonKernelAvailability({ cwd })
   assert.equal(some.ok, true)
   assert.ok(fs.existsSync(some.path))
+})
+
+test('checkPythonKernelAvailability never throws: a mistyped option or a missing cwd is a plain answer', async () => {
+  for (const [options, reason] of [
+    [{ cwd: 42 }, /^invalid argument `options`: .*ResolvePythonOptions\.cwd/],
+    [42, /^invalid argument `options`: must be an object$/],
+    [{ cwd: '/no/such/dir' }, /^cwd \/no\/such\/dir does not exist; pass an existing directory as `cwd`\.$/],
+  ]) {
+    const answer = await addon.checkPythonKernelAvailability(options)
+    assert.equal(answer.ok, false, JSON.stringify(options))
+    assert.match(answer.reason, reason)
+  }
+  // A missing cwd is named as such, not blamed on every interpreter that was tried.
+  await assert.rejects(addon.resolvePython({ cwd: '/no/such/dir' }), { code: 'ERR_CWD_INVALID' })
+  const backends = await addon.evalBackends({ cwd: '/no/such/dir' })
+  assert.match(backends.pythonError, /cwd \/no\/such\/dir does not exist/)
+})
+
+test('a relative cwd is the host\'s: for Kernel.start, a request and a pool session', async (t) => {
+  const root = fs.realpathSync(tempDir())
+  // `sub/sub` exists too: resolved against the kernel's own directory, `sub` became it.
+  fs.mkdirSync(path.join(root, 'sub', 'sub'), { recursive: true })
+  fs.mkdirSync(path.join(root, 'other'))
+  const before = process.cwd()
+  process.chdir(root)
+  t.after(() => process.chdir(before))
+  const kernel = await startKernel({ cwd: 'sub' })
+  t.after(() => kernel.shutdown())
+  assert.equal((await run(kernel, 'import os; os.getcwd()')).result.result['text/plain'], `'${path.join(root, 'sub')}'`)
+  assert.equal((await run(kernel, 'import os; os.getcwd()', { cwd: 'other' })).result.result['text/plain'], `'${path.join(root, 'other')}'`)
+  const pool = new addon.KernelPool({ prewarm: 0, kernel: { interpreter: realPython() } })
+  t.after(() => pool.disposeAll())
+  const r = await pool.execute({ cwd: 'sub', cells: [{ code: 'import os; os.getcwd()' }] })
+  assert.equal(r.exitCode, 0, r.output)
+  assert.match(r.output, new RegExp(`'${path.join(root, 'sub')}'`))
+})
+
+test('the protocol trace switch is named with the kernel\'s envPrefix', () => {
+  const script = `
+    const { Kernel } = require(${JSON.stringify(path.resolve(__dirname, '..'))})
+    Kernel.start({ envPrefix: 'ACME_', interpreter: ${JSON.stringify(realPython())} }).then(async (k) => {
+      await k.execute('6*7')
+      await k.shutdown()
+    })`
+  const traced = (env) => {
+    const out = require('node:child_process').spawnSync(process.execPath, ['-e', script], {
+      env: { ...process.env, ...env }, encoding: 'utf8', timeout: 30000,
+    })
+    assert.equal(out.status, 0, out.stderr)
+    return /\] -> \{"type":"execute"/.test(out.stderr)
+  }
+  assert.equal(traced({ ACME_PYTHON_IPC_TRACE: '1' }), true, 'ACME_PYTHON_IPC_TRACE=1 traces')
+  assert.equal(traced({ PYKERNEL_PYTHON_IPC_TRACE: '1' }), false, 'the default brand\'s switch does not')
 })

@@ -3,7 +3,8 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
-const { startKernel, run, isAlive, kernelProcess } = require('./helpers/kernel')
+const path = require('node:path')
+const { startKernel, run, isAlive, kernelProcess, tempDir } = require('./helpers/kernel')
 
 /** `[session, process group]` of `pid`, host side, from /proc/<pid>/stat. */
 function sessionAndGroup(pid) {
@@ -153,6 +154,15 @@ test('kernel basics', async (t) => {
     assert.equal(result.result['text/plain'], '42')
     const again = await run(kernel, 'await twice(value)')
     assert.equal(again.result.result['text/plain'], '84')
+    // The final expression runs on the loop too, in the same turn as the body.
+    const task = await run(kernel, 'await asyncio.sleep(0)\nt = asyncio.create_task(twice(5))\nasyncio.get_running_loop() is not None')
+    assert.equal(task.result.error, undefined, JSON.stringify(task.result.error))
+    assert.equal(task.result.result['text/plain'], 'True')
+    const last = await run(kernel, 'await asyncio.sleep(0)\nasyncio.create_task(twice(6))')
+    assert.equal(last.result.error, undefined, JSON.stringify(last.result.error))
+    assert.match(last.result.result['text/plain'], /^<Task /)
+    assert.equal((await run(kernel, 'await t')).result.result['text/plain'], '10')
+    assert.equal((await run(kernel, "'_pykernel_last_value' in dir()")).result.result['text/plain'], 'False')
   })
 
   // One-line cells are compiled as an expression first (a faster path); these must mean
@@ -163,8 +173,10 @@ test('kernel basics', async (t) => {
     const both = await run(kernel, 'print("out"); x + 1')
     assert.equal(both.result.stdout, 'out\n')
     assert.equal(both.result.result['text/plain'], '6')
-    const indented = await run(kernel, '  x')
-    assert.equal(indented.result.error.ename, 'IndentationError')
+    // A uniformly indented cell runs, as in IPython (pasted from a function body).
+    assert.equal((await run(kernel, '  x')).result.result['text/plain'], '5')
+    assert.equal((await run(kernel, '\n    y = x\n    if y:\n        y += 1\n    y')).result.result['text/plain'], '6')
+    assert.equal((await run(kernel, 'x = 5\n  x')).result.error.ename, 'IndentationError')
     assert.equal((await run(kernel, 'x +')).result.error.ename, 'SyntaxError')
     const failed = await run(kernel, '1/0')
     assert.equal(failed.result.error.ename, 'ZeroDivisionError')
@@ -184,14 +196,21 @@ test('kernel basics', async (t) => {
     assert.equal(kernel.executionCount, before)
   })
 
-  await t.test('per-request cwd and env apply and persist', async () => {
+  await t.test('per-request cwd persists; per-request env is for that request only', async () => {
     const { result } = await run(kernel, 'import os; (os.getcwd(), os.environ.get("PK_A"))', {
       cwd: '/tmp',
       env: { PK_A: 'yes' },
     })
     assert.equal(result.result['text/plain'], "('/tmp', 'yes')")
-    const unset = await run(kernel, 'import os; os.environ.get("PK_A")', { env: { PK_A: null } })
+    const after = await run(kernel, 'import os; (os.getcwd(), os.environ.get("PK_A"))')
+    assert.equal(after.result.result['text/plain'], "('/tmp', None)", 'the env of a request outlived it')
+    await run(kernel, 'os.environ["PK_B"] = "kernel"')
+    const unset = await run(kernel, 'os.environ.get("PK_B")', { env: { PK_B: null } })
     assert.equal(unset.result.result, undefined)
+    assert.equal((await run(kernel, 'os.environ.get("PK_B")')).result.result['text/plain'], "'kernel'", 'unset for one request only')
+    // What the cell sets itself stays, as any change a cell makes.
+    await run(kernel, 'os.environ["PK_C"] = "cell"', { env: { PK_C: 'request' } })
+    assert.equal((await run(kernel, 'os.environ.get("PK_C")')).result.result['text/plain'], "'cell'")
   })
 
   await t.test('values JSON cannot hold still give valid frames', async () => {
@@ -252,4 +271,21 @@ test('cells queue: concurrent executes run one at a time in arrival order', asyn
     Array.from({ length: 10 }, (_, i) => String(i)),
   )
   assert.equal((await run(kernel, 'order')).result.result['text/plain'], '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]')
+})
+
+test('shutdown runs the atexit handlers cells registered, as Jupyter does; a failing one does not stop it', async () => {
+  const dir = tempDir()
+  const kernel = await startKernel()
+  const marker = path.join(dir, 'atexit-ran')
+  await run(kernel, [
+    'import atexit',
+    'def boom():',
+    '    raise RuntimeError("handler failed")',
+    `atexit.register(lambda: open(${JSON.stringify(marker)}, "w").write("flushed"))`,
+    'atexit.register(boom)',
+  ].join('\n'))
+  const outcome = await kernel.shutdown()
+  assert.equal(outcome.confirmed, true)
+  assert.equal(outcome.exitCode, 0)
+  assert.equal(fs.readFileSync(marker, 'utf8'), 'flushed')
 })

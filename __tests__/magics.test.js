@@ -205,6 +205,11 @@ test('magics', async (t) => {
     const more = await ok(kernel, `%%writefile -a ${file}\nline three\n`)
     assert.equal(fs.readFileSync(file, 'utf8'), 'line one\nline two\nline three\n')
     assert.deepEqual(statuses(more.events, 'writefile')[0].data, { path: file, bytes: 11, append: true })
+    // `%%file` is IPython's alias of it.
+    const alias = path.join(dir, 'alias.txt')
+    const aliased = await ok(kernel, `%%file ${alias}\nvia the alias`)
+    assert.equal(fs.readFileSync(alias, 'utf8'), 'via the alias\n')
+    assert.equal(aliased.result.stdout, `Writing ${alias}\n`)
   })
 
   await t.test('unknown magics raise a UsageError NameError', async () => {
@@ -287,6 +292,11 @@ test('magics', async (t) => {
     assert.equal(await value(kernel, "rows.grep('^[12]$', field=1)"), "['a 1 x', 'b 2 y']")
     assert.equal(await value(kernel, 'rows.fields(0, -1)'), "['a x', 'b y', 'c z']")
     assert.equal(await value(kernel, 'rows.fields()'), "[['a', '1', 'x'], ['b', '2', 'y'], ['c', '3', 'z']]")
+    await ok(kernel, "sizes = !printf 'f 21 k\\nb 3 z\\nd 100 a\\nc none y\\n'")
+    assert.equal(await value(kernel, 'sizes.sort()'), "['b 3 z', 'c none y', 'd 100 a', 'f 21 k']")
+    assert.equal(await value(kernel, 'sizes.sort(1)'), "['d 100 a', 'f 21 k', 'b 3 z', 'c none y']")
+    assert.equal(await value(kernel, 'sizes.sort(field=1, nums=True)'), "['c none y', 'b 3 z', 'f 21 k', 'd 100 a']")
+    assert.equal(await value(kernel, 'type(sizes.sort(2)).__name__, sizes[0]'), "('SList', 'f 21 k')", 'a sorted copy; the list is unchanged')
     await ok(kernel, `paths = !printf '${dir}\\n/no/such/path'`)
     assert.equal(await value(kernel, 'paths.p'), `[PosixPath('${dir}')]`)
     const failed = await ok(kernel, "bad = !echo partial; echo why >&2; exit 4\nbad, bad.returncode")

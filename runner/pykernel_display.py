@@ -247,7 +247,10 @@ def _figure_png(fig):
             return None     # nothing drawn: Jupyter shows no image either
         import io
         buffer = io.BytesIO()
+        # At the figure's own dpi, as IPython's inline backend does: without it
+        # matplotlib uses rcParams["savefig.dpi"] (a style or an agent may set it).
         fig.canvas.print_figure(buffer, format="png", bbox_inches="tight",
+                                dpi=fig.dpi,
                                 facecolor=fig.get_facecolor(),
                                 edgecolor=fig.get_edgecolor())
         return _b64(buffer.getvalue())

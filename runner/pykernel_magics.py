@@ -292,6 +292,25 @@ class SList(list):
                 chosen.append(" ".join(picked))
         return self._derived(chosen)
 
+    def sort(self, field=None, nums=False):
+        """A new SList sorted by the whole line or by whitespace-separated
+        *field* (as in ``fields``); with *nums*, by the number its digits
+        make (so 21 comes after 3; 0 where there are none).  As IPython's,
+        it returns the sorted copy and leaves this one as it is."""
+        def key(line):
+            text = line
+            if field is not None:
+                parts = line.split()
+                try:
+                    text = parts[field]
+                except IndexError:
+                    text = ""
+            if not nums:
+                return text
+            digits = "".join(ch for ch in text if ch.isdigit())
+            return int(digits) if digits else 0
+        return self._derived(sorted(self, key=key))
+
     def _derived(self, lines):
         result = SList(lines)
         result.returncode = self.returncode
@@ -1123,6 +1142,8 @@ class Magics:
                          "Overwriting" if exists else "Writing", argv[0]))
         self._api.emit_status("writefile", path=os.path.abspath(path),
                               bytes=len(body.encode("utf-8")), append=append)
+
+    _cell_file = _cell_writefile    # IPython's alias
 
 
 def _from_frames_of(exc, filename):

@@ -35,7 +35,7 @@ function testFiles(dir) {
     .sort()
 }
 
-sh('npx', ['napi', 'build', '--platform', '--release'])
+sh('npm', ['run', 'build'])
 const python = ensureVenv()
 const env = { ...process.env, PYKERNEL_TEST_PYTHON: python }
 

@@ -30,8 +30,8 @@ const ALLOWLIST: &[&str] = &[
     "XDG_CONFIG_HOME",
     "XDG_DATA_HOME",
     "XDG_RUNTIME_DIR",
-    "SSH_AUTH_SOCK",
-    "SSH_AGENT_PID",
+    // Not SSH_AUTH_SOCK (nor SSH_AGENT_PID): the agent socket signs with the user's keys.
+    // A host that wants a kernel to use it passes it in `env`.
     "SSH_CONNECTION",
     "SSH_CLIENT",
     "SSH_TTY",
@@ -49,6 +49,28 @@ const ALLOWLIST: &[&str] = &[
     "CONDA_DEFAULT_ENV",
     "VIRTUAL_ENV",
     "PYTHONPATH",
+    // Networks behind a proxy or a private CA, and private package indexes: without them
+    // pip, requests and curl fail in the kernel where they work in the host.
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "PIP_CERT",
+    // Which GPUs a kernel may use.
+    "CUDA_VISIBLE_DEVICES",
+    // Names that look like secrets to the pattern below but are settings.
+    "TOKENIZERS_PARALLELISM",
     // The usual Windows set.
     "APPDATA",
     "LOCALAPPDATA",
@@ -226,6 +248,36 @@ mod tests {
             "LC_PRIVATE_KEY",
             "RANDOM_THING",
         ] {
+            assert!(!keeps(name), "{name} should be dropped");
+        }
+    }
+
+    #[test]
+    fn every_allowlist_entry_is_kept_and_every_denylist_entry_dropped() {
+        let f = EnvFilter::new(DEFAULT_ENV_PREFIX);
+        for name in ALLOWLIST {
+            assert_eq!(f.verdict(name), Verdict::Allowed, "{name}");
+        }
+        for name in DENYLIST {
+            assert_eq!(f.verdict(name), Verdict::Denied, "{name}");
+        }
+    }
+
+    #[test]
+    fn keeps_what_networks_and_tools_need_and_drops_the_ssh_agent() {
+        for name in [
+            "HTTP_PROXY",
+            "https_proxy",
+            "NO_PROXY",
+            "SSL_CERT_FILE",
+            "REQUESTS_CA_BUNDLE",
+            "PIP_INDEX_URL",
+            "CUDA_VISIBLE_DEVICES",
+            "TOKENIZERS_PARALLELISM",
+        ] {
+            assert!(keeps(name), "{name} should be kept");
+        }
+        for name in ["SSH_AUTH_SOCK", "SSH_AGENT_PID", "TOKENIZERS_SECRET"] {
             assert!(!keeps(name), "{name} should be dropped");
         }
     }

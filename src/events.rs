@@ -103,6 +103,10 @@ pub struct ExecuteOutcome {
     /// Bytes of stdout / stderr streamed as events but not kept, past the capture cap.
     pub stdout_dropped: u64,
     pub stderr_dropped: u64,
+    /// Displays streamed as events but not kept, past [`KEPT_DISPLAYS`] or
+    /// [`KEPT_DISPLAY_BYTES`], and their size as JSON.
+    pub displays_dropped: u64,
+    pub display_bytes_dropped: u64,
 }
 
 impl ExecuteOutcome {
@@ -122,6 +126,68 @@ impl ExecuteOutcome {
                 ));
             }
         }
+        if self.displays_dropped > 0 {
+            let notice = format!("[pykernel: {}]", self.displays_notice());
+            self.displays.push(json!({ "text/plain": notice }));
+        }
+    }
+
+    /// What the result left out of the cell's displays (when it left any out).
+    pub fn displays_notice(&self) -> String {
+        let shown = self.displays.len() as u64 + self.displays_dropped;
+        format!(
+            "the cell displayed {shown} outputs; this result keeps the first {} (at most {KEPT_DISPLAYS} or {} MiB a cell), and the other {} ({:.1} MiB) were streamed to onEvent only",
+            self.displays.len(),
+            KEPT_DISPLAY_BYTES >> 20,
+            self.displays_dropped,
+            self.display_bytes_dropped as f64 / (1 << 20) as f64,
+        )
+    }
+}
+
+/// The most displays one cell's result keeps, and their most bytes as JSON. Past either,
+/// displays still stream as events and the result says how many it left out: a cell that
+/// shows 3000 images must not cost the host 3000 images' memory. 64 MiB is the frame
+/// limit, so a display of the largest image the host accepts is kept.
+pub const KEPT_DISPLAYS: usize = 100;
+pub const KEPT_DISPLAY_BYTES: usize = crate::frame_reader::MAX_FRAME_BYTES;
+
+/// Decides which of a cell's displays are kept: the first ones, within [`KEPT_DISPLAYS`]
+/// and [`KEPT_DISPLAY_BYTES`]. Once one is left out so is every later one, so what is kept
+/// is what the cell showed first, with no gaps.
+#[derive(Debug, Clone, Default)]
+pub struct DisplayBudget {
+    kept: usize,
+    kept_bytes: usize,
+    full: bool,
+}
+
+impl DisplayBudget {
+    /// Whether a display of `bytes` (see [`json_size`]) is kept.
+    pub fn admit(&mut self, bytes: usize) -> bool {
+        self.full = self.full
+            || self.kept >= KEPT_DISPLAYS
+            || self.kept_bytes.saturating_add(bytes) > KEPT_DISPLAY_BYTES;
+        if !self.full {
+            self.kept += 1;
+            self.kept_bytes += bytes;
+        }
+        !self.full
+    }
+}
+
+/// About how many bytes `value` takes as JSON (strings unescaped): what keeping it costs.
+pub fn json_size(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(json_size).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(key, value)| key.len() + 4 + json_size(value))
+                .sum::<usize>()
+        }
     }
 }
 
@@ -131,6 +197,7 @@ pub struct Collector {
     max_captured_bytes: usize,
     stdout_full: bool,
     stderr_full: bool,
+    displays: DisplayBudget,
     pub outcome: ExecuteOutcome,
     done: bool,
 }
@@ -142,6 +209,7 @@ impl Collector {
             max_captured_bytes: max_captured_bytes.unwrap_or(usize::MAX),
             stdout_full: false,
             stderr_full: false,
+            displays: DisplayBudget::default(),
             outcome: ExecuteOutcome::default(),
             done: false,
         }
@@ -186,7 +254,13 @@ impl Collector {
                         data: status.data,
                     });
                 }
-                out.displays.push(bundle.clone());
+                let size = json_size(&bundle);
+                if self.displays.admit(size) {
+                    out.displays.push(bundle.clone());
+                } else {
+                    out.displays_dropped += 1;
+                    out.display_bytes_dropped += size as u64;
+                }
                 Some(KernelEvent::Display {
                     bundle,
                     display_id,
@@ -312,6 +386,68 @@ mod tests {
             });
         }
         assert_eq!(c.outcome.stdout, "abcd");
+    }
+
+    fn display(bundle: Value) -> RunnerFrame {
+        RunnerFrame::Display {
+            id: None,
+            bundle,
+            display_id: None,
+            update: false,
+        }
+    }
+
+    #[test]
+    fn a_cell_keeps_its_first_displays_and_says_how_many_it_left_out() {
+        let mut c = Collector::new(MIME, None);
+        for i in 0..KEPT_DISPLAYS + 50 {
+            let event = c.apply(display(json!({ "text/plain": i.to_string() })));
+            assert!(event.is_some(), "every display is still an event");
+        }
+        // A status is not a display: never counted, never left out.
+        c.apply(display(json!({ MIME: { "op": "cd" } })));
+        let mut o = c.outcome;
+        assert_eq!(o.displays.len(), KEPT_DISPLAYS);
+        assert_eq!(o.displays[KEPT_DISPLAYS - 1]["text/plain"], "99");
+        assert_eq!(o.displays_dropped, 50);
+        assert_eq!(o.statuses.len(), 1);
+        o.note_dropped();
+        assert_eq!(o.displays.len(), KEPT_DISPLAYS + 1);
+        let notice = o.displays.last().unwrap()["text/plain"].as_str().unwrap();
+        assert!(
+            notice.starts_with("[pykernel: the cell displayed 150 outputs; this result keeps the first 100 (at most 100 or 64 MiB a cell), and the other 50 ("),
+            "{notice}"
+        );
+    }
+
+    #[test]
+    fn displays_are_kept_up_to_a_size_and_none_after_the_first_left_out() {
+        let image = |mib: usize| display(json!({ "image/png": "A".repeat(mib << 20) }));
+        let mut c = Collector::new(MIME, None);
+        c.apply(image(30));
+        c.apply(image(30));
+        c.apply(image(10)); // 70 MiB in all: past the limit
+        c.apply(display(json!({ "text/plain": "small" })));
+        assert_eq!(c.outcome.displays.len(), 2);
+        assert_eq!(c.outcome.displays_dropped, 2);
+        assert!(c.outcome.display_bytes_dropped > 10 << 20);
+        // One display as large as the frame limit allows is kept.
+        let mut c = Collector::new(MIME, None);
+        c.apply(display(
+            json!({ "image/png": "A".repeat(KEPT_DISPLAY_BYTES - 100) }),
+        ));
+        assert_eq!(c.outcome.displays.len(), 1);
+    }
+
+    #[test]
+    fn json_size_is_about_the_encoded_length() {
+        let v = json!({"image/png": "abcd", "n": [1, 2.5, null, true], "text/plain": "x"});
+        let encoded = serde_json::to_vec(&v).unwrap().len();
+        let size = json_size(&v);
+        assert!(
+            size >= encoded && size <= 2 * encoded,
+            "{size} vs {encoded}"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::events::{ExecuteOutcome, KernelEvent};
+use crate::events::{json_size, DisplayBudget, ExecuteOutcome, KernelEvent};
 use crate::fifo::Turn;
 use crate::kernel::{AbortHandle, ExecuteRequest, Kernel};
 use crate::output::{render_bundle, ArtifactSink, Image, OutputAccumulator, OutputLimits};
@@ -93,28 +93,29 @@ impl EvalResult {
     }
 }
 
-/// Folds events into the agent's view: text in order, images, JSON and statuses aside.
+/// Folds one cell's events into the agent's view: text in order, images, JSON and
+/// statuses aside. Images and JSON are kept for the displays the cell's own result keeps
+/// (the same [`DisplayBudget`] rule, so the two agree); the text of every display is kept,
+/// as the text is bounded by truncation.
 struct AgentView<'a> {
     status_mime: &'a str,
     text: &'a mut OutputAccumulator,
     has_text: &'a mut bool,
     result: &'a mut EvalResult,
+    displays: DisplayBudget,
+    /// Every image displayed so far in the request, kept or not.
+    images_shown: &'a mut usize,
 }
 
 impl AgentView<'_> {
     fn add(&mut self, event: &KernelEvent) {
         match event {
             KernelEvent::Stdout(text) | KernelEvent::Stderr(text) => self.push_text(text),
-            KernelEvent::Display { bundle, .. } | KernelEvent::Result(bundle) => {
-                let rendered = render_bundle(bundle, self.status_mime);
-                // Next to an image, text/plain is only its stand-in (`<Figure ...>`).
-                let text_is_fallback = !rendered.images.is_empty() && !rendered.markdown;
-                if !text_is_fallback {
-                    self.push_line(&rendered.text);
-                }
-                self.result.images.extend(rendered.images);
-                self.result.json.extend(rendered.json);
+            KernelEvent::Display { bundle, .. } => {
+                let kept = self.displays.admit(json_size(bundle));
+                self.add_bundle(bundle, kept);
             }
+            KernelEvent::Result(bundle) => self.add_bundle(bundle, true),
             KernelEvent::Status { op, data } => {
                 self.result
                     .statuses
@@ -129,6 +130,20 @@ impl AgentView<'_> {
                     self.push_line(&traceback);
                 }
             }
+        }
+    }
+
+    fn add_bundle(&mut self, bundle: &Value, keep_data: bool) {
+        let rendered = render_bundle(bundle, self.status_mime);
+        // Next to an image, text/plain is only its stand-in (`<Figure ...>`).
+        let text_is_fallback = !rendered.images.is_empty() && !rendered.markdown;
+        if !text_is_fallback {
+            self.push_line(&rendered.text);
+        }
+        *self.images_shown += rendered.images.len();
+        if keep_data {
+            self.result.images.extend(rendered.images);
+            self.result.json.extend(rendered.json);
         }
     }
 
@@ -176,6 +191,7 @@ pub struct Evaluation {
     result: EvalResult,
     text: OutputAccumulator,
     has_text: bool,
+    images_shown: usize,
 }
 
 impl Evaluation {
@@ -194,6 +210,7 @@ impl Evaluation {
             options,
             text,
             has_text: false,
+            images_shown: 0,
         }
     }
 
@@ -248,6 +265,8 @@ impl Evaluation {
                 text: &mut self.text,
                 has_text: &mut self.has_text,
                 result: &mut self.result,
+                displays: DisplayBudget::default(),
+                images_shown: &mut self.images_shown,
             };
             let outcome = kernel
                 .execute_holding(turn, request, self.options.abort.clone(), |event| {
@@ -257,7 +276,7 @@ impl Evaluation {
                 .await?;
             self.next += 1;
             let failed = !outcome.ok;
-            self.record(&outcome);
+            self.record(index, &outcome);
             self.result.cells.push(CellResult {
                 outcome,
                 title: cell.title.clone(),
@@ -270,8 +289,19 @@ impl Evaluation {
         Ok(())
     }
 
-    fn record(&mut self, outcome: &ExecuteOutcome) {
+    fn record(&mut self, index: usize, outcome: &ExecuteOutcome) {
         let result = &mut self.result;
+        if outcome.displays_dropped > 0 {
+            let cell = if self.cells.len() > 1 {
+                format!("cell {}: ", index + 1)
+            } else {
+                String::new()
+            };
+            result.annotations.push(format!(
+                "{cell}{}; their images and JSON are left out of `images` and `json` likewise",
+                outcome.displays_notice()
+            ));
+        }
         result.cancelled |= outcome.cancelled;
         result.timed_out |= outcome.timed_out;
         result.kernel_died |= outcome.kernel_died;
@@ -329,10 +359,10 @@ impl Evaluation {
             .collect();
         if self.has_text {
             output.push_str(&truncated.text);
-        } else if !result.images.is_empty() {
+        } else if self.images_shown > 0 {
             output.push_str(&format!(
                 "(displayed {} image(s); no text output)",
-                result.images.len()
+                self.images_shown
             ));
         } else {
             output.push_str("(no output)");
@@ -409,6 +439,52 @@ mod tests {
         assert_eq!(bare.output, "[n]\n(no output)");
     }
 
+    /// `images` and `json` keep the data of the displays the cell's result keeps, by the
+    /// same rule, so a notice from the one is true of the other.
+    #[test]
+    fn images_are_kept_for_the_displays_the_cell_keeps() {
+        use crate::events::{Collector, KEPT_DISPLAYS};
+        use crate::protocol::RunnerFrame;
+        let mime = "application/x-pykernel-status";
+        let mut text = OutputAccumulator::new(OutputLimits::default(), None);
+        let (mut has_text, mut shown) = (false, 0);
+        let mut result = EvalResult::default();
+        let mut view = AgentView {
+            status_mime: mime,
+            text: &mut text,
+            has_text: &mut has_text,
+            result: &mut result,
+            displays: DisplayBudget::default(),
+            images_shown: &mut shown,
+        };
+        let mut collector = Collector::new(mime, None);
+        for i in 0..KEPT_DISPLAYS + 20 {
+            let bundle = if i % 2 == 0 {
+                serde_json::json!({"image/png": "iVBOR", "text/plain": "<img>"})
+            } else {
+                serde_json::json!({"application/json": {"i": i}, "text/plain": format!("j{i}")})
+            };
+            let frame = RunnerFrame::Display {
+                id: None,
+                bundle,
+                display_id: None,
+                update: false,
+            };
+            view.add(&collector.apply(frame).unwrap());
+        }
+        assert_eq!(*view.images_shown, (KEPT_DISPLAYS + 20) / 2);
+        assert_eq!(
+            view.result.images.len() + view.result.json.len(),
+            collector.outcome.displays.len()
+        );
+        assert_eq!(collector.outcome.displays_dropped, 20);
+        // The text of every display is kept.
+        assert!(text
+            .finish()
+            .text
+            .contains(&format!("j{}", KEPT_DISPLAYS + 19)));
+    }
+
     #[test]
     fn images_replace_their_plain_text_stand_in() {
         let mut text = OutputAccumulator::new(OutputLimits::default(), None);
@@ -419,6 +495,8 @@ mod tests {
             text: &mut text,
             has_text: &mut has_text,
             result: &mut result,
+            displays: DisplayBudget::default(),
+            images_shown: &mut 0,
         };
         v.add(&KernelEvent::Display {
             bundle: serde_json::json!({"image/png": "iVBOR", "text/plain": "<Figure size 640x480>"}),
@@ -428,6 +506,7 @@ mod tests {
         assert!(!*v.has_text);
         assert_eq!(v.result.images.len(), 1);
         v.add(&KernelEvent::Result(serde_json::json!({"text/plain": "2"})));
+        assert_eq!(*v.images_shown, 1);
         v.add(&KernelEvent::Stdout("\x1b[31mred\x1b[0m\n".into()));
         assert_eq!(text.finish().text, "2\nred\n");
     }

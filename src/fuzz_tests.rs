@@ -1,14 +1,15 @@
 //! Property tests over untrusted input (issues 8 and 14), run by `cargo test --lib`.
-//! The frame decoder and the output sanitizer/truncation/clamp must never panic and must
-//! keep their promises for any input. Bounded case counts keep `cargo test` quick;
+//! The frame reader and decoder and the output sanitizer/truncation/clamp must never panic
+//! and must keep their promises for any input. Bounded case counts keep `cargo test` quick;
 //! `npm run fuzz` runs the same properties with `PROPTEST_CASES` cases each (release
 //! build). Proptest records a failing input under `proptest-regressions/`, committed so it
 //! is re-run.
 
 use proptest::prelude::*;
 
+use crate::frame_reader::{Fed, FrameReader, LineBuffer, Next};
 use crate::output::{clamp_line, sanitize, truncate_output, OutputLimits, Sanitizer};
-use crate::protocol::decode;
+use crate::protocol::{decode, decode_line, RunnerFrame};
 
 /// `cases` for `cargo test`, or `PROPTEST_CASES` when set (as `npm run fuzz` does).
 fn config_with(cases: u32) -> ProptestConfig {
@@ -232,5 +233,224 @@ proptest! {
         if text.len() <= 512 && text.lines().all(|l| l.len() <= 200) {
             prop_assert_eq!(t.text, text);
         }
+    }
+}
+
+/// What the line reader must give for `input`: its lines (the last without a newline, if
+/// any bytes follow the last newline), up to the first longer than `limit`, and whether
+/// there was such a line.
+fn expected_lines(input: &[u8], limit: usize) -> (Vec<Vec<u8>>, bool) {
+    let mut lines: Vec<&[u8]> = input.split(|&b| b == b'\n').collect();
+    if lines.last().is_some_and(|last| last.is_empty()) {
+        lines.pop();
+    }
+    let mut kept = Vec::new();
+    for line in lines {
+        if line.len() > limit {
+            return (kept, true);
+        }
+        kept.push(line.to_vec());
+    }
+    (kept, false)
+}
+
+/// Feeds `input` to a [`LineBuffer`] as a reader would, offering `reads[i]` bytes at a
+/// time; checks at every step that the buffer never holds more than `limit`.
+fn split_lines(input: &[u8], reads: &[usize], limit: usize, kept: usize) -> (Vec<Vec<u8>>, bool) {
+    let mut buffer = LineBuffer::keeping(limit, kept);
+    let mut lines = Vec::new();
+    let (mut at, mut read) = (0, 0);
+    while at < input.len() {
+        let size = reads[read % reads.len()];
+        read += 1;
+        let mut available = &input[at..input.len().min(at + size)];
+        while !available.is_empty() {
+            match buffer.feed(available) {
+                Fed::TooLong => return (lines, true),
+                Fed::Took { bytes, complete } => {
+                    assert!(bytes > 0 && bytes <= available.len());
+                    assert!(
+                        buffer.capacity() <= limit,
+                        "holds {} > {limit}",
+                        buffer.capacity()
+                    );
+                    at += bytes;
+                    available = &available[bytes..];
+                    if complete {
+                        lines.push(buffer.line().to_vec());
+                        buffer.clear();
+                    }
+                }
+            }
+        }
+    }
+    if !buffer.is_empty() {
+        lines.push(buffer.line().to_vec());
+    }
+    (lines, false)
+}
+
+/// Runs the async [`FrameReader`] over `input`, read `read_size` bytes at a time.
+fn read_lines(input: &[u8], read_size: usize, limit: usize) -> (Vec<Vec<u8>>, bool) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let reader = tokio::io::BufReader::with_capacity(read_size, input);
+        let mut frames = FrameReader::new(reader, limit);
+        let mut lines = Vec::new();
+        loop {
+            let step = match frames.next_line().await {
+                Next::Line(line) => Some(line.to_vec()),
+                Next::TooLong => return (lines, true),
+                Next::End => None,
+            };
+            assert!(frames.held() <= limit, "holds {} > {limit}", frames.held());
+            match step {
+                Some(line) => lines.push(line),
+                None => return (lines, false),
+            }
+        }
+    })
+}
+
+/// Bytes with newlines now and then, and runs long enough to pass a small limit.
+fn lines_input() -> impl Strategy<Value = Vec<u8>> {
+    let piece = prop_oneof![
+        4 => proptest::collection::vec(any::<u8>(), 0..16),
+        2 => Just(b"\n".to_vec()),
+        1 => (1usize..200).prop_map(|n| vec![b'x'; n]),
+    ];
+    proptest::collection::vec(piece, 0..24).prop_map(|p| p.concat())
+}
+
+/// A runner frame as the runner writes it, with the frame it decodes to. None contains
+/// `{"type":` after its start: JSON escapes the quotes of any such text in a string.
+fn runner_frame() -> impl Strategy<Value = (String, RunnerFrame)> {
+    let id = "[a-z0-9-]{1,12}";
+    let text = "\\PC{0,40}";
+    prop_oneof![
+        (id, text).prop_map(|(id, data)| (
+            format!(
+                r#"{{"type":"stdout","id":{},"data":{}}}"#,
+                json(&id),
+                json(&data)
+            ),
+            RunnerFrame::Stdout { id: Some(id), data },
+        )),
+        (id, text).prop_map(|(id, data)| (
+            format!(
+                r#"{{"type":"result","id":{},"bundle":{{"text/plain":{}}}}}"#,
+                json(&id),
+                json(&data)
+            ),
+            RunnerFrame::Result {
+                id: Some(id),
+                bundle: serde_json::json!({ "text/plain": data })
+            },
+        )),
+        (id, 0u32..1000).prop_map(|(id, count)| (
+            format!(
+                r#"{{"type":"done","id":{},"status":"ok","executionCount":{count}}}"#,
+                json(&id)
+            ),
+            RunnerFrame::Done {
+                id: Some(id),
+                status: crate::protocol::DoneStatus::Ok,
+                execution_count: count,
+                cancelled: false,
+                stdin_requested: false,
+            },
+        )),
+    ]
+}
+
+fn json(text: &str) -> String {
+    serde_json::to_string(text).unwrap()
+}
+
+/// Stray bytes a cell might write to the protocol pipe without a newline: anything but a
+/// newline, with frame starts and fragments mixed in.
+fn junk() -> impl Strategy<Value = Vec<u8>> {
+    let piece = prop_oneof![
+        3 => proptest::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..12),
+        1 => Just(br#"{"type":"#.to_vec()),
+        1 => Just(br#"{"type":"done","id":"r"#.to_vec()),
+        1 => Just(b"\xff\xfe}".to_vec()),
+    ];
+    proptest::collection::vec(piece, 0..6).prop_map(|p| p.concat())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn decode_line_never_panics(line in frame_like()) {
+        let _ = decode_line(&line);
+    }
+
+    #[test]
+    fn decode_line_never_panics_on_any_bytes(line in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = decode_line(&line);
+    }
+
+    /// The line buffer gives exactly the input's lines, up to the first over the limit,
+    /// however the bytes arrive, and never holds more than the limit.
+    #[test]
+    fn line_buffer_splits_exactly_and_stays_bounded(
+        input in lines_input(),
+        reads in proptest::collection::vec(1usize..64, 1..8),
+        limit in 1usize..256,
+        kept in 0usize..16,
+    ) {
+        prop_assert_eq!(split_lines(&input, &reads, limit, kept), expected_lines(&input, limit));
+    }
+
+    /// A frame behind stray bytes on its line is recovered; a frame alone is decoded as is.
+    #[test]
+    fn a_frame_behind_junk_is_recovered((line, frame) in runner_frame(), junk in junk()) {
+        prop_assert_eq!(decode_line(line.as_bytes()), Ok(frame.clone()));
+        let mut dirty = junk;
+        dirty.extend_from_slice(line.as_bytes());
+        prop_assert_eq!(decode_line(&dirty), Ok(frame));
+    }
+}
+
+proptest! {
+    // Each case starts a tokio runtime: fewer cases, still well under a second.
+    #![proptest_config(config_with(150))]
+
+    /// Through the async reader, as the kernel reads: every frame of a stream of junk +
+    /// frame lines comes back in order, and a line over the limit stops the stream after
+    /// the frames before it, whatever the read size.
+    #[test]
+    fn the_reader_recovers_every_frame_and_stops_at_the_limit(
+        segments in proptest::collection::vec((junk(), runner_frame()), 0..8),
+        oversized_at in proptest::option::of(0usize..8),
+        read_size in 1usize..300,
+    ) {
+        let limit = 512;
+        let mut stream = Vec::new();
+        let mut expected = Vec::new();
+        let mut stopped = false;
+        for (i, (junk, (line, frame))) in segments.into_iter().enumerate() {
+            if oversized_at == Some(i) {
+                stream.extend(std::iter::repeat_n(b'z', limit + 1));
+                stream.push(b'\n');
+                stopped = true;
+            }
+            stream.extend_from_slice(&junk);
+            stream.extend_from_slice(line.as_bytes());
+            stream.push(b'\n');
+            if !stopped && junk.len() + line.len() <= limit {
+                expected.push(frame);
+            } else {
+                stopped = true;
+            }
+        }
+        let (lines, too_long) = read_lines(&stream, read_size, limit);
+        prop_assert_eq!(too_long, stopped);
+        let frames: Vec<RunnerFrame> = lines.iter().map(|l| decode_line(l).unwrap()).collect();
+        prop_assert_eq!(frames, expected);
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::{sleep_until, timeout, Instant};
@@ -23,9 +23,10 @@ use crate::env::{EnvFilter, DEFAULT_ENV_PREFIX};
 use crate::error::{KernelError, Result, StderrTail};
 use crate::events::{Collector, ErrorInfo, ExecuteOutcome, KernelEvent};
 use crate::fifo::{Fifo, Place, Turn};
+use crate::frame_reader::{FrameReader, Next, MAX_FRAME_BYTES};
 use crate::pids_cgroup::PidsCgroup;
 use crate::process_guard::Census;
-use crate::protocol::{decode, HostFrame, RunnerFrame};
+use crate::protocol::{decode_line, HostFrame, RunnerFrame};
 use crate::reaper::KernelProcess;
 use crate::runner_script;
 use crate::runtime::{self, ResolveOptions, Resolved};
@@ -273,6 +274,8 @@ pub struct Kernel {
     max_processes: Option<usize>,
     /// Set when the process guard killed the kernel for running too many processes.
     process_limit_hit: Arc<AtomicBool>,
+    /// Frames dropped, and whether the kernel was killed for an oversized one.
+    stream_report: Arc<StreamReport>,
     /// Set once the host asked the kernel to end (`shutdown`, a pool's disposal).
     shut_down_by_host: AtomicBool,
 }
@@ -334,7 +337,7 @@ impl Kernel {
     /// Starts the Python process, which then waits for [`Kernel::initialize`]. Most of a
     /// kernel's start-up is here, so a pool can keep a spawned spare ready.
     pub async fn spawn(config: &KernelConfig) -> Result<Arc<Kernel>> {
-        check_cwd(&config.cwd)?;
+        runtime::check_cwd(&config.cwd)?;
         let base_env = config.base_env_or_host();
         let resolved = Kernel::resolve(config).await?;
         let runner_dir = config
@@ -361,7 +364,7 @@ impl Kernel {
             });
         }
         let trace = base_env
-            .get("PYKERNEL_PYTHON_IPC_TRACE")
+            .get(&format!("{}PYTHON_IPC_TRACE", config.env_prefix))
             .is_some_and(|v| v == "1");
 
         let cache = {
@@ -463,7 +466,14 @@ impl Kernel {
         widen_pipe(&stdout);
 
         let routes: Routes = Arc::default();
-        tokio::spawn(read_frames(stdout, routes.clone(), trace));
+        let stream_report = Arc::new(StreamReport::default());
+        tokio::spawn(read_frames(
+            stdout,
+            routes.clone(),
+            stream_report.clone(),
+            process.clone(),
+            trace,
+        ));
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let (stderr_closed_tx, stderr_closed) = watch::channel(false);
         tokio::spawn(drain_stderr(
@@ -516,6 +526,7 @@ impl Kernel {
             bridge: config.bridge.clone(),
             max_processes: config.max_processes,
             process_limit_hit,
+            stream_report,
             shut_down_by_host: AtomicBool::new(false),
         }))
     }
@@ -627,6 +638,13 @@ impl Kernel {
 
     pub fn execution_count(&self) -> u32 {
         self.execution_count.load(Ordering::SeqCst)
+    }
+
+    /// Protocol lines from the kernel that reached no request: frames for an unknown or
+    /// finished request id, or for none, and lines that are not frames. Code in a kernel
+    /// can write such lines; they change nothing, and this says how many there were.
+    pub fn dropped_frames(&self) -> u64 {
+        self.stream_report.dropped_frames.load(Ordering::Relaxed)
     }
 
     /// Runs one cell, streaming each event to `on_event` in order.
@@ -811,15 +829,24 @@ impl Kernel {
             }
         };
         let by_host = self.shut_down_by_host.load(Ordering::SeqCst);
+        let oversized = self.stream_report.oversized_frame.load(Ordering::SeqCst);
         outcome.ok = false;
         outcome.kernel_died = true;
-        outcome.kernel_killed =
-            killed_by_us || silenced || by_host || self.process_limit_hit.load(Ordering::SeqCst);
+        outcome.kernel_killed = killed_by_us
+            || silenced
+            || by_host
+            || oversized
+            || self.process_limit_hit.load(Ordering::SeqCst);
         outcome.execution_count = self.execution_count();
         let evalue = if self.process_limit_hit.load(Ordering::SeqCst) {
             format!(
                 "the kernel ran more than {} processes at once (its maxProcesses limit; threads do not count) and was killed with all of them",
                 self.max_processes.unwrap_or_default()
+            )
+        } else if oversized {
+            format!(
+                "the kernel sent a protocol frame over {} MiB (not allowed); it was killed",
+                MAX_FRAME_BYTES >> 20
             )
         } else if killed_by_us {
             "the kernel did not respond to the interrupt and was killed".to_string()
@@ -1067,20 +1094,6 @@ impl Drop for RouteGuard<'_> {
     }
 }
 
-fn check_cwd(cwd: &std::path::Path) -> Result<()> {
-    match std::fs::metadata(cwd) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(KernelError::CwdInvalid {
-            path: cwd.to_path_buf(),
-            reason: "is not a directory",
-        }),
-        Err(_) => Err(KernelError::CwdInvalid {
-            path: cwd.to_path_buf(),
-            reason: "does not exist",
-        }),
-    }
-}
-
 /// Room for a quarter megabyte in the runner's output pipe (Linux; 64 KiB otherwise): a
 /// big frame then crosses in a few writes, each waking this side once, not hundreds.
 fn widen_pipe(stdout: &ChildStdout) {
@@ -1098,45 +1111,65 @@ fn widen_pipe(stdout: &ChildStdout) {
 
 const PIPE_BYTES: i32 = 256 * 1024;
 
-/// Reads protocol lines and hands each frame to the request it belongs to. Frames of no
-/// live request (output of a thread whose cell ended) are dropped. Ends at EOF, which
-/// closes every route: that is how a waiting request learns the kernel is gone.
-async fn read_frames(stdout: ChildStdout, routes: Routes, trace: bool) {
-    let mut reader = BufReader::with_capacity(PIPE_BYTES as usize, stdout);
-    let mut line = Vec::with_capacity(4096);
+/// What the frame reader learnt about the runner's protocol stream.
+#[derive(Default)]
+struct StreamReport {
+    /// Lines that reached no request: frames for an unknown or finished request id (a
+    /// forgery, or output of a thread that outlived its cell) or for none, and lines that
+    /// are not frames.
+    dropped_frames: AtomicU64,
+    /// Set when the kernel sent a line over [`MAX_FRAME_BYTES`] and was killed for it.
+    oversized_frame: AtomicBool,
+}
+
+/// Reads protocol lines and hands each frame to the request it belongs to; the rest are
+/// dropped and counted. A line over [`MAX_FRAME_BYTES`] ends the kernel: reading on would
+/// mean holding it, or guessing where the next frame starts in a stream that something in
+/// the kernel is flooding. Ends at EOF, which closes every route: that is how a waiting
+/// request learns the kernel is gone.
+async fn read_frames(
+    stdout: ChildStdout,
+    routes: Routes,
+    report: Arc<StreamReport>,
+    process: Arc<KernelProcess>,
+    trace: bool,
+) {
+    let reader = BufReader::with_capacity(PIPE_BYTES as usize, stdout);
+    let mut frames = FrameReader::new(reader, MAX_FRAME_BYTES);
     loop {
-        line.clear();
-        // A 20 MB frame must not keep 20 MB of this kernel's host memory for good.
-        line.shrink_to(PIPE_BYTES as usize);
-        match reader.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
+        let text = match frames.next_line().await {
+            Next::Line(text) => text,
+            Next::End => break,
+            Next::TooLong => {
+                tracing::warn!(
+                    pid = process.pid(),
+                    "the kernel sent a protocol frame over {} MiB; killing it",
+                    MAX_FRAME_BYTES >> 20
+                );
+                // Set before the routes close, so the request sees why it ended.
+                report.oversized_frame.store(true, Ordering::SeqCst);
+                process.signal_group(Signal::SIGKILL);
+                break;
+            }
+        };
         if trace {
-            eprint!("[pykernel] <- {}", String::from_utf8_lossy(&line));
+            eprintln!("[pykernel] <- {}", String::from_utf8_lossy(text));
         }
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let frame = match decode(text).or_else(|err| resync(text).ok_or(err)) {
-            Ok(frame) => frame,
+        let delivered = match decode_line(text) {
+            Ok(frame) => deliver(&routes, frame).await,
             Err(err) => {
                 tracing::warn!("{err}");
                 if trace {
                     eprintln!("[pykernel] {err}");
                 }
-                continue;
+                false
             }
         };
-        let Some(id) = frame.request_id() else {
-            continue;
-        };
-        let route = routes.lock().unwrap().routes.get(id).cloned();
-        if let Some(route) = route {
-            // Waits while the request is behind (its events are slow to deliver): the
-            // runner then blocks on its pipe, and nothing piles up in between.
-            let _ = route.send(frame).await;
+        if !delivered {
+            report.dropped_frames.fetch_add(1, Ordering::Relaxed);
         }
     }
     let mut router = routes.lock().unwrap();
@@ -1144,14 +1177,18 @@ async fn read_frames(stdout: ChildStdout, routes: Routes, trace: bool) {
     router.routes.clear();
 }
 
-/// A line that does not parse may be a real frame with stray bytes in front (something in
-/// the kernel wrote to the protocol pipe without a newline): try from the last frame start.
-fn resync(line: &[u8]) -> Option<RunnerFrame> {
-    const FRAME_START: &[u8] = b"{\"type\":";
-    let start = line
-        .windows(FRAME_START.len())
-        .rposition(|w| w == FRAME_START)?;
-    (start > 0).then(|| decode(&line[start..]).ok()).flatten()
+/// Hands `frame` to its request; false when no live request has its id.
+async fn deliver(routes: &Routes, frame: RunnerFrame) -> bool {
+    let Some(id) = frame.request_id() else {
+        return false;
+    };
+    let route = routes.lock().unwrap().routes.get(id).cloned();
+    match route {
+        // Waits while the request is behind (its events are slow to deliver): the
+        // runner then blocks on its pipe, and nothing piles up in between.
+        Some(route) => route.send(frame).await.is_ok(),
+        None => false,
+    }
 }
 
 async fn drain_stderr(
@@ -1181,16 +1218,6 @@ async fn drain_stderr(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_frame_after_stray_bytes_is_recovered() {
-        let line =
-            br#"garbage{"type":"x"{"type":"done","id":"r1-0a","status":"ok","executionCount":2}"#;
-        assert!(decode(line).is_err());
-        assert_eq!(resync(line).unwrap().request_id(), Some("r1-0a"));
-        assert!(resync(br#"{"type":"done","id":"r1""#).is_none());
-        assert!(resync(b"no frame here").is_none());
-    }
 
     #[test]
     fn exit_info_reads_like_a_person_would_say_it() {

@@ -9,6 +9,7 @@ pub mod error;
 pub mod events;
 pub mod executor;
 pub mod fifo;
+pub mod frame_reader;
 pub mod kernel;
 pub mod kv;
 mod napi;

@@ -211,9 +211,40 @@ pub fn decode(line: &[u8]) -> Result<RunnerFrame, DecodeError> {
     })
 }
 
+/// Decodes one line as [`decode`] does, or, when that fails, the frame that starts last in
+/// it: a real frame may have stray bytes in front (something in the kernel wrote to the
+/// protocol pipe without a newline). The error is the whole line's.
+pub fn decode_line(line: &[u8]) -> Result<RunnerFrame, DecodeError> {
+    decode(line).or_else(|err| resync(line).ok_or(err))
+}
+
+/// The frame that starts last in `line`, after other bytes, if it decodes.
+pub fn resync(line: &[u8]) -> Option<RunnerFrame> {
+    const FRAME_START: &[u8] = b"{\"type\":";
+    let start = line
+        .windows(FRAME_START.len())
+        .rposition(|w| w == FRAME_START)?;
+    (start > 0).then(|| decode(&line[start..]).ok()).flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_after_stray_bytes_is_recovered() {
+        let line =
+            br#"garbage{"type":"x"{"type":"done","id":"r1-0a","status":"ok","executionCount":2}"#;
+        assert!(decode(line).is_err());
+        assert_eq!(resync(line).unwrap().request_id(), Some("r1-0a"));
+        assert_eq!(decode_line(line).unwrap().request_id(), Some("r1-0a"));
+        assert!(resync(br#"{"type":"done","id":"r1""#).is_none());
+        assert!(resync(b"no frame here").is_none());
+        assert_eq!(
+            decode_line(b"no frame here").unwrap_err().frame_type,
+            "<not json>"
+        );
+    }
 
     #[test]
     fn encodes_execute_with_camel_case_and_one_line() {

@@ -47,6 +47,7 @@ const FILES: &[(&str, &str)] = &[
     package_module!("__init__.py"),
     package_module!("signals.py"),
     package_module!("channel.py"),
+    package_module!("forward.py"),
     package_module!("capture.py"),
     package_module!("stdin.py"),
     package_module!("requests.py"),

@@ -121,13 +121,16 @@ impl ResolveOptions {
 
     fn skip_check(&self) -> bool {
         self.base_env
-            .get("PYKERNEL_PYTHON_SKIP_CHECK")
+            .get(&format!("{}PYTHON_SKIP_CHECK", self.env_prefix))
             .is_some_and(|v| v == "1")
     }
 }
 
 /// Resolves the interpreter, returning it and the candidates skipped before it.
 pub fn resolve(opts: &ResolveOptions) -> Result<(Resolved, Vec<Skipped>)> {
+    // Every candidate is probed in the cwd: a missing one would fail them all, and the
+    // error would blame the interpreters.
+    check_cwd(&opts.cwd)?;
     if let Some(explicit) = &opts.interpreter {
         let path = explicit_path(explicit, &opts.cwd, &opts.base_env);
         let venv = venv_of(&path);
@@ -190,7 +193,15 @@ pub fn resolve(opts: &ResolveOptions) -> Result<(Resolved, Vec<Skipped>)> {
 /// `activate` script would, so `pip` and console scripts of the venv come first on PATH.
 pub fn apply_to_env(resolved: &Resolved, env: &mut std::collections::BTreeMap<String, String>) {
     if let Some(venv) = &resolved.venv {
-        env.insert("VIRTUAL_ENV".into(), venv.display().to_string());
+        // A conda environment is named by CONDA_PREFIX (what conda's activate sets), a
+        // venv by VIRTUAL_ENV; either way its bin dir leads PATH, so `!pip` and the
+        // environment's own tools are the ones a cell runs.
+        let variable = if is_conda_env(venv) {
+            "CONDA_PREFIX"
+        } else {
+            "VIRTUAL_ENV"
+        };
+        env.insert(variable.into(), venv.display().to_string());
         let bin = venv.join("bin").display().to_string();
         let path = match env.get("PATH") {
             Some(old) if !old.is_empty() => format!("{bin}:{old}"),
@@ -287,11 +298,30 @@ fn explicit_path(explicit: &str, cwd: &Path, env: &HashMap<String, String>) -> P
 /// The venv an interpreter at `<venv>/bin/python` belongs to: `pyvenv.cfg` sits above its
 /// bin dir. The path is not canonicalized: a venv's python is a symlink to the base
 /// interpreter, and following it would lose the venv.
+/// The kernel's working directory exists and is a directory.
+pub fn check_cwd(cwd: &Path) -> Result<()> {
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(KernelError::CwdInvalid {
+            path: cwd.to_path_buf(),
+            reason: "is not a directory",
+        }),
+        Err(_) => Err(KernelError::CwdInvalid {
+            path: cwd.to_path_buf(),
+            reason: "does not exist",
+        }),
+    }
+}
+
+/// The virtual environment (a `pyvenv.cfg` above the bin dir) or conda environment (a
+/// `conda-meta` directory there) an interpreter belongs to.
 fn venv_of(exe: &Path) -> Option<PathBuf> {
     let venv = exe.parent()?.parent()?;
-    venv.join("pyvenv.cfg")
-        .is_file()
-        .then(|| venv.to_path_buf())
+    (venv.join("pyvenv.cfg").is_file() || is_conda_env(venv)).then(|| venv.to_path_buf())
+}
+
+fn is_conda_env(dir: &Path) -> bool {
+    dir.join("conda-meta").is_dir() && !dir.join("pyvenv.cfg").is_file()
 }
 
 /// (candidate, cwd, PATH and the shim selectors as probed) -> (real executable, version).
@@ -412,6 +442,20 @@ mod tests {
         }
     }
 
+    #[test]
+    fn skip_check_is_named_with_the_env_prefix() {
+        let dir = std::env::temp_dir();
+        let mut o = opts(&dir);
+        o.base_env
+            .insert("PYKERNEL_PYTHON_SKIP_CHECK".into(), "1".into());
+        assert!(o.skip_check());
+        o.env_prefix = "ACME_".into();
+        assert!(!o.skip_check(), "another brand's switch");
+        o.base_env
+            .insert("ACME_PYTHON_SKIP_CHECK".into(), "1".into());
+        assert!(o.skip_check());
+    }
+
     fn fake_python(dir: &Path, script: &str) -> PathBuf {
         std::fs::create_dir_all(dir.join("bin")).unwrap();
         let exe = dir.join("bin").join("python");
@@ -428,6 +472,26 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("VIRTUAL_ENV (not set)"), "{msg}");
         assert!(msg.contains("python3 on PATH (not found on PATH)"), "{msg}");
+    }
+
+    #[test]
+    fn a_conda_env_is_named_by_conda_prefix_and_its_bin_leads_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = dir.path().join("envs/ml");
+        fake_python(&env, "echo /real/conda/python; echo 3.11.4");
+        std::fs::create_dir_all(env.join("conda-meta")).unwrap();
+        let mut o = opts(dir.path());
+        o.base_env
+            .insert("CONDA_PREFIX".into(), env.display().to_string());
+        let (resolved, _) = resolve(&o).unwrap();
+        assert_eq!(resolved.source, Source::Conda);
+        assert_eq!(resolved.venv.as_deref(), Some(env.as_path()));
+        let mut vars =
+            std::collections::BTreeMap::from([("PATH".to_string(), "/usr/bin".to_string())]);
+        apply_to_env(&resolved, &mut vars);
+        assert_eq!(vars["PATH"], format!("{}/bin:/usr/bin", env.display()));
+        assert_eq!(vars["CONDA_PREFIX"], env.display().to_string());
+        assert!(!vars.contains_key("VIRTUAL_ENV"));
     }
 
     #[test]

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module'
 import assert from 'node:assert/strict'
 
 const require = createRequire(import.meta.url)
-const { Kernel } = require('../../index.js')
+const { Kernel } = require('../..')
 
 let passed = 0
 let failed = 0

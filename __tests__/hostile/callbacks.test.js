@@ -81,11 +81,13 @@ test.describe('onCall', { concurrency: 4 }, () => {
         assert.equal(report.next, '2', 'the kernel runs the next cell')
       })
     }
-    test(`${runtimeName} host: an onCall that is an object, not a function, is refused at the start`, { timeout: 40_000 }, async () => {
+    test(`${runtimeName} host: an onCall that is an object, a number or a string is refused at the start`, { timeout: 40_000 }, async () => {
       const report = await survive(runtime, runtimeName, 'oncall-not-a-function')
-      for (const made of ['kernel', 'pool']) {
-        assert.equal(report[made].code, 'ERR_INVALID_ARG', `${made}: ${JSON.stringify(report[made])}`)
-        assert.match(report[made].message, /onCall/, made)
+      for (const [kind, got] of [['object', 'an object'], ['number', 'a number'], ['string', 'a string']]) {
+        for (const made of [`kernel-${kind}`, `pool-${kind}`]) {
+          assert.equal(report[made].code, 'ERR_INVALID_ARG', `${made}: ${JSON.stringify(report[made])}`)
+          assert.equal(report[made].message, `invalid argument \`onCall\`: must be a function, got ${got}`, made)
+        }
       }
     })
     test(`${runtimeName} host: a pool whose onCall throws synchronously`, { timeout: 40_000 }, async () => {

@@ -215,3 +215,69 @@ test('print followed at once by os.write(1) keeps the order the cell wrote in', 
   assert.equal(r.stdout, '1 print\n2 fd\n3 print\n')
   await assertResponsive(probe, 'after the ordering case')
 })
+
+/** Python defining `image`: a valid PNG of random pixels (incompressible), `side` pixels
+ *  square, as base64; stdlib only. */
+const pngCode = (side) => [
+  'import base64, os, struct, zlib',
+  'def _chunk(kind, data):',
+  "    return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data) & 0xffffffff)",
+  `side = ${side}`,
+  'pixels = os.urandom(side * side * 3)',
+  "rows = b''.join(b'\\x00' + pixels[y * side * 3:(y + 1) * side * 3] for y in range(side))",
+  "png = (b'\\x89PNG\\r\\n\\x1a\\n' + _chunk(b'IHDR', struct.pack('>IIBBBBB', side, side, 8, 2, 0, 0, 0))",
+  "       + _chunk(b'IDAT', zlib.compress(rows, 1)) + _chunk(b'IEND', b''))",
+  'image = base64.b64encode(png).decode()',
+].join('\n')
+
+test('3000 displayed PNGs in one cell: the result keeps the first 100 with a notice, onEvent gets all, host memory bounded', { timeout: 120_000 }, async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const COUNT = 3000
+  const code = [
+    pngCode(200), // about 160 KB as base64: 480 MB for all of them
+    `for i in range(${COUNT}):`,
+    "    display({'image/png': image, 'text/plain': '<image %d>' % i}, raw=True)",
+    "print('shown', len(image))",
+  ].join('\n')
+  let displays = 0
+  const rss = rssSampler()
+  const r = await kernel.evaluate([{ code }], {
+    onEvent: (_cell, event) => {
+      if (event.type === 'display') displays++
+    },
+  })
+  const mem = rss.stop()
+  const imageBytes = Number(r.output.match(/shown (\d+)/)?.[1])
+  t.diagnostic(`${COUNT} displays of ${imageBytes} base64 bytes: host RSS ${(mem.start / MB).toFixed(0)} -> max ${(mem.max / MB).toFixed(0)} MB (+${(mem.growth / MB).toFixed(0)} MB)`)
+  assert.ok(mem.growth < HOST_RSS_BOUND, `host RSS grew by ${(mem.growth / MB).toFixed(0)} MB (bound ${HOST_RSS_BOUND / MB} MB)`)
+  assert.equal(r.exitCode, 0, r.output.slice(0, 500))
+  assert.equal(displays, COUNT, 'every display was streamed to onEvent')
+  assert.equal(r.images.length, 100)
+  assert.equal(r.cells[0].displays.length, 100)
+  assert.equal(r.cells[0].displays[99]['text/plain'], '<image 99>', 'the first ones are kept')
+  assert.equal(r.cells[0].displaysDropped, COUNT - 100)
+  assert.match(r.output, /^\[the cell displayed 3000 outputs; this result keeps the first 100 \(at most 100 or 64 MiB a cell\), and the other 2900 \([\d.]+ MiB\) were streamed to onEvent only; their images and JSON are left out of `images` and `json` likewise\]\n/)
+  assert.match(r.output, /shown \d+/)
+  await assertKernelWorks(kernel)
+})
+
+test('execute keeps the first 100 displays of a cell and ends them with a notice', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  let displays = 0
+  const r = await kernel.execute(`${pngCode(4)}\nfor i in range(130): display({'image/png': image, 'text/plain': str(i)}, raw=True)`, {
+    onEvent: (event) => {
+      if (event.type === 'display') displays++
+    },
+  })
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.equal(displays, 130)
+  assert.equal(r.displaysDropped, 30)
+  assert.equal(r.displays.length, 101)
+  assert.equal(r.displays[99]['text/plain'], '99')
+  assert.match(r.displays[100]['text/plain'], /^\[pykernel: the cell displayed 130 outputs; this result keeps the first 100 .* and the other 30 \([\d.]+ MiB\) were streamed to onEvent only\]$/)
+  const next = await kernel.execute("display({'text/plain': 'one'}, raw=True)")
+  assert.equal(next.displaysDropped, 0, 'the budget is per cell')
+  assert.deepEqual(next.displays, [{ 'text/plain': 'one' }])
+})

@@ -52,6 +52,7 @@ function startHost(runtime, how) {
 
 const ENDINGS = [
   ['natural drain', 'drain', null, 3000],
+  ['natural drain of an idle pool', 'pool-drain', null, 3000],
   ['process.exit()', 'exit', null, 3000],
   ['an uncaught exception', 'throw', null, 3000],
   ['SIGTERM', 'wait', 'SIGTERM', 3000],
@@ -82,5 +83,21 @@ test.describe('host exits', { concurrency: 5 }, () => {
         assert.ok(groupGone, `the kernel's child ${grandchild} still alive ${bound} ms after the host ended`)
       })
     }
+  }
+})
+
+test.describe('a running cell and natural exit', { concurrency: 2 }, () => {
+  for (const [runtimeName, runtime] of HOSTS) {
+    test(`${runtimeName} host: a running cell keeps the host alive until its timeout, then the host ends on its own`, { timeout: 40_000 }, async (t) => {
+      const host = startHost(runtime, 'running-cell')
+      t.after(() => host.child.exitCode === null && host.child.signalCode === null && host.child.kill('SIGKILL'))
+      const { kernel, at } = await host.pids
+      const ended = await Promise.race([host.exited, new Promise((r) => setTimeout(() => r(null), 10_000))])
+      assert.ok(ended, `the ${runtimeName} host did not end after the cell's timeout; stderr: ${host.stderr().slice(-300)}`)
+      assert.equal(ended.code, 0, host.stderr())
+      assert.match(host.stderr(), /cell ended: timedOut=true/, 'the host waited for the cell to end')
+      assert.ok(ended.at - at >= 900, `the host ended ${ended.at - at} ms after the cell started, before its 1.5 s timeout`)
+      assert.ok(await waitFor(() => !isAlive(kernel), { timeoutMs: 3000 }), `kernel ${kernel} still alive 3 s after the host ended`)
+    })
   }
 })

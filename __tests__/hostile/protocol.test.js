@@ -6,7 +6,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { python, startKernel, kernelProcess, tempDir, whileRunning, assertResponsive, assertKernelWorks, rssSampler, MB } = require('./_common')
+const { addon, python, startKernel, kernelProcess, tempDir, whileRunning, assertResponsive, assertKernelWorks, rssSampler, MB } = require('./_common')
 
 /** Pipe inodes this test process had before it started any kernel: inherited from the
  *  test runner or its harness. A kernel never writes to those (see the fd test below). */
@@ -128,6 +128,143 @@ test('forged done frames with guessed ids and garbage without a newline, written
   await assertNotFooled(kernel, r, before, /^wrote to [1-9]\d* fds\nafter\n$/)
 })
 
+/** Python that sets `channel` to the runner's protocol channel (its `fd` is the pipe the
+ *  host reads frames from): a cell can always find it, here through the garbage collector. */
+const FIND_CHANNEL = [
+  'import gc, os, threading',
+  "channel = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel' and hasattr(o, 'fd'))",
+].join('\n')
+
+test('frames forged for a made-up id and for the previous, finished request are dropped and counted', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const first = await kernel.execute("previous = __import__('threading').main_thread().__dict__['_pykernel_run']\n'first'")
+  assert.equal(first.result?.['text/plain'], "'first'")
+  const before = kernel.droppedFrames
+  assert.equal(typeof before, 'number')
+  const ids = ['previous', "'r999-0badc0de'", "'init'"]
+  const lines = [
+    ...ids.flatMap((id) => FRAMES.slice(0, 4).map((f) => `(${JSON.stringify(f)}).replace('%ID%', ${id})`)),
+    ...ids.map((id) => `'{"type":"display","id":"%ID%","bundle":{"text/plain":"FORGED DISPLAY"}}'.replace('%ID%', ${id})`),
+    `'{"type":"stdout","data":"FORGED, NO ID"}'`,
+    `'not a frame at all'`,
+  ]
+  const code = [
+    FIND_CHANNEL,
+    `lines = [${lines.join(', ')}]`,
+    "for line in lines: os.write(channel.fd, line.encode() + b'\\n')",
+    "print('after')",
+    "'real result'",
+  ].join('\n')
+  const r = await kernel.execute(code)
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.equal(r.stdout, 'after\n')
+  assert.equal(r.result?.['text/plain'], "'real result'")
+  assert.deepEqual(r.displays, [])
+  assert.equal(r.executionCount, first.executionCount + 1)
+  assert.equal(kernel.droppedFrames - before, lines.length, 'every forged line was dropped and counted')
+  const next = await kernel.execute("previous != __import__('threading').main_thread().__dict__['_pykernel_run']")
+  assert.equal(next.result?.['text/plain'], 'True')
+  assert.equal(next.executionCount, first.executionCount + 2)
+  assert.equal(kernel.droppedFrames - before, lines.length, 'nothing more was dropped')
+  await assertKernelWorks(kernel)
+})
+
+/** Python writing `mb` MiB without a newline to the protocol pipe. */
+const floodCode = (mb) => [
+  FIND_CHANNEL,
+  "chunk = memoryview(b'x' * (1 << 20))",
+  `for _ in range(${mb}):`,
+  '    left = chunk',
+  '    while left: left = left[os.write(channel.fd, left):]',
+  "print('the host read it all')",
+].join('\n')
+const FLOOD_MB = 300
+/** What the host may grow by while it reads the flood: the 64 MiB frame limit and room
+ *  for the rest of the process (measured: about +70 MB; without the limit, +600 MB). */
+const FLOOD_RSS_BOUND = 160 * MB
+const FRAME_LIMIT_MESSAGE = 'the kernel sent a protocol frame over 64 MiB (not allowed); it was killed'
+
+test('300 MB without a newline on the protocol pipe: the kernel is killed at the frame limit, host memory stays bounded', { timeout: 60_000 }, async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  await kernel.execute('0')
+  const rss = rssSampler(20)
+  const r = await kernel.execute(floodCode(FLOOD_MB))
+  const mem = rss.stop()
+  t.diagnostic(`${FLOOD_MB} MB flood: host RSS ${(mem.start / MB).toFixed(0)} -> max ${(mem.max / MB).toFixed(0)} MB (+${(mem.growth / MB).toFixed(0)} MB)`)
+  assert.ok(mem.growth < FLOOD_RSS_BOUND, `host RSS grew by ${(mem.growth / MB).toFixed(0)} MB for ${FLOOD_MB} MB written (bound ${FLOOD_RSS_BOUND / MB} MB)`)
+  assert.equal(r.kernelDied, true, `the kernel was not killed: ${r.status} ${r.stdout} ${JSON.stringify(r.error)}`)
+  assert.equal(r.error?.ename, 'KernelDied')
+  assert.equal(r.error.evalue, FRAME_LIMIT_MESSAGE)
+  assert.equal(kernel.alive, false)
+  await assert.rejects(kernel.execute('1'), { code: 'ERR_KERNEL_DEAD' })
+  await assertResponsive(probe)
+})
+
+test('the same flood through a pool: the result says why, the cell is not retried, the next call gets a new kernel', { timeout: 60_000 }, async (t) => {
+  const pool = new addon.KernelPool({ kernel: { interpreter: python }, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const call = (code) => pool.execute({ sessionId: 'flood', cells: [{ code }] })
+  const first = await call('x = 1\nx')
+  assert.equal(first.exitCode, 0, first.output)
+  const r = await call(floodCode(FLOOD_MB))
+  assert.equal(r.exitCode, 1)
+  assert.equal(r.kernelDied, true)
+  assert.equal(r.kernelKilled, true)
+  assert.equal(r.kernelRestarted, false, 'a cell that floods would only flood again')
+  assert.ok(r.annotations.some((a) => a.startsWith(FRAME_LIMIT_MESSAGE)), JSON.stringify(r.annotations))
+  const next = await call('6 * 7')
+  assert.equal(next.exitCode, 0, next.output)
+  assert.match(next.output, /42/)
+  const gone = await call("'x' in dir()")
+  assert.match(gone.output, /False/, 'the new kernel starts with fresh state')
+})
+
+test('legitimate output never reaches the frame limit: long prints are split, a 20 MB image is kept, an oversized value is replaced by a notice', { timeout: 120_000 }, async (t) => {
+  const calls = []
+  const kernel = await startKernel({ onCall: (call) => calls.push(call.name) })
+  t.after(() => kernel.shutdown())
+  const BIG = 70 << 20 // past the 64 MiB limit as one frame
+  let printed = 0
+  const onEvent = (event) => {
+    if (event.type === 'stdout') printed += event.text.length
+  }
+  const print = await kernel.execute(`import sys\nsys.stdout.write('p' * ${BIG})\nsys.stdout.flush()`, { onEvent })
+  assert.equal(print.status, 'ok', JSON.stringify(print.error))
+  assert.equal(printed, BIG, 'every character of one long write arrives')
+  assert.ok(print.stdout.length === BIG, `stdout kept ${print.stdout.length} of ${BIG} characters`)
+
+  // A 20 MB PNG (random bytes after a PNG signature) as base64: 27 MB in one frame.
+  const image = await kernel.execute("import base64, os\ndisplay({'image/png': base64.b64encode(b'\\x89PNG\\r\\n\\x1a\\n' + os.urandom(20_000_000)).decode()}, raw=True)")
+  assert.equal(image.status, 'ok', JSON.stringify(image.error))
+  assert.equal(image.displays.length, 1)
+  assert.equal(image.displays[0]['image/png'].length, Math.ceil(20_000_008 / 3) * 4)
+
+  const value = await kernel.execute(`'v' * ${BIG}`)
+  assert.equal(value.status, 'ok', JSON.stringify(value.error))
+  const stated = (text) => String(text).slice(0, 200) // never a 70 MB assertion message
+  assert.match(stated(value.result?.['text/plain']), /^\[pykernel: this result was 70\.0 MiB as a protocol frame, over the 64 MiB limit; it was not sent\]$/)
+  const shown = await kernel.execute(`display({'text/plain': 'd' * ${BIG}}, raw=True)`)
+  assert.match(stated(shown.displays[0]?.['text/plain']), /^\[pykernel: this display was 70\.0 MiB/)
+
+  const error = await kernel.execute(`raise ValueError('e' * ${BIG})`)
+  assert.equal(error.error?.ename, 'ValueError')
+  assert.equal(error.kernelDied, false)
+  // The frame held the message twice (in the traceback too); its start is kept.
+  assert.equal(error.error.evalue.slice(0, 65536), 'e'.repeat(65536))
+  assert.match(error.error.evalue.slice(65536), /^\n\[pykernel: this error was 140\.0 MiB as a protocol frame, over the 64 MiB limit; it was not sent\]$/)
+  const traceback = error.error.traceback.join('')
+  assert.ok(traceback.length < 10_000, `the traceback is cut to ${traceback.length} characters`)
+  assert.ok(traceback.includes('ValueError: eeee'), 'the end of the traceback is kept')
+
+  const call = await kernel.execute(`try:\n    tool.big(data='c' * ${BIG})\nexcept ValueError as e:\n    print(e)`)
+  assert.equal(call.status, 'ok', JSON.stringify(call.error))
+  assert.match(stated(call.stdout), /^bridge call 'big': its arguments are 70\.0 MiB as JSON, over the 64 MiB a protocol frame may hold; pass large data in a file instead\n$/)
+  assert.deepEqual(calls, [], 'the call never reached the host')
+  await assertKernelWorks(kernel)
+})
+
 test('the kernel inherits no descriptor of its host beyond its own pipes', { timeout: 20_000 }, async (t) => {
   // A host holding an inheritable (non-CLOEXEC) descriptor: here fd 100 opened by bash
   // before it execs Node (Node marks low fds close-on-exec at start-up, not high ones); in
@@ -188,6 +325,47 @@ test('a 100 MB cell source runs, and the host stays responsive meanwhile', { tim
   const freed = await kernel.execute('del x\n1')
   assert.equal(freed.status, 'ok')
   await assertKernelWorks(kernel)
+})
+
+/** The longest stall of this process's event loop while `fn` runs. */
+async function longestStall(fn) {
+  let last = performance.now()
+  let longest = 0
+  const ticker = setInterval(() => {
+    const now = performance.now()
+    longest = Math.max(longest, now - last)
+    last = now
+  }, 2)
+  try {
+    await fn()
+  } finally {
+    clearInterval(ticker)
+  }
+  return longest
+}
+
+test('a 100 MB cell source stalls the event loop no longer than copying it out of JavaScript', { timeout: 90_000 }, async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const code = '#' + 'a'.repeat(100 << 20) + '\n6*7'
+  // The floor: a call must copy the string out of the JavaScript heap on the JavaScript
+  // thread, as Buffer.from does. Encoding the request (a second pass) belongs elsewhere.
+  const copies = []
+  for (let i = 0; i < 3; i++) {
+    const started = performance.now()
+    Buffer.from(code, 'utf8')
+    copies.push(performance.now() - started)
+  }
+  const copy = Math.min(...copies)
+  const stalls = []
+  for (const run of [() => kernel.execute(code), () => kernel.evaluate([{ code }])]) {
+    let result
+    stalls.push(await longestStall(async () => { result = await run() }))
+    assert.equal(result.status ?? (result.exitCode === 0 ? 'ok' : result.output), 'ok')
+  }
+  t.diagnostic(`Buffer.from: ${copy.toFixed(0)} ms; longest stalls: ${stalls.map((s) => s.toFixed(0)).join(', ')} ms`)
+  const bound = 1.5 * copy + 50
+  for (const stall of stalls) assert.ok(stall < bound, `the event loop stalled ${stall.toFixed(0)} ms (copying the source takes ${copy.toFixed(0)} ms)`)
 })
 
 test('a cell of only magics runs them all', async (t) => {

@@ -16,6 +16,8 @@ The modules, from the bottom up:
 * ``signals``: when SIGINT interrupts a cell;
 * ``channel``: frames as strict JSON lines, each written whole; lines
   decoded; the runner's own diagnostics;
+* ``forward``: a stream's text sent as frames in slices; what cannot be sent
+  (out of memory) dropped with a notice, never raised;
 * ``capture``: the cells' stdout and stderr, framed per request, in order;
 * ``stdin``: reads of stdin fail at once instead of blocking;
 * ``requests``: the protocol's input, read between and during requests;

@@ -21,7 +21,8 @@ import select as _select
 import threading
 import time
 
-from .channel import diag
+from .channel import diag, safe_str
+from .forward import Forwarder
 from .signals import interrupts
 
 # The runner's own writes; cells get a wrapped os.write (see write_after_pending).
@@ -31,6 +32,7 @@ _FLUSH_INTERVAL = 0.005     # seconds proxy output may wait to be coalesced
 _FLUSH_CHARS = 1 << 20      # ... or until this much is waiting: a tight print loop
                             # must not pile up its output in memory
 DRAIN_TIMEOUT = 2.0         # bound on waiting for fd output before `done`
+_NO_MEMORY_PAUSE = 0.01     # seconds a pump waits when it cannot allocate a read
 RUN_ATTR = "_pykernel_run"          # a Thread's request id, set at start()
 _UNSET = object()
 
@@ -91,7 +93,11 @@ class Output:
             self._wake.clear()
             time.sleep(_FLUSH_INTERVAL)
             self.armed = False
-            self.flush()
+            try:
+                self.flush()
+            except Exception as exc:
+                # A dead flusher would leave printed text waiting for the next drain.
+                diag("flushing output failed: %s" % type(exc).__name__)
 
     def flush(self):
         """Pass all pending text to the pumps (which send it soon)."""
@@ -107,28 +113,38 @@ class Output:
         with interrupts, self._lock:
             pending = self._pending
             self.pending_chars = 0
-            items = [pending.popleft() for _ in range(len(pending))]
-            if not items:
-                return
-            run, stream, texts = items[0][0], items[0][1], []
-            previous = None
-            for item_run, item_stream, text in items:
-                if item_stream is not stream or item_run != run:
-                    previous = self._pass_on(run, stream, texts, previous)
-                    run, stream, texts = item_run, item_stream, []
-                texts.append(text)
-            self._pass_on(run, stream, texts, previous)
+            run = stream = previous = None
+            texts = []
+            try:
+                for _ in range(len(pending)):
+                    item_run, item_stream, text = pending.popleft()
+                    if texts and (item_stream is not stream or item_run != run):
+                        previous = self._pass_on(run, stream, texts, previous)
+                        texts = []
+                    run, stream = item_run, item_stream
+                    texts.append(text)
+                if texts:
+                    self._pass_on(run, stream, texts, previous)
+            except Exception as exc:
+                # Text taken from the queue and not passed on is lost: say so in its
+                # stream rather than fail the print (or kill the flusher thread).
+                capture = self._captures.get(stream)
+                if capture is not None:
+                    capture.forwarder.drop(run, sum(map(len, texts)), exc)
 
     def _pass_on(self, run, stream, texts, previous):
+        """Hand *texts* (not joined: a huge print is not copied) to the pump."""
         capture = self._captures.get(stream)
         if previous is not None and previous[0] is not capture:
             # stdout and stderr have a pump each: keep their order by letting
             # the earlier one send its text first
             previous[0].wait_seen(previous[1], DRAIN_TIMEOUT)
-        text = "".join(texts)
-        token = capture.enqueue(run, text) if capture is not None else None
+        if capture is None:
+            self._channel.send({"type": stream, "id": run, "data": "".join(texts)})
+            return None
+        token = capture.enqueue(run, texts)
         if token is None:   # fd 1/2 is not our pipe any more: send directly
-            self._channel.send({"type": stream, "id": run, "data": text})
+            capture.forwarder.send(run, texts)
             return None
         return capture, token
 
@@ -165,6 +181,9 @@ class StreamProxy(io.TextIOBase):
             if not isinstance(s, str):
                 raise TypeError("write() argument must be str, not %s"
                                 % type(s).__name__)
+            # A plain copy: the pump measures and slices the text, and a
+            # subclass's __len__ or __getitem__ is not the runner's to call.
+            s = str.__str__(s)
         if s:
             run = getattr(_current_thread(), RUN_ATTR, _UNSET)
             if run is _UNSET:
@@ -266,11 +285,11 @@ class FdCapture:
         self.fd = fd
         self.stream = stream
         self._read_fd = read_fd
-        self._channel = channel
         self._running = running
         self._seen_changed = seen_changed   # a Condition shared by the pumps
         self._identity = self._pipe_identity(fd)
-        self._held = collections.deque()    # (token, run, text) from proxies
+        self._held = collections.deque()    # (token, run, texts) from proxies
+        self.forwarder = Forwarder(stream, channel)
         self.seen = 0
         # Held by the pump from a read until what it read is forwarded, so that
         # "the pipe is empty and the pump holds nothing" can be checked at once.
@@ -283,9 +302,16 @@ class FdCapture:
                          daemon=True).start()
 
     def restore(self):
-        """Point fd 1/2 at the pipe again if a cell closed or replaced it."""
+        """Point fd 1/2 at the pipe again if a cell closed or replaced it, and
+        pump it again if the pump ended."""
         try:
             if self._pipe_identity(self.fd) == self._identity:
+                if not self._pumping:   # ended by something it could not catch
+                    try:
+                        self._start_pump()
+                    except RuntimeError as exc:     # no thread to be had: next time
+                        self._pumping = False
+                        diag("cannot restart the %s pump: %s" % (self.stream, exc))
                 return
         except OSError:
             pass                    # closed
@@ -321,24 +347,35 @@ class FdCapture:
             return None
         return token
 
-    def enqueue(self, run, text):
-        """Hold *text* until the pump reaches a marker written now."""
-        entry = (next(self._tokens), run, text)
+    def enqueue(self, run, texts):
+        """Hold *texts* until the pump reaches a marker written now."""
+        entry = (next(self._tokens), run, texts)
         self._held.append(entry)    # before the marker: the pump may be quick
-        if self.mark(entry[0]) is None:
-            try:
-                self._held.remove(entry)
-            except ValueError:
-                pass
-            return None
-        return entry[0]
+        token = None
+        try:
+            token = self.mark(entry[0])
+        finally:
+            if token is None:   # not held after all: the caller sends or drops it
+                try:
+                    self._held.remove(entry)
+                except ValueError:
+                    pass
+        return token
 
     def wait_seen(self, token, timeout):
-        """Wait until the pump has forwarded everything before *token*."""
+        """Wait until the pump has forwarded everything before *token*; give up
+        after *timeout* seconds in which it forwarded nothing."""
         deadline = time.monotonic() + timeout
+        frames = self.forwarder.frames
         with self._seen_changed:
             while self.seen < token:
                 remaining = deadline - time.monotonic()
+                if remaining <= 0 and self.forwarder.frames != frames:
+                    # Slow, not stuck: a long text is on its way (200 MiB takes
+                    # seconds), and `done` must not overtake its tail.
+                    frames = self.forwarder.frames
+                    deadline = time.monotonic() + timeout
+                    continue
                 if remaining <= 0:
                     diag("%s pipe not drained within %.1f s" % (self.stream, timeout))
                     self.release_held()
@@ -350,13 +387,10 @@ class FdCapture:
         """Send held text whose marker will not come."""
         while self._held:
             try:
-                _, run, text = self._held.popleft()
+                _, run, texts = self._held.popleft()
             except IndexError:
                 break
-            self._send(run, text)
-
-    def _send(self, run, text):
-        self._channel.send({"type": self.stream, "id": run, "data": text})
+            self.forwarder.send(run, texts)
 
     def quiet(self):
         """Whether everything written to the pipe so far has been forwarded: the
@@ -364,8 +398,8 @@ class FdCapture:
         a drain needs no marker, and a cell that wrote nothing to fd 1/2 does
         not wait on the pump threads twice."""
         with self._busy:
-            if self._held or self._tail:
-                return False
+            if self._held or self._tail or self.forwarder.dropped:
+                return False    # (a notice still owed is sent when the pump passes a marker)
             try:
                 pending = _fcntl.ioctl(self._read_fd, _FIONREAD, b"\0\0\0\0")
             except OSError:
@@ -373,18 +407,28 @@ class FdCapture:
             return pending == b"\0\0\0\0"
 
     def _pump(self):
-        decode = codecs.getincrementaldecoder("utf-8")("replace").decode
-        tag, tag_len, marker_len = self._tag, len(self._tag), self._marker_len
-        held = b""
-        readable = _select.poll()
-        readable.register(self._read_fd, _select.POLLIN)
-        while True:
-            readable.poll()     # wait without reading, so `quiet` can look
-            with self._busy:
-                if not self._pump_once(decode, tag, tag_len, marker_len, held):
-                    self._pumping = False
-                    return
-                held = self._tail
+        try:
+            decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+            tag, tag_len, marker_len = self._tag, len(self._tag), self._marker_len
+            held = self._tail
+            readable = _select.poll()
+            readable.register(self._read_fd, _select.POLLIN)
+            while True:
+                try:
+                    readable.poll()     # wait without reading, so `quiet` can look
+                    with self._busy:
+                        if not self._pump_once(decode, tag, tag_len, marker_len, held):
+                            return
+                        held = self._tail
+                except Exception as exc:
+                    # Last resort (the failures foreseen are handled where they
+                    # happen): what this read held is lost, the pump goes on.
+                    diag("%s pump: %s: %s" % (self.stream, type(exc).__name__,
+                                              safe_str(exc)))
+                    held = self._tail = b""
+                    time.sleep(_NO_MEMORY_PAUSE)
+        finally:
+            self._pumping = False
 
     _tail = b""
 
@@ -395,6 +439,12 @@ class FdCapture:
         except BlockingIOError:
             self._tail = held
             return True
+        except MemoryError:
+            # Nothing was read; the bytes wait in the pipe until memory is freed
+            # (a drain waits for them DRAIN_TIMEOUT at most).
+            time.sleep(_NO_MEMORY_PAUSE)
+            self._tail = held
+            return True
         except OSError:
             return False
         if not chunk:
@@ -403,9 +453,7 @@ class FdCapture:
         held = b""
         i = data.find(tag)
         while i >= 0 and len(data) >= i + marker_len:
-            text = decode(data[:i])
-            if text:
-                self._send(self._running(), text)
+            self._forward(decode, data[:i])
             self._reached(int(data[i + tag_len:i + marker_len - 1], 16))
             data = data[i + marker_len:]
             i = data.find(tag)
@@ -416,17 +464,27 @@ class FdCapture:
                 i = -1
         if i >= 0:
             held, data = data[i:], data[:i]
-        text = decode(data)
-        if text:
-            self._send(self._running(), text)
+        self._forward(decode, data)
         self._tail = held
         return True
+
+    def _forward(self, decode, data):
+        """Send bytes read from the pipe as text of the running request."""
+        run = self._running()
+        try:
+            text = decode(data)
+        except Exception as exc:    # MemoryError: the bytes are dropped, not the pump
+            self.forwarder.drop(run, len(data), exc)    # (a byte counted as a character)
+            return
+        if text:
+            self.forwarder.send(run, (text,))
 
     def _reached(self, token):
         queue = self._held
         while queue and queue[0][0] <= token:
-            _, run, text = queue.popleft()
-            self._send(run, text)
+            _, run, texts = queue.popleft()
+            self.forwarder.send(run, texts)
+        self.forwarder.report_drops()
         if token > self.seen:
             with self._seen_changed:
                 self.seen = token

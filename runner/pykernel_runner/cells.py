@@ -16,6 +16,10 @@ from .siblings import on_path
 _CO_COROUTINE = 0x0080      # inspect.CO_COROUTINE, without importing inspect
 _FUTURE_ANNOTATIONS = 0x1000000     # __future__.annotations.compiler_flag
 
+# A final expression that ran as part of an awaiting body left its value here.
+_LAST_VALUE = "_pykernel_last_value"
+_FROM_BODY = object()
+
 # Frames from these files never appear in a user's traceback: the runner's own
 # modules (added by the package as it is imported), the prelude's path when it
 # is loaded and pykernel_magics.
@@ -39,6 +43,7 @@ class Cells:
     def compile(self, source, filename):
         """Compile *source* as (body, last expression or None, show result)."""
         import _ast
+        source = _without_leading_indent(source)
         self.remember_source(filename, source)
         if _may_have_magics(source):
             source = self._load_magics().transform(source)
@@ -63,6 +68,17 @@ class Cells:
             body = compile(tree, filename, "exec", flags, dont_inherit=True)
             # `from __future__ import annotations` lasts for the session
             self._compile_flags |= body.co_flags & _FUTURE_ANNOTATIONS
+            if last is not None and body.co_flags & _CO_COROUTINE:
+                # The body awaits: the final expression must run in the same
+                # turn of the event loop (`asyncio.create_task(...)` needs a
+                # running loop), so it joins the body, its value kept aside.
+                where = {name: getattr(node, name) for name in
+                         ("lineno", "col_offset", "end_lineno", "end_col_offset")}
+                tree.body.append(_ast.Assign(
+                    targets=[_ast.Name(_LAST_VALUE, _ast.Store(), **where)],
+                    value=node.value, **where))
+                body = compile(tree, filename, "exec", flags, dont_inherit=True)
+                last = _FROM_BODY
         return body, last, show
 
     def _load_magics(self):
@@ -89,6 +105,8 @@ class Cells:
         self._sources.clear()
 
     def run(self, code):
+        if code is _FROM_BODY:
+            return self.namespace.pop(_LAST_VALUE, None)
         if code.co_flags & _CO_COROUTINE:
             return self._run_coroutine(eval(code, self.namespace))
         return eval(code, self.namespace)
@@ -132,6 +150,26 @@ class Cells:
             lines = ["%s: %s\n" % (type(exc).__name__, safe_str(exc))]
         return {"type": "error", "id": run, "ename": type(exc).__name__,
                 "evalue": safe_str(exc), "traceback": lines}
+
+
+def _without_leading_indent(source):
+    """*source* without the indentation of its first non-blank line, taken off
+    every line that has it, as IPython does: a cell pasted from inside a
+    function or a Markdown list runs instead of raising IndentationError."""
+    if source[:1] not in (" ", "\t", "\n", "\r"):
+        return source
+    lines = source.split("\n")
+    for first in lines:
+        if first.strip():
+            break
+    else:
+        return source
+    indent = first[:len(first) - len(first.lstrip(" \t"))]
+    if not indent:
+        return source
+    cut = len(indent)
+    return "\n".join(line[cut:] if line.startswith(indent) else line
+                     for line in lines)
 
 
 def _may_have_magics(source):

@@ -2,6 +2,9 @@
 and the runner's own diagnostics.
 
 Every frame is written to the saved real stdout, whole, under one lock.
+No line is longer than MAX_FRAME_BYTES, past which the host kills the kernel:
+long stream output leaves in several frames, and a display, result or error
+too large for one is replaced by a notice saying so.
 Every line is strict JSON (no NaN or Infinity), and values JSON cannot hold
 (sets, bytes, numpy scalars and arrays, arbitrary objects) are converted,
 never dropped.  On CPython the C encoder and scanner of ``_json`` are used
@@ -19,6 +22,16 @@ from .signals import interrupts
 # The runner's own writes; cells get a wrapped os.write (see the kernel's patches).
 _os_write = os.write
 _os_writev = os.writev
+
+
+# The longest line the host reads (newline excluded); a longer one gets the
+# kernel killed.  The host's MAX_FRAME_BYTES (src/frame_reader.rs) is the same.
+MAX_FRAME_BYTES = 64 << 20
+
+# Stream text leaves in frames of at most this many characters: at most 6 bytes
+# each as JSON (\u001f), so no print is too long for a frame.
+_STREAM_PIECE_CHARS = 1 << 20
+_STREAMS = ("stdout", "stderr")
 
 
 # -- diagnostics --------------------------------------------------------------
@@ -188,6 +201,53 @@ def frame_bytes(frame):
         return line.encode("utf-8")
 
 
+# -- frames too long for a line ----------------------------------------------
+
+def _stream_pieces(text, size=_STREAM_PIECE_CHARS):
+    """*text* in pieces of about *size* characters; a surrogate pair (text from
+    surrogateescape or a C extension) stays in one piece, so it still pairs."""
+    start = 0
+    while start < len(text):
+        end = start + size
+        if end < len(text) and "\ud800" <= text[end - 1] <= "\udbff":
+            end += 1
+        yield text[start:end]
+        start = end
+
+
+def _within_limit(frame, data):
+    """*data* (the frame encoded), or a stand-in that fits when it is too long:
+    the host would kill the kernel for it.  None when nothing can stand in."""
+    if len(data) <= MAX_FRAME_BYTES:
+        return data
+    kind = frame.get("type")
+    note = ("[pykernel: this %s was %.1f MiB as a protocol frame, over the %d MiB "
+            "limit; it was not sent]" % (kind, len(data) / 1048576.0,
+                                        MAX_FRAME_BYTES >> 20))
+    if kind == "call":
+        # Raised in the cell, by the call: it can pass the data another way.
+        raise ValueError("bridge call %r: its arguments are %.1f MiB as JSON, over "
+                         "the %d MiB a protocol frame may hold; pass large data "
+                         "in a file instead" % (frame.get("name"),
+                                                len(data) / 1048576.0,
+                                                MAX_FRAME_BYTES >> 20))
+    if kind in ("display", "result"):
+        stand_in = dict(frame, bundle={"text/plain": note})
+    elif kind == "error":
+        # The message's start and the traceback's end say the most; both are
+        # cut to a few MiB at most (6 bytes a character as JSON, at worst).
+        traceback = frame.get("traceback")
+        traceback = traceback if isinstance(traceback, list) else []
+        stand_in = dict(frame, ename=safe_str(frame.get("ename"))[:1000],
+                        evalue=safe_str(frame.get("evalue"))[:1 << 16] + "\n" + note,
+                        traceback=[safe_str(line)[:4096] for line in traceback[-200:]]
+                        + [note + "\n"])
+    else:
+        diag("dropped a %s frame of %d bytes: over the frame limit" % (kind, len(data)))
+        return None
+    return frame_bytes(stand_in)
+
+
 # -- the channel --------------------------------------------------------------
 
 class Channel:
@@ -203,7 +263,7 @@ class Channel:
         self._fd = fd
         self._lock = threading.Lock()
         self._on_broken = on_broken
-        self._held = b""
+        self._held = []             # a held frame's parts, written with the next
         self.divert = None          # %%capture: takes frames it keeps
 
     def send(self, frame, hold=False):
@@ -212,12 +272,32 @@ class Channel:
         divert = self.divert
         if divert is not None and divert(frame):
             return
-        data = frame_bytes(frame)
+        text = frame.get("data")
+        if frame.get("type") in _STREAMS and isinstance(text, str) \
+                and len(text) > _STREAM_PIECE_CHARS:
+            self._send_pieces(frame, text)
+            return
+        data = _within_limit(frame, frame_bytes(frame))
+        if data is None:
+            return
         with interrupts, self._lock:
-            parts = [self._held, data, b"\n"] if self._held else [data, b"\n"]
+            # Parts, not joined: a large frame is not copied once more.
+            parts = self._held + [data, b"\n"]
             if hold:
-                self._held = b"".join(parts)
+                self._held = parts
             else:
+                self._held = []
+                self._write(parts)
+
+    def _send_pieces(self, frame, text):
+        """Send long stream text as several frames, in a row: no other frame
+        gets between its pieces."""
+        with interrupts, self._lock:
+            for piece in _stream_pieces(text):
+                if self._fd is None:
+                    return
+                data = frame_bytes(dict(frame, data=piece))
+                parts = [self._held, data, b"\n"] if self._held else [data, b"\n"]
                 self._held = b""
                 self._write(parts)
 
@@ -225,7 +305,7 @@ class Channel:
         """Write a held frame now."""
         with interrupts, self._lock:
             if self._held and self._fd is not None:
-                parts, self._held = [self._held], b""
+                parts, self._held = self._held, []
                 self._write(parts)
 
     def _write(self, parts):
@@ -244,4 +324,4 @@ class Channel:
 
     def disown(self):
         self._fd = None
-        self._held = b""
+        self._held = []

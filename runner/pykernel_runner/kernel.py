@@ -81,6 +81,7 @@ class Kernel:
         self._output = Output(self._channel)
 
         self.running = None             # id of the request being executed
+        self._request_env = None        # what its env changed, undone after it
         self._main_thread = threading.main_thread()
         self._stdin_requested = False
         self.execution_count = 0
@@ -190,6 +191,14 @@ class Kernel:
         ends whatever is left of the process group; when the host is gone, nobody else
         will, so the whole group goes down with the runner.
         """
+        if host_present and "atexit" in sys.modules:
+            # A shutdown the host asked for is a normal exit, so atexit handlers run
+            # as they would in Jupyter (files flushed, temporary state removed); the
+            # host's grace period bounds them.  Their failures are printed by atexit.
+            try:
+                sys.modules["atexit"]._run_exitfuncs()
+            except BaseException:
+                pass
         try:
             self._drain_output(_EXIT_DRAIN_TIMEOUT)
             self._channel.release()
@@ -447,14 +456,34 @@ class Kernel:
 
     @staticmethod
     def _apply_cwd_env(request):
+        """Apply a request's cwd and env; return what the env was before, as
+        {name: (before, set)}, for `_restore_env`."""
         cwd = request.get("cwd")
         if cwd:
             os.chdir(cwd)
+        changed = {}
         for key, value in (request.get("env") or {}).items():
+            if value is not None and not isinstance(value, str):
+                value = str(value)
+            changed[key] = (os.environ.get(key), value)
             if value is None:
                 os.environ.pop(key, None)
             else:
-                os.environ[key] = value if isinstance(value, str) else str(value)
+                os.environ[key] = value
+        return changed
+
+    @staticmethod
+    def _restore_env(changed):
+        """Undo an execute request's env once it has ended: it is for that
+        request only.  A variable the cell itself set since keeps the cell's
+        value, as any other change a cell makes does."""
+        for key, (before, was_set) in changed.items():
+            if os.environ.get(key) != was_set:
+                continue
+            if before is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = before
 
     def _execute(self, request):
         run = request.get("id")
@@ -483,6 +512,9 @@ class Kernel:
         self._drain_output(DRAIN_TIMEOUT)
         if outcome.last_frame is not None:
             self._channel.send(outcome.last_frame, hold=True)
+        if self._request_env:
+            self._restore_env(self._request_env)
+            self._request_env = None
         # Forget the stop requests of requests that have ended, before `done`: once
         # it is out the host writes the next request, and the reader thread may
         # read that request's `interrupt` frame before this thread gets here.
@@ -538,7 +570,7 @@ class Kernel:
                     raise KeyboardInterrupt
                 # Informational; it leaves with the next frame, not in a write of its own.
                 self._channel.send({"type": "started", "id": request.get("id")}, hold=True)
-                self._apply_cwd_env(request)
+                self._request_env = self._apply_cwd_env(request)
                 source = request.get("code") or ""
                 body, last, show = self._cells.compile(source, filename)
                 if body is not None:

@@ -38,7 +38,8 @@ pub struct EvalResult {
     pub failed_cell: Option<u32>,
     /// What the agent reads: notices first (`[...]`), then the sanitized, truncated text.
     pub output: String,
-    /// 0 ok, 1 failed, null cancelled.
+    /// 0 ok, 1 failed, null cancelled: by an abort or a timeout (`timedOut` says which;
+    /// a cell that ran past its time did not fail, it was stopped).
     #[napi(ts_type = "0 | 1 | null")]
     pub exit_code: Value,
     pub cancelled: bool,

@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use super::cancel::{on_event_notice, Callback, EventSink};
 use super::eval::{EvalCell, EvalResult};
-use super::options::{bounds, optional_integer, optional_millis, Cancellation, OptionReader};
+use super::options::{
+    bounds, optional_integer, optional_millis, Cancellation, Misfit, OptionReader,
+};
 use super::sandbox::{sandbox_config, IsolationInfo, SandboxOptions};
 use super::{cwd_or_current, js_error, promise};
 use crate::error::KernelError;
@@ -28,7 +30,8 @@ pub struct KernelOptions {
     /// Working directory; must exist and be a directory. @default process.cwd()
     pub cwd: Option<String>,
     /// The environment to filter (SPEC 9). @default process.env
-    pub base_env: Option<HashMap<String, String>>,
+    #[napi(ts_type = "Record<string, string | undefined>")]
+    pub base_env: Option<super::JsEnv>,
     /// Host-managed variables, added after filtering.
     pub env: Option<HashMap<String, String>>,
     /// An explicit Python executable; skips discovery.
@@ -50,7 +53,7 @@ pub struct KernelOptions {
     /// Promise resolves to, is the reply as JSON (`undefined` is Python's `None`); a throw
     /// or rejection, or a reply JSON cannot hold, is a RuntimeError in the cell.
     #[napi(ts_type = "(call: BridgeCall) => unknown")]
-    pub on_call: Option<FunctionRef<Value, Unknown<'static>>>,
+    pub on_call: Option<Either<FunctionRef<Value, Unknown<'static>>, Misfit>>,
     /// With `sessionId`, where the session's kv store lives (`<dir>/kernel-store/`).
     pub artifacts_dir: Option<String>,
     pub session_id: Option<String>,
@@ -66,13 +69,17 @@ impl KernelOptions {
     pub(super) fn into_config(self, env: &Env) -> std::result::Result<KernelConfig, KernelError> {
         let mut config = KernelConfig::new(cwd_or_current(self.cwd));
         config.sandbox = sandbox_config(self.sandbox, &config.cwd)?;
-        if let Some(on_call) = self.on_call {
-            config.bridge = Some(JsBridge::shared(env, &on_call).map_err(|e| {
-                KernelError::InvalidArgument {
-                    name: "onCall",
-                    reason: e.reason.clone(),
-                }
-            })?);
+        match self.on_call {
+            None => {}
+            Some(Either::A(on_call)) => {
+                config.bridge = Some(JsBridge::shared(env, &on_call).map_err(|e| {
+                    KernelError::InvalidArgument {
+                        name: "onCall",
+                        reason: e.reason.clone(),
+                    }
+                })?);
+            }
+            Some(Either::B(misfit)) => return Err(misfit.refused("onCall", "a function")),
         }
         config.artifacts_dir = self.artifacts_dir.map(PathBuf::from);
         config.max_processes = optional_integer(
@@ -82,7 +89,7 @@ impl KernelOptions {
         )?
         .map(|n| n as usize);
         config.session_id = self.session_id;
-        config.base_env = self.base_env;
+        config.base_env = self.base_env.map(super::defined_vars);
         config.env = self.env.unwrap_or_default();
         config.interpreter = self.interpreter;
         if let Some(prefix) = self.env_prefix {
@@ -130,8 +137,12 @@ pub struct ExecuteResult {
     pub stdin_requested: bool,
     pub stdout: String,
     pub stderr: String,
+    /// The cell's first displays: at most 100, or 64 MiB as JSON. When it showed more,
+    /// the rest went to `onEvent` only, and (`execute`) a last text/plain bundle says so.
     #[napi(ts_type = "MimeBundle[]")]
     pub displays: Vec<Value>,
+    /// How many displays went to `onEvent` but were left out of `displays`.
+    pub displays_dropped: f64,
     /// Status events (`_emit_status`), in order.
     pub statuses: Vec<StatusInfo>,
     #[napi(ts_type = "MimeBundle")]
@@ -155,6 +166,7 @@ impl From<ExecuteOutcome> for ExecuteResult {
             stdin_requested: o.stdin_requested,
             stdout: o.stdout,
             stderr: o.stderr,
+            displays_dropped: o.displays_dropped as f64,
             displays: o.displays,
             statuses: o
                 .statuses
@@ -240,6 +252,14 @@ impl JsKernel {
         self.inner.execution_count()
     }
 
+    /// Lines from the kernel's protocol pipe that reached no request: frames for an
+    /// unknown or finished request id (forged by code in the kernel, or output of a thread
+    /// that outlived its cell) and lines that are not frames. They change nothing.
+    #[napi(getter)]
+    pub fn dropped_frames(&self) -> f64 {
+        self.inner.dropped_frames() as f64
+    }
+
     /// Runs one cell. Events stream to `onEvent` in order; all of them have been delivered
     /// when the promise resolves.
     #[napi(
@@ -261,8 +281,9 @@ impl JsKernel {
         let kernel = self.inner.clone();
         // The place in line is taken now, so calls run in the order JavaScript made them.
         let place = kernel.queue();
+        let source_len = request.code.len();
         env.spawn_future_with_callback(
-            super::eager(async move {
+            super::eager(source_len, async move {
                 let mut sink = EventSink::new(on_event);
                 let outcome = kernel
                     .execute_in_turn(place, request, abort, |event| sink.push(event.into_json()))
@@ -302,7 +323,7 @@ impl JsKernel {
             let artifacts_dir: Option<String> = reader.get("artifactsDir", "a string")?;
             let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
             let eval = EvalOptions {
-                timeout: reader.millis("timeoutMs", bounds::MAX_LONG_MS)?,
+                timeout: reader.timeout_millis("timeoutMs", bounds::MAX_LONG_MS)?,
                 artifacts_dir: artifacts_dir.map(PathBuf::from),
                 status_mime: self.inner.status_mime().to_string(),
                 ..Default::default()
@@ -315,7 +336,7 @@ impl JsKernel {
         };
         let (abort, cancellation) = cancellation.split();
         eval.abort = abort;
-        let cells = cells
+        let cells: Vec<Cell> = cells
             .into_iter()
             .map(|c| Cell {
                 code: c.code,
@@ -324,8 +345,9 @@ impl JsKernel {
             .collect();
         let kernel = self.inner.clone();
         let place = kernel.queue();
+        let source_len = cells.iter().map(|c| c.code.len()).sum();
         env.spawn_future_with_callback(
-            super::eager(async move {
+            super::eager(source_len, async move {
                 let mut sink = EventSink::new(on_event);
                 let turn = place.turn().await;
                 let result = executor::evaluate(&kernel, &turn, cells, eval, |index, event| {
@@ -490,9 +512,11 @@ fn parse_execute_options(
         code,
         silent: options.get("silent", "a boolean")?.unwrap_or(false),
         store_history: options.get("storeHistory", "a boolean")?.unwrap_or(true),
-        cwd: options.get("cwd", "a string")?,
+        cwd: options
+            .get::<String>("cwd", "a string")?
+            .map(|cwd| super::host_path(cwd).to_string_lossy().into_owned()),
         env: env_changes.map(|m| m.into_iter().collect::<BTreeMap<_, _>>()),
-        timeout: options.millis("timeoutMs", bounds::MAX_LONG_MS)?,
+        timeout: options.timeout_millis("timeoutMs", bounds::MAX_LONG_MS)?,
         max_captured_bytes: Some(captured_bytes(options)?),
     };
     Ok((request, options.callback("onEvent")?, options.signal()?))

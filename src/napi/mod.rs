@@ -23,6 +23,7 @@ mod pool;
 mod python;
 mod sandbox;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use napi::bindgen_prelude::*;
@@ -71,8 +72,25 @@ where
 }
 
 pub(crate) fn cwd_or_current(cwd: Option<String>) -> PathBuf {
-    cwd.map(PathBuf::from)
+    cwd.map(host_path)
         .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")))
+}
+
+/// An environment as JavaScript holds one (`process.env` is typed with `undefined`
+/// values): the variables that have a value.
+pub(crate) type JsEnv = HashMap<String, Option<String>>;
+
+pub(crate) fn defined_vars(env: JsEnv) -> HashMap<String, String> {
+    env.into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect()
+}
+
+/// A path given by the host, made absolute against the host's working directory. The
+/// kernel changes directory itself, so a relative path handed to it would be resolved
+/// against wherever it happens to be (`sub` became `sub/sub`).
+pub(crate) fn host_path(path: String) -> PathBuf {
+    std::path::absolute(&path).unwrap_or_else(|_| PathBuf::from(path))
 }
 
 pub(crate) async fn blocking<T: Send + 'static>(
@@ -99,6 +117,9 @@ fn init_runtime() {
     napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
 }
 
+/// The most cell source [`eager`] encodes on the JavaScript thread.
+pub(crate) const EAGER_MAX_SOURCE: usize = 256 << 10;
+
 static RUNTIME: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
 
 /// Runs `fut` on the calling JavaScript thread until it first waits, then lets the
@@ -108,12 +129,23 @@ static RUNTIME: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLoc
 /// it can wait for (the kernel's turn, a pipe with no room, a reply) is a tokio future,
 /// which registers and returns. Wakers registered during it are replaced when the
 /// runtime polls the future again, and tokio's primitives keep what happened meanwhile.
-pub(crate) fn eager<F>(fut: F) -> impl std::future::Future<Output = F::Output> + Send + 'static
+///
+/// Only for a request of at most [`EAGER_MAX_SOURCE`] bytes of source: encoding and writing
+/// a 100 MB cell on the JavaScript thread held its event loop for a quarter of a second,
+/// while the head start is worth microseconds; a larger one goes to the runtime at once.
+pub(crate) fn eager<F>(
+    source_len: usize,
+    fut: F,
+) -> impl std::future::Future<Output = F::Output> + Send + 'static
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let first = first_poll(fut);
+    let first = if source_len <= EAGER_MAX_SOURCE {
+        first_poll(fut)
+    } else {
+        FirstPoll::Waiting(Box::pin(fut))
+    };
     async move {
         match first {
             FirstPoll::Done(value) => value,

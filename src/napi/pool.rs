@@ -192,7 +192,9 @@ impl JsKernelPool {
                     .collect(),
                 session_id: reader.get("sessionId", "a string")?,
                 session_file: reader.get("sessionFile", "a string")?,
-                cwd: reader.get::<String>("cwd", "a string")?.map(PathBuf::from),
+                cwd: reader
+                    .get::<String>("cwd", "a string")?
+                    .map(super::host_path),
                 interpreter: reader.get("interpreter", "a string")?,
                 owner_id: reader.get("ownerId", "a string")?,
                 timeout_seconds: timeout_seconds(reader.get("timeoutSeconds", "a number")?)?,
@@ -208,13 +210,14 @@ impl JsKernelPool {
         };
         let (abort, cancellation) = cancellation.split();
         request.abort = abort;
+        let source_len = request.cells.iter().map(|c| c.code.len()).sum();
         // Admitted now, so calls on one session run in the order JavaScript made them.
         let admission = match self.inner.admit(request) {
             Ok(admission) => admission,
             Err(err) => return promise(env, async move { Err(err) }),
         };
         env.spawn_future_with_callback(
-            super::eager(async move {
+            super::eager(source_len, async move {
                 let mut sink = EventSink::new(on_event);
                 let result = admission
                     .run(|index, event| sink.push((index as u32, event.into_json()).into()))

@@ -17,7 +17,8 @@ pub struct ResolvePythonOptions {
     pub interpreter: Option<String>,
     /// Read for discovery; candidates are probed with it filtered as for a kernel.
     /// @default process.env
-    pub base_env: Option<HashMap<String, String>>,
+    #[napi(ts_type = "Record<string, string | undefined>")]
+    pub base_env: Option<super::JsEnv>,
     /// The filter's prefix, as the kernel's `envPrefix`. @default "PYKERNEL_"
     pub env_prefix: Option<String>,
 }
@@ -54,6 +55,7 @@ fn resolve_options(options: Option<ResolvePythonOptions>) -> ResolveOptions {
         interpreter: options.interpreter,
         base_env: options
             .base_env
+            .map(super::defined_vars)
             .unwrap_or_else(|| std::env::vars().collect()),
         env_prefix: options
             .env_prefix
@@ -106,13 +108,29 @@ pub struct Availability {
     pub isolation: super::sandbox::IsolationInfo,
 }
 
-/// Whether a kernel can start here; never throws. Probes are cached per interpreter and cwd.
-#[napi(ts_return_type = "Promise<Availability>")]
+/// Whether a kernel can start here; never throws (options of the wrong shape are an
+/// `ok: false` answer saying so). Probes are cached per interpreter and cwd.
+#[napi(
+    ts_args_type = "options?: ResolvePythonOptions",
+    ts_return_type = "Promise<Availability>"
+)]
 pub fn check_python_kernel_availability<'env>(
     env: &'env Env,
-    options: Option<ResolvePythonOptions>,
+    options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, Availability>> {
-    let opts = resolve_options(options);
+    // Read by hand: a mistyped field would otherwise be napi's synchronous throw.
+    let options = options
+        .filter(|value| !matches!(value.get_type(), Ok(ValueType::Null)))
+        .map(|value| {
+            if value.get_type()? != ValueType::Object {
+                return Err(Error::new(Status::InvalidArg, "must be an object"));
+            }
+            // SAFETY: the env and value of this call, converted while it runs.
+            unsafe { ResolvePythonOptions::from_napi_value(env.raw(), value.raw()) }
+        })
+        .transpose()
+        .map_err(|e| format!("invalid argument `options`: {}", e.reason));
+    let opts = options.map(resolve_options);
     promise(env, async move {
         let isolation = blocking(|| Ok(crate::sandbox::default_isolation()))
             .await
@@ -124,7 +142,13 @@ pub fn check_python_kernel_availability<'env>(
                     missing: vec![e.to_string()],
                 },
             );
-        Ok(match blocking(move || runtime::resolve(&opts)).await {
+        let resolved = match opts {
+            Ok(opts) => blocking(move || runtime::resolve(&opts))
+                .await
+                .map_err(|e| e.to_string()),
+            Err(reason) => Err(reason),
+        };
+        Ok(match resolved {
             Ok((resolved, _)) => Availability {
                 ok: true,
                 path: Some(resolved.path.display().to_string()),
@@ -132,11 +156,11 @@ pub fn check_python_kernel_availability<'env>(
                 reason: None,
                 isolation,
             },
-            Err(err) => Availability {
+            Err(reason) => Availability {
                 ok: false,
                 path: None,
                 version: None,
-                reason: Some(err.to_string()),
+                reason: Some(reason),
                 isolation,
             },
         })
@@ -151,11 +175,9 @@ pub struct FilterEnvOptions {
 
 /// The variables of `env` a kernel may see (SPEC 9): denylist, allowlist, secret pattern,
 /// allow-prefixes, in that order; everything else is dropped.
-#[napi]
-pub fn filter_env(
-    env: HashMap<String, String>,
-    options: Option<FilterEnvOptions>,
-) -> HashMap<String, String> {
+#[napi(ts_args_type = "env: Record<string, string | undefined>, options?: FilterEnvOptions")]
+pub fn filter_env(env: super::JsEnv, options: Option<FilterEnvOptions>) -> HashMap<String, String> {
+    let env = super::defined_vars(env);
     let prefix = options
         .and_then(|o| o.env_prefix)
         .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
@@ -176,7 +198,8 @@ pub struct EvalBackendsOptions {
     pub settings: Option<BackendSettings>,
     /// Where the flags are read, and the environment of the Python preflight.
     /// @default process.env
-    pub env: Option<HashMap<String, String>>,
+    #[napi(ts_type = "Record<string, string | undefined>")]
+    pub env: Option<super::JsEnv>,
     /// @default "PYKERNEL_"
     pub env_prefix: Option<String>,
     /// `'boolean'`: `<PREFIX>PY` / `<PREFIX>JS` are booleans overriding their own setting;
@@ -212,7 +235,10 @@ pub fn eval_backends<'env>(
         cwd: None,
         interpreter: None,
     });
-    let vars = options.env.unwrap_or_else(|| std::env::vars().collect());
+    let vars = options
+        .env
+        .map(super::defined_vars)
+        .unwrap_or_else(|| std::env::vars().collect());
     let style = match options.flag_style.as_deref() {
         None | Some("boolean") => backends::FlagStyle::Boolean,
         Some("mode") => backends::FlagStyle::Mode,

@@ -1,0 +1,136 @@
+'use strict'
+// The package's entry: the generated binding (`index.js`), with every entry point made
+// total at the boundary napi-rs owns.
+//
+// napi-rs converts a call's arguments before our Rust code runs. A wrong type there
+// (`execute(42)`, `{cwd: 42}`) is thrown synchronously, even from a method that returns a
+// Promise, with napi's own status as its code (`StringExpected`, `InvalidArg`, ...). Here
+// an async entry point always rejects instead of throwing, and every error carries one of
+// our codes: napi's argument statuses become `ERR_INVALID_ARG` (the message, which names
+// the field, is kept; the original status is `napiCode`), any other napi status
+// `ERR_INTERNAL`. Classes and their instances are seen through Proxies (napi-rs makes
+// their properties read-only), so `instanceof` and the types in `index.d.ts` are those of
+// the binding.
+const binding = require('./index.js')
+
+const ARGUMENT_STATUSES = new Set([
+  'InvalidArg',
+  'ObjectExpected',
+  'StringExpected',
+  'NameExpected',
+  'FunctionExpected',
+  'NumberExpected',
+  'BooleanExpected',
+  'ArrayExpected',
+  'BigintExpected',
+  'DateExpected',
+  'ArrayBufferExpected',
+])
+
+/** `error` with one of our codes. */
+function coded(error) {
+  if (!(error instanceof Error) || (typeof error.code === 'string' && error.code.startsWith('ERR_'))) return error
+  const status = error.code
+  error.napiCode = status
+  error.code = ARGUMENT_STATUSES.has(status) ? 'ERR_INVALID_ARG' : 'ERR_INTERNAL'
+  if (error.code === 'ERR_INVALID_ARG' && !error.message.startsWith('invalid argument')) {
+    error.message = `invalid argument: ${error.message}`
+  }
+  return error
+}
+
+function totalSync(fn) {
+  return function (...args) {
+    try {
+      return fn.apply(this, args)
+    } catch (error) {
+      throw coded(error)
+    }
+  }
+}
+
+function totalAsync(fn) {
+  return function (...args) {
+    let pending
+    try {
+      pending = fn.apply(this, args)
+    } catch (error) {
+      return Promise.reject(coded(error))
+    }
+    return pending.catch((error) => Promise.reject(coded(error)))
+  }
+}
+
+/** `instance` whose methods named in `kinds` ({name: total}) are total; the same object
+ *  otherwise (its getters, `instanceof`). The binding's properties cannot be redefined,
+ *  so the object is seen through a Proxy; each wrapped method is made once. */
+function totalInstance(instance, kinds) {
+  const wrapped = new Map()
+  return new Proxy(instance, {
+    get(target, name) {
+      const value = Reflect.get(target, name, target)
+      const total = kinds[name]
+      if (!total || typeof value !== 'function') return value
+      let method = wrapped.get(name)
+      if (!method) {
+        const bound = total(value)
+        method = (...args) => bound.apply(target, args)
+        wrapped.set(name, method)
+      }
+      return method
+    },
+  })
+}
+
+const KERNEL_METHODS = { execute: totalAsync, evaluate: totalAsync, shutdown: totalAsync, interrupt: totalSync }
+const POOL_METHODS = { execute: totalAsync, disposeOwner: totalAsync, disposeAll: totalAsync }
+const KV_METHODS = { get: totalSync, set: totalSync, delete: totalSync, list: totalSync }
+
+/** A stand-in for `cls`: `new` gives a total instance and throws coded errors, the
+ *  statics in `statics` replace the class's own, `instanceof` holds for the binding's
+ *  objects (the prototype is the binding's). A Proxy of the class itself cannot do it:
+ *  its read-only statics must be returned as they are. */
+function totalClass(cls, methods, statics = {}) {
+  const constructible = !('start' in statics)
+  const Total = function (...args) {
+    if (!constructible) {
+      const error = new TypeError(`${cls.name} has no constructor: use ${cls.name}.start(options)`)
+      error.code = 'ERR_INVALID_ARG'
+      throw error
+    }
+    try {
+      return totalInstance(Reflect.construct(cls, args), methods)
+    } catch (error) {
+      throw coded(error)
+    }
+  }
+  Object.defineProperty(Total, 'name', { value: cls.name })
+  Total.prototype = cls.prototype
+  Object.assign(Total, statics)
+  return Total
+}
+
+const startKernel = totalAsync(binding.Kernel.start.bind(binding.Kernel))
+const Kernel = totalClass(binding.Kernel, KERNEL_METHODS, {
+  start: (...args) => startKernel(...args).then((kernel) => totalInstance(kernel, KERNEL_METHODS)),
+})
+const KernelPool = totalClass(binding.KernelPool, POOL_METHODS)
+const KvStore = totalClass(binding.KvStore, KV_METHODS)
+
+module.exports = {
+  ...binding,
+  Kernel,
+  JsKernel: Kernel,
+  KernelPool,
+  JsKernelPool: KernelPool,
+  KvStore,
+  JsKvStore: KvStore,
+  checkPythonKernelAvailability: totalAsync(binding.checkPythonKernelAvailability),
+  evalBackends: totalAsync(binding.evalBackends),
+  resolvePython: totalAsync(binding.resolvePython),
+  clampLine: totalSync(binding.clampLine),
+  collapsedPreview: totalSync(binding.collapsedPreview),
+  filterEnv: totalSync(binding.filterEnv),
+  renderBundle: totalSync(binding.renderBundle),
+  streamingPreview: totalSync(binding.streamingPreview),
+}

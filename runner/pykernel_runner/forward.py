@@ -1,0 +1,120 @@
+"""Stream frames out: a stream's text sent as frames of a request, in slices,
+degrading instead of failing.
+
+The pump threads and the proxies send the cells' output through here.  A
+huge print leaves in slices of _SLICE_CHARS characters, so sending it needs
+memory for a slice (encoded twice on its way to the pipe), not for three more
+copies of the whole text: under ``memoryLimitBytes`` a print whose string
+fits in memory is sent whole.  What cannot be sent (the kernel is out of
+memory, a ``%%capture`` sink fails) is dropped, counted, and reported by a
+notice in the same stream of the same request.  No failure reaches the
+caller: a pump thread that died would lose every later cell's output and
+block children writing to fd 1/2.
+"""
+
+import threading
+
+from .channel import diag, safe_str
+
+_SLICE_CHARS = 1 << 18      # characters per stream frame of a long text
+
+
+def _slices(texts):
+    """*texts* concatenated and cut into pieces of at most _SLICE_CHARS, never
+    copying a long text whole (a single short text is passed as it is)."""
+    batch, size = [], 0
+    for text in texts:
+        start = 0
+        while len(text) - start > _SLICE_CHARS - size:
+            end = start + _SLICE_CHARS - size
+            if "\ud800" <= text[end - 1] <= "\udbff":
+                end -= 1    # keep a surrogate pair in one frame, where it is mended
+            batch.append(text[start:end])
+            yield "".join(batch)
+            batch, size, start = [], 0, end
+        if start < len(text):
+            batch.append(text[start:] if start else text)
+            size += len(text) - start
+    if batch:
+        yield "".join(batch)
+
+
+def _cause(exc):
+    if isinstance(exc, MemoryError):
+        return "the kernel ran out of memory while sending them"
+    try:
+        return "sending them failed (%s: %s)" % (type(exc).__name__, safe_str(exc))
+    except Exception:
+        return "sending them failed"
+
+
+class Forwarder:
+    """Sends one stream's text (``stdout`` or ``stderr``) as frames; never raises.
+
+    Called from the stream's pump thread and, when a drain times out or fd 1/2
+    is not the pipe any more, from the thread that flushes.
+    """
+
+    def __init__(self, stream, channel):
+        self.stream = stream
+        self._channel = channel
+        # Guards the count of dropped text; reentrant because a %%capture sink
+        # runs inside a send.
+        self._lock = threading.RLock()
+        self.dropped = 0            # characters dropped and not yet reported
+        self._dropped_run = None
+        self._cause = None
+        self._line_start = True     # whether the last text sent ended a line
+        self.frames = 0             # frames sent: a drain waits on while this grows
+
+    def send(self, run, texts):
+        """Send *texts* (strings, in order) as frames of request *run*."""
+        if self.dropped:
+            self.report_drops()     # a notice still owed goes before later text
+        total = sent = 0
+        try:
+            total = sum(map(len, texts))
+            for piece in _slices(texts):
+                self._send_frame(run, piece)
+                sent += len(piece)
+        except Exception as exc:
+            # The rest of this text is dropped, not sent after a hole: the notice
+            # stands where the text stops.
+            self.drop(run, total - sent, exc)
+
+    def _send_frame(self, run, text):
+        if text:
+            self._channel.send({"type": self.stream, "id": run, "data": text})
+            self._line_start = text[-1] == "\n"
+            self.frames += 1
+
+    def drop(self, run, size, exc):
+        """Count *size* characters of *run*'s output as lost to *exc*, and
+        report them now if a notice can be sent, else at the next chance."""
+        with self._lock:
+            if self.dropped and self._dropped_run != run and not self.report_drops():
+                diag("a notice of %d dropped characters of %s never reached request %r"
+                     % (self.dropped, self.stream, self._dropped_run))
+                self.dropped = 0
+            self._dropped_run = run
+            self.dropped += size
+            self._cause = _cause(exc)
+            self.report_drops()
+
+    def report_drops(self):
+        """Send the notice of dropped text, if one is owed; False if it could
+        not be sent (it is tried again on the next send or drain)."""
+        if not self.dropped:    # the common case, at every marker: no lock taken
+            return True
+        with self._lock:
+            if not self.dropped:
+                return True
+            try:
+                notice = "%s[pykernel: %s characters of %s were dropped here: %s]\n" % (
+                    "" if self._line_start else "\n", format(self.dropped, ","),
+                    self.stream, self._cause)
+                self._send_frame(self._dropped_run, notice)
+            except Exception:
+                return False
+            self.dropped = 0
+            return True

@@ -1,0 +1,30 @@
+#!/usr/bin/env node
+'use strict'
+// After `napi build`: what the generated index.d.ts cannot say by itself. A class without
+// a `#[napi(constructor)]` gets no constructor line, which TypeScript reads as a public
+// `new Kernel()`; at run time that throws. Optional fields get `| undefined`.
+// Idempotent, so builds stay reproducible.
+const fs = require('node:fs')
+const path = require('node:path')
+
+const file = path.join(__dirname, '..', 'index.d.ts')
+const NO_CONSTRUCTOR = {
+  Kernel: 'Kernels are made by `Kernel.start(options)`.',
+}
+
+let text = fs.readFileSync(file, 'utf8')
+for (const [name, why] of Object.entries(NO_CONSTRUCTOR)) {
+  const opening = `export declare class ${name} {\n`
+  const at = text.indexOf(opening)
+  if (at < 0) throw new Error(`index.d.ts has no class ${name}`)
+  const line = `  /** ${why} */\n  private constructor()\n`
+  const body = at + opening.length
+  if (!text.startsWith(line, body)) text = text.slice(0, body) + line + text.slice(body)
+}
+// Optional fields say `| undefined`: under `exactOptionalPropertyTypes` a caller may then
+// pass `{cwd: maybeCwd}` with `maybeCwd` undefined, which the addon accepts as absent.
+text = text.replace(/^(\s+(?:readonly )?\w+\?: )(.+)$/gm, (line, head, type) => {
+  if (/\|\s*undefined\b/.test(type)) return line
+  return `${head}${type.includes('=>') ? `(${type})` : type} | undefined`
+})
+fs.writeFileSync(file, text)
