@@ -114,8 +114,11 @@ async function assertForkLoopStopped(t, kernel, limit, members, code = boundedFo
   assert.equal(r.kernelDied, true, `the loop ran to its end: ${r.stdout}`)
   assert.equal(r.error?.ename, 'KernelDied')
   assert.match(r.error.evalue, new RegExp(`ran more than ${limit} processes at once \\(its maxProcesses limit; threads do not count\\) and was killed with all of them`))
-  // The watcher looks every 20 ms; a single parent forks a few dozen times in between.
-  assert.ok(maxMembers <= limit + 64, `the kernel reached ${maxMembers} processes (limit ${limit})`)
+  // The watcher looks every 20 ms, in which one parent forks a few dozen times: 60 to 82
+  // were seen here, but up to 172 while two compilers kept this 2-core machine at load 4.8,
+  // when the watcher's wake-ups come late. So the bound asserted is only that the loop was
+  // stopped well before all its processes existed; the peak is in the diagnostic.
+  assert.ok(maxMembers < FORKS * 0.8, `the kernel reached ${maxMembers} processes (limit ${limit}, the loop makes ${FORKS})`)
   await assert.rejects(kernel.execute('1'), (err) => err.code === 'ERR_KERNEL_DEAD')
   return r
 }
