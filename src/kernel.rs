@@ -690,8 +690,18 @@ impl Kernel {
         mut on_event: impl FnMut(KernelEvent) + Send,
     ) -> Result<ExecuteOutcome> {
         if let Some(exit) = self.exit_info() {
+            // Killed between cells (a process a cell left behind kept forking): say why.
+            let exit = match (
+                self.process_limit_hit.load(Ordering::SeqCst),
+                self.max_processes,
+            ) {
+                (true, Some(limit)) => format!(
+                    "{exit}: it ran more than {limit} processes at once, its maxProcesses limit"
+                ),
+                _ => exit.to_string(),
+            };
             return Err(KernelError::KernelDead {
-                exit: exit.to_string(),
+                exit,
                 stderr: self.stderr_tail().await,
             });
         }

@@ -158,6 +158,30 @@ test('sandbox off, with the pids cgroup: a fork loop of setsid children past max
   assert.ok(await waitFor(() => processesWith(marker).length === 0, { timeoutMs: 500 }), `setsid children left: ${processesWith(marker).length}`)
 })
 
+test('a fork loop a cell left running in a thread kills the kernel between cells; the next call names the limit', { timeout: 30_000 }, async (t) => {
+  const kernel = await startKernel({ maxProcesses: 8 })
+  t.after(() => kernel.shutdown())
+  // Bounded: 30 forks, 10 ms apart, each child gone after 2 s.
+  const code = [
+    'import os, threading, time',
+    'def forks():',
+    '    for _ in range(30):',
+    '        if os.fork() == 0:',
+    '            time.sleep(2)',
+    '            os._exit(0)',
+    '        time.sleep(0.01)',
+    'threading.Thread(target=forks).start()',
+  ].join('\n')
+  const r = await kernel.execute(code)
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.ok(await waitFor(() => !kernel.alive, { timeoutMs: 5000 }), 'the kernel was killed')
+  await assert.rejects(kernel.execute('1'), (err) => {
+    assert.equal(err.code, 'ERR_KERNEL_DEAD')
+    assert.match(err.message, /killed by signal 9 \(SIGKILL\): it ran more than 8 processes at once, its maxProcesses limit/)
+    return true
+  })
+})
+
 for (const [layer, options] of [['with the pids cgroup', {}], ['without it', WITHOUT_CGROUP]]) {
   test(`threads are not processes: ThreadPoolExecutor(100) runs 100 threads at once under maxProcesses: 64 (${layer})`, { timeout: 60_000 }, async (t) => {
     const kernel = await startKernel({ maxProcesses: 64, ...options })
