@@ -17,7 +17,7 @@ pub struct LaunchSpec<'a> {
     pub env: &'a BTreeMap<String, String>,
     pub memory_limit_bytes: Option<u64>,
     /// A pids cgroup the kernel starts in (`maxProcesses`).
-    pub cgroup: Option<&'a crate::process_guard::PidsCgroup>,
+    pub cgroup: Option<&'a crate::pids_cgroup::PidsCgroup>,
     /// The sandbox, prepared in the host; entered between fork and exec.
     pub sandbox: &'a Plan,
 }
@@ -39,7 +39,7 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
     let memory_limit = spec.memory_limit_bytes;
     let cgroup_procs = spec
         .cgroup
-        .map(|c| c as *const crate::process_guard::PidsCgroup as usize);
+        .map(|c| c as *const crate::pids_cgroup::PidsCgroup as usize);
     let sandbox = spec.sandbox as *const Plan as usize;
     // SAFETY: between fork and exec only async-signal-safe calls are allowed; everything
     // here is a plain system call and nothing allocates. The plan and the cgroup outlive
@@ -58,7 +58,7 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
                 nix::libc::CLOSE_RANGE_CLOEXEC,
             );
             if let Some(cgroup) = cgroup_procs {
-                let cgroup = &*(cgroup as *const crate::process_guard::PidsCgroup);
+                let cgroup = &*(cgroup as *const crate::pids_cgroup::PidsCgroup);
                 cgroup.enter_from_child()?;
             }
             if let Some(limit) = memory_limit {

@@ -24,6 +24,8 @@ use crate::error::{KernelError, Result, StderrTail};
 use crate::events::{Collector, ErrorInfo, ExecuteOutcome, KernelEvent};
 use crate::fifo::{Fifo, Place, Turn};
 use crate::frame_reader::{FrameReader, Next, MAX_FRAME_BYTES};
+use crate::pids_cgroup::PidsCgroup;
+use crate::process_guard::Census;
 use crate::protocol::{decode_line, HostFrame, RunnerFrame};
 use crate::reaper::KernelProcess;
 use crate::runner_script;
@@ -276,9 +278,6 @@ pub struct Kernel {
     stream_report: Arc<StreamReport>,
     /// Set once the host asked the kernel to end (`shutdown`, a pool's disposal).
     shut_down_by_host: AtomicBool,
-    /// Declared after everything that may hold the kernel's processes: dropped last, when
-    /// the group is gone, so the cgroup can be removed.
-    _cgroup: Option<crate::process_guard::PidsCgroup>,
 }
 
 /// The runner's stdin; every host frame goes through here, one whole line at a time.
@@ -412,7 +411,7 @@ impl Kernel {
         let max_processes = config
             .max_processes
             .map(|n| n + usize::from(sandbox.spawns_through_launcher()));
-        let cgroup = max_processes.and_then(crate::process_guard::PidsCgroup::create);
+        let cgroup = max_processes.and_then(|n| PidsCgroup::create(n, &base_env));
         let mut command = build_command(&LaunchSpec {
             python: &resolved.path,
             runner: &files.runner,
@@ -485,8 +484,16 @@ impl Kernel {
         ));
         let process_limit_hit = Arc::new(AtomicBool::new(false));
         if let Some(limit) = max_processes {
+            let census = match cgroup {
+                Some(cgroup) => Census::Cgroup(cgroup),
+                None if sandbox.spawns_through_launcher() => Census::Namespace(pid),
+                None => Census::Session(pid),
+            };
+            // The watcher owns the cgroup from here and removes it once the kernel is
+            // reaped, whoever ends the kernel and whenever this object is dropped.
             tokio::spawn(crate::process_guard::watch_processes(
-                pid,
+                process.clone(),
+                census,
                 limit,
                 exit.clone(),
                 process_limit_hit.clone(),
@@ -521,7 +528,6 @@ impl Kernel {
             process_limit_hit,
             stream_report,
             shut_down_by_host: AtomicBool::new(false),
-            _cgroup: cgroup,
         }))
     }
 
@@ -684,8 +690,18 @@ impl Kernel {
         mut on_event: impl FnMut(KernelEvent) + Send,
     ) -> Result<ExecuteOutcome> {
         if let Some(exit) = self.exit_info() {
+            // Killed between cells (a process a cell left behind kept forking): say why.
+            let exit = match (
+                self.process_limit_hit.load(Ordering::SeqCst),
+                self.max_processes,
+            ) {
+                (true, Some(limit)) => format!(
+                    "{exit}: it ran more than {limit} processes at once, its maxProcesses limit"
+                ),
+                _ => exit.to_string(),
+            };
             return Err(KernelError::KernelDead {
-                exit: exit.to_string(),
+                exit,
                 stderr: self.stderr_tail().await,
             });
         }
@@ -834,7 +850,7 @@ impl Kernel {
         outcome.execution_count = self.execution_count();
         let evalue = if self.process_limit_hit.load(Ordering::SeqCst) {
             format!(
-                "the kernel started more than {} processes (its maxProcesses limit) and was killed with all of them",
+                "the kernel ran more than {} processes at once (its maxProcesses limit; threads do not count) and was killed with all of them",
                 self.max_processes.unwrap_or_default()
             )
         } else if oversized {

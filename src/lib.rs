@@ -14,6 +14,7 @@ pub mod kernel;
 pub mod kv;
 mod napi;
 pub mod output;
+pub mod pids_cgroup;
 pub mod pool;
 pub mod process_guard;
 pub mod protocol;

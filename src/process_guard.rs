@@ -1,106 +1,78 @@
-//! A cap on how many processes a kernel may run (`maxProcesses`): a fork bomb in a cell
-//! fails or ends the kernel instead of the machine.
+//! A cap on how many processes a kernel may run at once (`maxProcesses`): a fork bomb in a
+//! cell ends the kernel instead of flooding the machine. Threads do not count.
 //!
-//! Two layers. Where the host may create a pids cgroup (cgroup v1 `pids`, or v2 with the
-//! pids controller), the kernel starts inside one with `pids.max` set, so a fork past the
-//! limit fails in the cell (`BlockingIOError`) and the kernel lives. Everywhere, a watcher
-//! counts the members of the kernel's session from /proc and kills the group past the
-//! limit. Why not RLIMIT_NPROC: it counts every process of the user, not of the kernel,
-//! and root is exempt from it.
+//! A watcher counts the kernel's processes every 20 ms and, past the limit, kills the
+//! whole kernel (every process it has) and says so in the cell's result. Where a pids
+//! cgroup could be made (`pids_cgroup`), its `pids.max` backs this up with a hard bound on
+//! tasks that holds between two counts.
+//!
+//! Why the whole kernel, not just the processes over the limit (youngest first): a bomb
+//! whose older processes keep forking would be trimmed every 20 ms forever, and a
+//! `multiprocessing.Pool` larger than the limit would respawn the workers killed under it
+//! in a loop, both until the cell's timeout, if it has one; a kernel killed once, with a
+//! result that names the limit, is a failure the agent can read and act on. Killing the
+//! namespace's init also stops a bomb at once (forks into a dying namespace fail), and
+//! signals only a process the host has not reaped, so never a reused pid.
+//!
+//! Why not RLIMIT_NPROC: it counts every process of the user, not of the kernel, and root
+//! is exempt from it.
 
-use std::ffi::CString;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use tokio::sync::watch;
+
+use crate::kernel::ExitInfo;
+use crate::pids_cgroup::PidsCgroup;
+use crate::reaper::KernelProcess;
 
 const POLL: Duration = Duration::from_millis(20);
 
-/// A pids cgroup made for one kernel; removed when dropped (once it is empty).
-pub struct PidsCgroup {
-    dir: PathBuf,
-    /// `<dir>/cgroup.procs`, ready for the child to write itself into before exec.
-    procs: CString,
+/// Where the watcher counts a kernel's processes: the most complete source it has.
+pub enum Census {
+    /// The kernel's pids cgroup: every process it started, however it detached.
+    Cgroup(PidsCgroup),
+    /// The kernel's PID namespace, read from its own `/proc` through its init (host pid):
+    /// every process in it and in namespaces nested in it, whatever their session.
+    Namespace(u32),
+    /// The session led by the kernel (host pid). A process that calls `setsid` leaves
+    /// it and is not counted; this is the count where the kernel has neither of the above.
+    Session(u32),
 }
 
-impl PidsCgroup {
-    /// A new cgroup under ours with `pids.max = limit`, or None where that is not allowed.
-    pub fn create(limit: usize) -> Option<PidsCgroup> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let base = pids_cgroup_of_self()?;
-        let name = format!(
-            "pykernel-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::SeqCst)
-        );
-        let dir = base.join(name);
-        std::fs::create_dir(&dir).ok()?;
-        let made = PidsCgroup {
-            procs: CString::new(
-                dir.join("cgroup.procs")
-                    .into_os_string()
-                    .into_encoded_bytes(),
-            )
-            .ok()?,
-            dir,
-        };
-        std::fs::write(made.dir.join("pids.max"), limit.to_string()).ok()?;
-        Some(made)
-    }
-
-    /// Moves the calling process into the cgroup. For `pre_exec`: only open, write and
-    /// close, which are async-signal-safe.
-    pub fn enter_from_child(&self) -> std::io::Result<()> {
-        // SAFETY: plain system calls on a NUL-terminated path we own.
-        unsafe {
-            let fd = nix::libc::open(self.procs.as_ptr(), nix::libc::O_WRONLY);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let written = nix::libc::write(fd, b"0".as_ptr().cast(), 1);
-            nix::libc::close(fd);
-            if written != 1 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Drop for PidsCgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
-
-/// Where this process's pids cgroup lives, if the pids controller is there and writable.
-fn pids_cgroup_of_self() -> Option<PathBuf> {
-    let table = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    for line in table.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let relative = path.trim_start_matches('/');
-        let candidate = if controllers.split(',').any(|c| c == "pids") {
-            Path::new("/sys/fs/cgroup/pids").join(relative)
-        } else if controllers.is_empty() {
-            let v2 = Path::new("/sys/fs/cgroup").join(relative);
-            let enabled = std::fs::read_to_string(v2.join("cgroup.subtree_control")).ok()?;
-            if !enabled.split_whitespace().any(|c| c == "pids") {
-                continue;
-            }
-            v2
-        } else {
-            continue;
-        };
-        if candidate.join("cgroup.procs").exists() {
-            return Some(candidate);
+impl Census {
+    /// Live processes (zombies excluded: they hold no resources but a pid, and the
+    /// cgroup's backstop counts those).
+    pub fn count(&self) -> usize {
+        match self {
+            Census::Cgroup(cgroup) => cgroup.processes().len(),
+            Census::Namespace(init) => namespace_members(*init),
+            Census::Session(sid) => session_members(*sid),
         }
     }
-    None
+}
+
+/// The processes of the PID namespace whose init is host pid `init`, as the namespace's
+/// own `/proc` lists them (it was mounted before the kernel ran, and a cell cannot change
+/// mounts). Threads are not listed; zombies are, and are left out.
+fn namespace_members(init: u32) -> usize {
+    let proc = PathBuf::from(format!("/proc/{init}/root/proc"));
+    let Ok(entries) = std::fs::read_dir(&proc) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| state(stat).is_some_and(|s| s != "Z"))
+        .count()
 }
 
 /// Live members of session `sid` (zombies excluded).
@@ -117,42 +89,70 @@ pub fn session_members(sid: u32) -> usize {
         })
         .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
         .filter(|stat| {
-            // After the parenthesised command: state ppid pgrp session ...
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-                return false;
-            };
-            let fields: Vec<&str> = rest.split(' ').collect();
+            // After the state: ppid pgrp session ...
+            let fields: Vec<&str> = after_command(stat).split(' ').collect();
             fields.len() > 3 && fields[0] != "Z" && fields[3].parse::<u32>() == Ok(sid)
         })
         .count()
 }
 
-/// Watches the kernel `pid` until it exits; past `limit` processes, kills its group and
-/// sets `exceeded`.
+/// The fields of a `/proc/<pid>/stat` line after the parenthesised command.
+fn after_command(stat: &str) -> &str {
+    stat.rfind(')')
+        .and_then(|i| stat.get(i + 2..))
+        .unwrap_or_default()
+}
+
+/// The state letter of a `/proc/<pid>/stat` line.
+fn state(stat: &str) -> Option<&str> {
+    after_command(stat)
+        .split(' ')
+        .next()
+        .filter(|s| !s.is_empty())
+}
+
+/// Watches the kernel until it is reaped. Past `limit` processes, kills it with all its
+/// processes and sets `exceeded`. Then, the kernel reaped, drops the census, which
+/// empties and removes the kernel's cgroup if it has one.
 pub async fn watch_processes(
-    pid: u32,
+    process: Arc<KernelProcess>,
+    census: Census,
     limit: usize,
-    mut exit: watch::Receiver<Option<crate::kernel::ExitInfo>>,
+    mut exit: watch::Receiver<Option<ExitInfo>>,
     exceeded: Arc<AtomicBool>,
 ) {
+    let census = Arc::new(census);
     loop {
         tokio::select! {
-            _ = exit.wait_for(|e| e.is_some()) => return,
+            _ = exit.wait_for(|e| e.is_some()) => break,
             _ = tokio::time::sleep(POLL) => {}
         }
-        let count = tokio::task::spawn_blocking(move || session_members(pid))
+        let counting = census.clone();
+        let count = tokio::task::spawn_blocking(move || counting.count())
             .await
             .unwrap_or(0);
         if count > limit {
             exceeded.store(true, Ordering::SeqCst);
-            // Processes forked while the first signal is delivered are caught by the next.
+            // The group's leader is the namespace's init where there is one (its death
+            // ends them all) or the kernel; without a namespace, processes forked while
+            // the first signal is delivered are caught by the next. The cgroup also
+            // reaches what left the group.
             for _ in 0..5 {
-                let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                if process.signal_group(Signal::SIGKILL).is_none() {
+                    break;
+                }
+                if let Census::Cgroup(cgroup) = census.as_ref() {
+                    cgroup.kill_all();
+                }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            return;
+            let _ = exit.wait_for(|e| e.is_some()).await;
+            break;
         }
     }
+    // Only now is nothing of the kernel left to count: let the cgroup go (its removal
+    // may wait on the file system, so not on this runtime's threads).
+    let _ = tokio::task::spawn_blocking(move || drop(census)).await;
 }
 
 #[cfg(test)]
@@ -167,5 +167,12 @@ mod tests {
             "this test process is in its own session"
         );
         assert_eq!(session_members(u32::MAX - 1), 0);
+    }
+
+    #[test]
+    fn reads_the_state_after_any_command_name() {
+        assert_eq!(state("6 (python) Z 2 1 1"), Some("Z"));
+        assert_eq!(state("7 (a) b (c)) S 2 1 1"), Some("S"));
+        assert_eq!(state("garbage"), None);
     }
 }

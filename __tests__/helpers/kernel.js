@@ -159,7 +159,62 @@ function fakeInterpreter(dir, body) {
   return exe
 }
 
+/** The pids cgroup directory pykernel makes kernels' cgroups in (this process's own, as
+ *  `src/pids_cgroup.rs` finds it), or null where there is none or it is not writable. */
+function pidsCgroupBase() {
+  let table
+  try {
+    table = fs.readFileSync('/proc/self/cgroup', 'utf8')
+  } catch {
+    return null
+  }
+  for (const line of table.split('\n')) {
+    const [, controllers, at] = line.split(':')
+    if (at === undefined) continue
+    let dir
+    if (controllers.split(',').includes('pids')) dir = path.join('/sys/fs/cgroup/pids', at)
+    else if (controllers === '') {
+      dir = path.join('/sys/fs/cgroup', at)
+      try {
+        if (!fs.readFileSync(path.join(dir, 'cgroup.subtree_control'), 'utf8').split(/\s+/).includes('pids')) continue
+      } catch {
+        continue
+      }
+    } else continue
+    try {
+      fs.accessSync(dir, fs.constants.W_OK)
+      return dir
+    } catch {}
+  }
+  return null
+}
+
+/** The kernel cgroups (`pykernel-<host>-<n>`) of host process `host` (default: this one). */
+function kernelCgroups(host = process.pid) {
+  const base = pidsCgroupBase()
+  if (!base) return []
+  return fs.readdirSync(base).filter((name) => name.startsWith(`pykernel-${host}-`))
+}
+
+/** The name of the kernel cgroup (`pykernel-<host>-<n>`) process `pid` is in, or null. */
+function kernelCgroupOf(pid) {
+  try {
+    const found = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').match(/^\d+:(?:[^:\n]*,)?pids(?:,[^:\n]*)?:.*\/(pykernel-\d+-\d+)$|^0::.*\/(pykernel-\d+-\d+)$/m)
+    return found ? found[1] ?? found[2] : null
+  } catch {
+    return null
+  }
+}
+
+/** Options that run a kernel without the pids cgroup, as on a machine where the host may
+ *  not make one: the watcher alone then enforces `maxProcesses`. */
+const WITHOUT_CGROUP = { baseEnv: { ...process.env, PYKERNEL_PIDS_CGROUP: '0' } }
+
 module.exports = {
+  pidsCgroupBase,
+  kernelCgroups,
+  kernelCgroupOf,
+  WITHOUT_CGROUP,
   addon,
   python,
   startKernel,
