@@ -351,6 +351,12 @@ impl Kernel {
         let mut env = EnvFilter::new(&config.env_prefix).filter(&base_env);
         runtime::apply_to_env(&resolved, &mut env);
         env.extend(config.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if config.memory_limit_bytes.is_some() {
+            // RLIMIT_AS counts address space, and glibc reserves a 64 MiB malloc arena per
+            // thread: an idle kernel would take ~300 MiB of the limit before a cell runs.
+            env.entry("MALLOC_ARENA_MAX".into())
+                .or_insert_with(|| "2".into());
+        }
         if let Some((key, _)) = env
             .iter()
             .find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0'))

@@ -123,3 +123,14 @@ test('text of a str subclass is sent as plain text: its own __getitem__ is not c
   assert.equal(r.status, 'ok', JSON.stringify(r.error))
   assert.equal(r.stdout, 'y'.repeat(300_000), `stdout ends ${JSON.stringify(r.stdout.slice(-200))}`)
 })
+
+test('with memoryLimitBytes a kernel gets MALLOC_ARENA_MAX=2 unless env sets it', async (t) => {
+  const arenas = async (options) => {
+    const kernel = await startKernel(options)
+    t.after(() => kernel.shutdown())
+    return (await kernel.execute("import os; os.environ.get('MALLOC_ARENA_MAX')")).result?.['text/plain']
+  }
+  assert.equal(await arenas({ memoryLimitBytes: 2 ** 31 }), "'2'")
+  assert.equal(await arenas({ memoryLimitBytes: 2 ** 31, env: { MALLOC_ARENA_MAX: '4' } }), "'4'")
+  assert.equal(await arenas({}), undefined, 'None: no result')
+})
