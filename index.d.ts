@@ -6,7 +6,9 @@ export type MimeBundle = Record<string, unknown>
 
 /** One streamed event of a running cell, in the order the cell produced it. */
 export type KernelEvent =
-  | { type: 'stdout' | 'stderr'; text: string }
+  /** `late`: output of an earlier cell (a thread or child it left running), delivered
+   *  with this one but not part of its own `stdout`/`stderr`. */
+  | { type: 'stdout' | 'stderr'; text: string; late?: true }
   | { type: 'display'; bundle: MimeBundle; displayId?: string; update?: boolean }
   | { type: 'result'; bundle: MimeBundle }
   | { type: 'status'; op: string; data: Record<string, unknown> }

@@ -11,6 +11,13 @@ use crate::protocol::{DoneStatus, RunnerFrame};
 pub enum KernelEvent {
     Stdout(String),
     Stderr(String),
+    /// Output of a request that had ended (a thread or a child of an earlier cell still
+    /// writing), delivered with the running one and never part of its own output:
+    /// `{type: 'stdout' | 'stderr', text, late: true}`.
+    Late {
+        stderr: bool,
+        text: String,
+    },
     Display {
         bundle: Value,
         display_id: Option<String>,
@@ -44,6 +51,10 @@ impl KernelEvent {
         match self {
             KernelEvent::Stdout(text) => object("stdout", vec![("text", Value::String(text))]),
             KernelEvent::Stderr(text) => object("stderr", vec![("text", Value::String(text))]),
+            KernelEvent::Late { stderr, text } => object(
+                if stderr { "stderr" } else { "stdout" },
+                vec![("text", Value::String(text)), ("late", Value::Bool(true))],
+            ),
             KernelEvent::Display {
                 bundle,
                 display_id,
@@ -273,6 +284,18 @@ impl Collector {
     pub fn apply(&mut self, frame: RunnerFrame) -> Option<KernelEvent> {
         let out = &mut self.outcome;
         match frame {
+            RunnerFrame::Stdout {
+                data, late: true, ..
+            } => Some(KernelEvent::Late {
+                stderr: false,
+                text: data,
+            }),
+            RunnerFrame::Stderr {
+                data, late: true, ..
+            } => Some(KernelEvent::Late {
+                stderr: true,
+                text: data,
+            }),
             RunnerFrame::Stdout { data, .. } => {
                 out.stdout_dropped += push_capped(
                     &mut out.stdout,
@@ -476,9 +499,23 @@ mod tests {
             c.apply(RunnerFrame::Stdout {
                 id: None,
                 data: data.into(),
+                late: false,
             });
         }
         assert_eq!(c.outcome.stdout, "abcd");
+    }
+
+    #[test]
+    fn late_output_is_an_event_of_its_own_and_not_the_cells() {
+        let mut c = Collector::new(MIME, None);
+        let late = decode(br#"{"type":"stdout","id":"r","data":"tick","late":true}"#).unwrap();
+        let event = c.apply(late).unwrap();
+        assert_eq!(
+            event.into_json(),
+            json!({"type": "stdout", "text": "tick", "late": true})
+        );
+        c.apply(decode(br#"{"type":"stdout","id":"r","data":"own"}"#).unwrap());
+        assert_eq!(c.outcome.stdout, "own");
     }
 
     fn display(bundle: Value) -> RunnerFrame {

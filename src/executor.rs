@@ -112,12 +112,33 @@ struct AgentView<'a> {
     revisable: Revisable,
     /// Where the images and JSON of each kept display id start in the result.
     data_at: HashMap<String, Vec<(usize, usize)>>,
+    /// Late output is being shown (its marker line is out).
+    in_late: bool,
+    /// The text so far ends a line.
+    at_line_start: bool,
 }
+
+/// The line before output that arrived after its own cell had ended.
+const LATE_MARKER: &str = "[late output from an earlier cell]\n";
 
 impl AgentView<'_> {
     fn add(&mut self, event: &KernelEvent) {
         match event {
-            KernelEvent::Stdout(text) | KernelEvent::Stderr(text) => self.push_text(text),
+            KernelEvent::Stdout(text) | KernelEvent::Stderr(text) => {
+                self.in_late = false;
+                self.push_text(text);
+            }
+            KernelEvent::Late { text, .. } => {
+                if !self.in_late {
+                    self.in_late = true;
+                    let mut marker = String::from(LATE_MARKER);
+                    if !self.at_line_start {
+                        marker.insert(0, '\n');
+                    }
+                    self.push_text(&marker);
+                }
+                self.push_text(text);
+            }
             KernelEvent::Display {
                 bundle,
                 display_id,
@@ -164,6 +185,10 @@ impl AgentView<'_> {
         if !line.is_empty() && !line.ends_with('\n') {
             line.push('\n');
         }
+        if !line.is_empty() {
+            self.at_line_start = true;
+            self.in_late = false;
+        }
         let (text, has_text) = (&mut *self.text, &mut *self.has_text);
         self.revisable.display(id, update, line, &mut |s: &str| {
             *has_text = true;
@@ -203,6 +228,9 @@ impl AgentView<'_> {
     }
 
     fn push_text(&mut self, text: &str) {
+        if let Some(last) = text.chars().last() {
+            self.at_line_start = last == '\n';
+        }
         let (accumulated, has_text) = (&mut *self.text, &mut *self.has_text);
         self.revisable.text(text, &mut |s: &str| {
             *has_text = true;
@@ -334,6 +362,8 @@ impl Evaluation {
                 images_shown: &mut self.images_shown,
                 revisable: Revisable::default(),
                 data_at: HashMap::new(),
+                in_late: false,
+                at_line_start: true,
             };
             let outcome = kernel
                 .execute_holding(turn, request, self.options.abort.clone(), |event| {
@@ -527,6 +557,8 @@ mod tests {
             images_shown: &mut shown,
             revisable: Revisable::default(),
             data_at: HashMap::new(),
+            in_late: false,
+            at_line_start: true,
         };
         let mut collector = Collector::new(mime, None);
         for i in 0..KEPT_DISPLAYS + 20 {
@@ -571,6 +603,8 @@ mod tests {
             images_shown: &mut 0,
             revisable: Revisable::default(),
             data_at: HashMap::new(),
+            in_late: false,
+            at_line_start: true,
         };
         v.add(&KernelEvent::Display {
             bundle: serde_json::json!({"image/png": "iVBOR", "text/plain": "<Figure size 640x480>"}),

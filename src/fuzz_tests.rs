@@ -336,7 +336,11 @@ fn runner_frame() -> impl Strategy<Value = (String, RunnerFrame)> {
                 json(&id),
                 json(&data)
             ),
-            RunnerFrame::Stdout { id: Some(id), data },
+            RunnerFrame::Stdout {
+                id: Some(id),
+                data,
+                late: false
+            },
         )),
         (id, text).prop_map(|(id, data)| (
             format!(

@@ -96,11 +96,16 @@ pub enum RunnerFrame {
         id: Option<String>,
         #[serde(default)]
         data: String,
+        /// Output of a request that had ended, delivered with this one.
+        #[serde(default)]
+        late: bool,
     },
     Stderr {
         id: Option<String>,
         #[serde(default)]
         data: String,
+        #[serde(default)]
+        late: bool,
     },
     Display {
         id: Option<String>,

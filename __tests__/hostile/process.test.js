@@ -219,7 +219,7 @@ test('200 children left running: pool.disposeOwner() leaves none', { timeout: 30
   assert.equal(again.cells.at(-1).result?.['text/plain'], '42')
 })
 
-test('a daemon thread printing after its cell ended: never attributed to a later cell', { timeout: 20_000 }, async (t) => {
+test('a daemon thread printing after its cell ended: delivered marked late, never as a later cell\'s own output', { timeout: 20_000 }, async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())
   const code = [
@@ -246,7 +246,17 @@ test('a daemon thread printing after its cell ended: never attributed to a later
     assert.equal(r.stdout, 'mine\n', `a later cell got ${JSON.stringify(r.stdout.slice(0, 200))}`)
     assert.equal(r.stderr, '')
   }
-  assert.ok(!events.some((e) => /LEAK/.test(e.text ?? '')), 'no LEAK event was streamed to a later cell')
+  // Nothing is lost: every line arrives, as late output, and only as late output.
+  const leaked = events.filter((e) => /LEAK/.test(e.text ?? ''))
+  assert.ok(leaked.every((e) => e.late === true), `unmarked: ${JSON.stringify(leaked.find((e) => !e.late))}`)
+  const lines = leaked.map((e) => e.text).join('').split('\n').filter(Boolean)
+  assert.ok(lines.filter((l) => l.startsWith('LEAK ')).length >= 40, `only ${lines.length} late lines arrived`)
+  assert.ok(lines.some((l) => l.startsWith('LEAKERR ')), 'late stderr arrives too')
+  // The agent text marks it.
+  const agent = await kernel.evaluate([{ code: "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.2), print('AFTER'))).start()\nprint('own')" }])
+  assert.equal(agent.output, 'own\n')
+  const next = await kernel.evaluate([{ code: "import time; time.sleep(0.4); print('next')" }])
+  assert.equal(next.output, '[late output from an earlier cell]\nAFTER\nnext\n')
   await assertKernelWorks(kernel)
   await assertResponsive(probe)
 })

@@ -70,6 +70,12 @@ class Output:
     def attach(self, capture):
         self._captures[capture.stream] = capture
 
+    def deliver_late(self):
+        """Give the request that starts now the late output held while no
+        request ran."""
+        for capture in list(self._captures.values()):
+            capture.forwarder.deliver_late()
+
     def arm(self):
         """Have the flusher pass pending output on soon."""
         with interrupts:   # armed but never woken would stall the output
@@ -289,7 +295,7 @@ class FdCapture:
         self._seen_changed = seen_changed   # a Condition shared by the pumps
         self._identity = self._pipe_identity(fd)
         self._held = collections.deque()    # (token, run, texts) from proxies
-        self.forwarder = Forwarder(stream, channel)
+        self.forwarder = Forwarder(stream, channel, running)
         self.seen = 0
         # Held by the pump from a read until what it read is forwarded, so that
         # "the pipe is empty and the pump holds nothing" can be checked at once.

@@ -10,6 +10,11 @@ memory, a ``%%capture`` sink fails) is dropped, counted, and reported by a
 notice in the same stream of the same request.  No failure reaches the
 caller: a pump thread that died would lose every later cell's output and
 block children writing to fd 1/2.
+
+Late output (text of a request that has ended: a thread or a background
+child still printing after its cell) is never mixed into another request's
+own output: it goes to the running request marked ``"late": true``, or, while
+none runs, waits (at most _LATE_HOLD_CHARS of it) for the next request.
 """
 
 import threading
@@ -17,6 +22,7 @@ import threading
 from .channel import diag, safe_str
 
 _SLICE_CHARS = 1 << 18      # characters per stream frame of a long text
+_LATE_HOLD_CHARS = 1 << 16  # late text kept while no request runs
 
 
 def _slices(texts):
@@ -55,9 +61,13 @@ class Forwarder:
     is not the pipe any more, from the thread that flushes.
     """
 
-    def __init__(self, stream, channel):
+    def __init__(self, stream, channel, running):
         self.stream = stream
         self._channel = channel
+        self._running = running     # -> the id of the request running now, or None
+        self._late = []             # late text while no request runs
+        self._late_chars = 0
+        self._late_dropped = 0      # late characters past _LATE_HOLD_CHARS
         # Guards the count of dropped text; reentrant because a %%capture sink
         # runs inside a send.
         self._lock = threading.RLock()
@@ -68,23 +78,70 @@ class Forwarder:
         self.frames = 0             # frames sent: a drain waits on while this grows
 
     def send(self, run, texts):
-        """Send *texts* (strings, in order) as frames of request *run*."""
+        """Send *texts* (strings, in order) as frames of request *run*; as late
+        output if *run* is not the request running now."""
+        current = self._running()
+        late = run != current
+        if late:
+            if current is None:
+                self._hold_late(texts)
+                return
+            self.deliver_late()
+            run = current
         if self.dropped:
             self.report_drops()     # a notice still owed goes before later text
         total = sent = 0
         try:
             total = sum(map(len, texts))
             for piece in _slices(texts):
-                self._send_frame(run, piece)
+                self._send_frame(run, piece, late)
                 sent += len(piece)
         except Exception as exc:
             # The rest of this text is dropped, not sent after a hole: the notice
             # stands where the text stops.
             self.drop(run, total - sent, exc)
 
-    def _send_frame(self, run, text):
+    def _hold_late(self, texts):
+        """Keep late text written while no request runs, for the next one."""
+        try:
+            with self._lock:
+                for text in texts:
+                    room = _LATE_HOLD_CHARS - self._late_chars
+                    kept = text if len(text) <= room else text[:max(room, 0)]
+                    if kept:
+                        self._late.append(kept)
+                        self._late_chars += len(kept)
+                    self._late_dropped += len(text) - len(kept)
+        except Exception as exc:    # MemoryError: nothing to send it with now
+            diag("late output of %s lost: %s" % (self.stream, safe_str(exc)))
+
+    def deliver_late(self):
+        """Send the late text held while no request ran to the request running
+        now (called as a request starts, and before its own text)."""
+        if not self._late and not self._late_dropped:
+            return
+        run = self._running()
+        if run is None:
+            return
+        with self._lock:
+            texts, self._late, self._late_chars = self._late, [], 0
+            dropped, self._late_dropped = self._late_dropped, 0
+        if dropped:
+            texts.append("%s[pykernel: %s more characters of late %s were dropped]\n" % (
+                "" if texts and texts[-1].endswith("\n") else "\n",
+                format(dropped, ","), self.stream))
+        try:
+            for piece in _slices(texts):
+                self._send_frame(run, piece, True)
+        except Exception as exc:
+            diag("late output of %s lost: %s" % (self.stream, safe_str(exc)))
+
+    def _send_frame(self, run, text, late=False):
         if text:
-            self._channel.send({"type": self.stream, "id": run, "data": text})
+            frame = {"type": self.stream, "id": run, "data": text}
+            if late:
+                frame["late"] = True
+            self._channel.send(frame)
             self._line_start = text[-1] == "\n"
             self.frames += 1
 

@@ -570,6 +570,7 @@ class Kernel:
                     raise KeyboardInterrupt
                 # Informational; it leaves with the next frame, not in a write of its own.
                 self._channel.send({"type": "started", "id": request.get("id")}, hold=True)
+                self._output.deliver_late()
                 self._request_env = self._apply_cwd_env(request)
                 source = request.get("code") or ""
                 body, last, show = self._cells.compile(source, filename)
