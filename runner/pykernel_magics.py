@@ -1102,8 +1102,8 @@ class Magics:
 
         def sink(frame_):
             kind = frame_.get("type")
-            if not keep.get(kind):
-                return False
+            if not keep.get(kind) or frame_.get("late"):
+                return False    # late output is an earlier cell's, not this one's
             if kind == "display":
                 bundle = frame_.get("bundle")
                 if not isinstance(bundle, dict) or api.status_mime in bundle:
