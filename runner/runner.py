@@ -57,7 +57,7 @@ if os.getpid() == 1:
 
 # The runner's modules: loaded from the host's bytecode cache, never from __pycache__.
 _RUNNER_MODULES = ("pykernel_runner", "pykernel_display", "pykernel_magics",
-                   "pykernel_pretty")
+                   "pykernel_pretty", "pykernel_ipython")
 
 
 def _runner_bytecode():
