@@ -174,6 +174,23 @@ test('with IPython: its display functions and objects show as in Jupyter', async
     )
   })
 
+  await t.test("printers registered with the shell's display_formatter make the bundle", async () => {
+    const code = [
+      'class Money:',
+      '    def __init__(self, cents): self.cents = cents',
+      'formatters = get_ipython().display_formatter.formatters',
+      "formatters['text/plain'].for_type(Money, lambda m, p, cycle: p.text('$%.2f' % (m.cents / 100)))",
+      "formatters['text/html'].for_type_by_name('__main__', 'Money', lambda m: '<b>%d</b>' % m.cents)",
+      '[Money(150), Money(5)]',
+    ].join('\n')
+    assert.equal(await value(kernel, code), '[$1.50, $0.05]')
+    const { result } = await ok(kernel, 'Money(7)')
+    assert.deepEqual(result.result, { 'text/html': '<b>7</b>', 'text/plain': '$0.07' })
+    // pandas' table schema option puts a formatter of IPython's own in place.
+    const frame = await ok(kernel, "import pandas as pd\npd.set_option('display.html.table_schema', True)\npd.DataFrame({'a': [1]})")
+    assert.deepEqual(frame.result.result['application/vnd.dataresource+json'].data, [{ index: 0, a: 1 }])
+  })
+
   await t.test('IPython.get_ipython() is the same shell as the builtin', async () => {
     assert.equal(await value(kernel, 'import IPython\nIPython.get_ipython() is get_ipython()'), 'True')
   })

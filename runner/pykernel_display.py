@@ -95,6 +95,7 @@ def _build(obj):
         if png is not None:
             bundle["image/png"] = png
     _add_mimebundle(bundle, obj)
+    _add_registered(bundle, obj)
     for method, mime, kind in _REPR_METHODS:
         if mime in bundle or (mime == "image/jpeg" and "image/png" in bundle):
             continue
@@ -108,9 +109,10 @@ def _build(obj):
             bundle[mime] = value
     if not isinstance(bundle.get("text/plain"), str):
         bundle.pop("text/plain", None)
-        if not (_says_only_what_it_is(obj)
-                and any(mime in bundle for mime in _READABLE)):
-            bundle["text/plain"] = plain_text(obj)
+        text = plain_text(obj)
+        if not (any(mime in bundle for mime in _READABLE)
+                and _names_only(obj, text)):
+            bundle["text/plain"] = text
     return bundle
 
 
@@ -130,17 +132,17 @@ def displays_itself(obj):
     return True
 
 
-def _says_only_what_it_is(obj):
-    """Whether obj's repr is a placeholder: object's own, or the one
-    IPython's display objects (HTML, Markdown, ...) share."""
-    cls = type(obj)
-    if getattr(cls, "_repr_pretty_", None) is not None:
+def _names_only(obj, text):
+    """Whether *text* only names obj's class: the pretty text of an object
+    without a repr of its own, object's repr, or the one IPython's display
+    objects (HTML, Markdown, ...) share."""
+    try:
+        cls = type(obj)
+        return text in ("<%s.%s at 0x%x>" % (cls.__module__, cls.__qualname__, id(obj)),
+                        "<%s.%s object>" % (cls.__module__, cls.__name__),
+                        object.__repr__(obj))
+    except Exception:
         return False
-    method = getattr(cls, "__repr__", None)
-    if method is object.__repr__:
-        return True
-    return (getattr(method, "__qualname__", None) == "DisplayObject.__repr__"
-            and str(getattr(method, "__module__", "")).startswith("IPython."))
 
 
 def clean_bundle(bundle):
@@ -226,6 +228,23 @@ def _add_mimebundle(bundle, obj):
                 pass
 
 
+def _add_registered(bundle, obj):
+    """What printers registered with get_ipython().display_formatter give
+    for obj; as in IPython they come after _repr_mimebundle_ and before the
+    _repr_*_ methods."""
+    ipython = sys.modules.get("pykernel_ipython")
+    if ipython is None:
+        return
+    for mime, value in ipython.formatted(obj).items():
+        if mime not in bundle:
+            try:
+                bundle[mime] = _clean_value(mime, value)
+            except KeyboardInterrupt:
+                raise
+            except BaseException:
+                pass
+
+
 def _takes_include(func):
     """Whether *func* accepts include=/exclude= (not all objects' do)."""
     code = getattr(getattr(func, "__func__", func), "__code__", None)
@@ -254,7 +273,9 @@ def plain_text(obj):
         global _pretty
         if _pretty is None:
             import pykernel_pretty as _pretty
-        return _pretty.pretty(obj)
+        ipython = sys.modules.get("pykernel_ipython")
+        printers = ipython.text_printers() if ipython is not None else None
+        return _pretty.pretty(obj, printers=printers)
     except KeyboardInterrupt:
         raise
     except BaseException:

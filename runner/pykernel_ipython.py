@@ -10,8 +10,11 @@ bundle, rich writes HTML.  They ask in two ways, and both answer here:
   the kernel's shell, a ``ZMQInteractiveShell``: ipykernel's class name,
   which is what these libraries compare; it has a ``kernel`` (pandas looks
   for one), a ``config`` naming ``IPKernelApp``, ``user_ns``, ``events``,
-  ``display_pub``, and runs magics and shell commands (``run_line_magic``,
-  ``run_cell_magic``, ``system``, ``getoutput``) with pykernel's magics;
+  ``display_pub``, a ``display_formatter`` whose formatters take printers
+  for types (``for_type``: sympy's ``init_printing``, pandas' table schema),
+  which pykernel's bundles then use, and runs magics and shell commands
+  (``run_line_magic``, ``run_cell_magic``, ``system``, ``getoutput``) with
+  pykernel's magics;
 * IPython itself (``IPython.get_ipython()``: plotly, matplotlib, polars,
   transformers): where IPython is installed, its ``get_ipython()`` returns
   the same shell, and its display functions are pykernel's.
@@ -85,6 +88,7 @@ class ZMQInteractiveShell:
         self.config = {"IPKernelApp": {}}
         self.events = _Events()
         self.display_pub = _DisplayPublisher()
+        self.display_formatter = _DisplayFormatter()
 
     def __repr__(self):
         return "<pykernel shell (ZMQInteractiveShell look-alike)>"
@@ -191,6 +195,154 @@ class _DisplayPublisher:
 
     def clear_output(self, wait=False):
         _api.send_clear(wait)
+
+
+# MIME types of IPython's formatters, text/plain first.
+_FORMATTED_TYPES = ("text/plain", "text/html", "text/markdown", "image/svg+xml",
+                    "image/png", "application/pdf", "image/jpeg", "text/latex",
+                    "application/json", "application/javascript")
+_MISSING = object()
+
+
+class _DisplayFormatter:
+    """The shell's ``display_formatter``: ``formatters[mime]`` take printers
+    for types; ``format(obj)`` is pykernel's bundle."""
+
+    def __init__(self):
+        self.formatters = {mime: _Formatter(mime) for mime in _FORMATTED_TYPES}
+
+    @property
+    def active_types(self):
+        return [mime for mime, formatter in self.formatters.items()
+                if getattr(formatter, "enabled", True)]
+
+    def format(self, obj, include=None, exclude=None):
+        bundle = _display_module().build_bundle(obj)
+        bundle = {mime: data for mime, data in bundle.items()
+                  if (not include or mime in include)
+                  and (not exclude or mime not in exclude)}
+        return bundle, {}
+
+
+class _Formatter:
+    """One MIME type's printers by type, as IPython's formatters keep them
+    (``for_type``, ``for_type_by_name``, ``pop``, ``lookup``).  A text/plain
+    printer draws with the pretty printer: ``func(obj, p, cycle)``; the
+    others return the data: ``func(obj)``."""
+
+    def __init__(self, format_type):
+        self.format_type = format_type
+        self.enabled = True
+        self.type_printers = {}
+        self.deferred_printers = {}     # (module, name) -> printer
+        self.singleton_printers = {}    # id(obj) -> printer
+
+    def for_type(self, typ, func=None):
+        if isinstance(typ, str):
+            module, name = typ.rsplit(".", 1)
+            return self.for_type_by_name(module, name, func)
+        old = self.printer_for(typ)
+        if func is not None:
+            self.type_printers[typ] = func
+        return old
+
+    def for_type_by_name(self, type_module, type_name, func=None):
+        key = (type_module, type_name)
+        old = self.deferred_printers.get(key)
+        if old is None:
+            old = next((printer for cls, printer in self.type_printers.items()
+                        if (cls.__module__, cls.__name__) == key), None)
+        if func is not None:
+            self.deferred_printers[key] = func
+        return old
+
+    def pop(self, typ, default=_MISSING):
+        if isinstance(typ, str):
+            key = tuple(typ.rsplit(".", 1))
+            found = self.deferred_printers.pop(key, _MISSING)
+        else:
+            found = self.type_printers.pop(typ, _MISSING)
+            if found is _MISSING:
+                key = (typ.__module__, typ.__name__)
+                found = self.deferred_printers.pop(key, _MISSING)
+        if found is _MISSING:
+            if default is _MISSING:
+                raise KeyError("No registered printer for %r" % (typ,))
+            return default
+        return found
+
+    def lookup_by_type(self, typ):
+        printer = self.printer_for(typ)
+        if printer is None:
+            raise KeyError("No registered printer for %r" % (typ,))
+        return printer
+
+    def lookup(self, obj):
+        printer = self.singleton_printers.get(id(obj))
+        return printer if printer is not None else self.lookup_by_type(type(obj))
+
+    def __contains__(self, typ):
+        return self.printer_for(typ) is not None
+
+    def printer_for(self, cls):
+        """The printer for *cls* or its nearest base, or None."""
+        if not (self.type_printers or self.deferred_printers):
+            return None
+        for klass in getattr(cls, "__mro__", (cls,)):
+            printer = self.printer_of(klass)
+            if printer is not None:
+                return printer
+        return None
+
+    def printer_of(self, klass):
+        """The printer registered for exactly *klass*, or None."""
+        printer = self.type_printers.get(klass)
+        if printer is None and self.deferred_printers:
+            key = (getattr(klass, "__module__", None), getattr(klass, "__name__", None))
+            if key in self.deferred_printers:
+                printer = self.type_printers[klass] = self.deferred_printers.pop(key)
+        return printer
+
+
+def text_printers():
+    """The text/plain printers code registered, for pykernel_pretty: a
+    function (class -> its own printer or None), or None when there are
+    none."""
+    if _shell is None:
+        return None
+    formatter = _shell.display_formatter.formatters.get("text/plain")
+    if isinstance(formatter, _Formatter) and formatter.enabled \
+            and (formatter.type_printers or formatter.deferred_printers):
+        return formatter.printer_of
+    return None
+
+
+def formatted(obj):
+    """{mime: data} from the printers code registered for obj's type, and
+    from formatters it put in place of ours (pandas' table schema), except
+    text/plain (pykernel_pretty asks text_printers)."""
+    if _shell is None:
+        return {}
+    data = {}
+    for mime, formatter in list(_shell.display_formatter.formatters.items()):
+        if mime == "text/plain" or not getattr(formatter, "enabled", True):
+            continue
+        try:
+            if isinstance(formatter, _Formatter):
+                printer = formatter.singleton_printers.get(id(obj)) \
+                    or formatter.printer_for(type(obj))
+                value = printer(obj) if printer is not None else None
+            elif callable(formatter):
+                value = formatter(obj)
+            else:
+                continue
+        except Exception:
+            continue    # as a failing _repr_*_ is skipped
+        if isinstance(value, tuple) and len(value) == 2:
+            value = value[0]    # (data, metadata)
+        if value is not None:
+            data[mime] = value
+    return data
 
 
 def _publish(data, transient, update):

@@ -19,6 +19,9 @@ checked against its output, see __tests__/pretty.test.js):
   exceptions, ``re.compile(...)``, ``namespace(...)``, ``defaultdict``,
   ``OrderedDict``, ``deque``, ``Counter``, ``UserList``, ``os.environ`` and
   mapping proxies are spelled as IPython spells them;
+* a printer registered for a class (``get_ipython().display_formatter
+  .formatters["text/plain"].for_type(cls, func)``, see pykernel_ipython)
+  draws its instances, ``func(obj, p, cycle)``;
 * an object with ``_repr_pretty_(p, cycle)`` draws itself with the printer
   *p*, which offers the methods IPython's printer documents (``text``,
   ``breakable``, ``break_``, ``begin_group``/``end_group``, ``group``,
@@ -47,9 +50,12 @@ MAX_SEQ_LENGTH = 1000
 _ATOMS = frozenset((int, float, str, bool, type(None), complex))
 
 
-def pretty(obj, max_width=MAX_WIDTH, max_seq_length=MAX_SEQ_LENGTH):
-    """The pretty text of *obj*.  Errors of its reprs propagate."""
-    printer = Printer(max_width, max_seq_length)
+def pretty(obj, max_width=MAX_WIDTH, max_seq_length=MAX_SEQ_LENGTH,
+           printers=None):
+    """The pretty text of *obj*.  Errors of its reprs propagate.  *printers*
+    (class -> printer or None) gives printers registered for classes, which
+    come first at their place in a class's MRO (IPython's for_type)."""
+    printer = Printer(max_width, max_seq_length, printers)
     printer.pretty(obj)
     return printer.getvalue()
 
@@ -104,7 +110,9 @@ class Printer:
     newline = "\n"
     verbose = False
 
-    def __init__(self, max_width=MAX_WIDTH, max_seq_length=MAX_SEQ_LENGTH):
+    def __init__(self, max_width=MAX_WIDTH, max_seq_length=MAX_SEQ_LENGTH,
+                 printers=None):
+        self._registered = printers
         self.max_width = max_width
         self.max_seq_length = max_seq_length
         self.indentation = 0
@@ -177,7 +185,7 @@ class Printer:
 
     def pretty(self, obj):
         """Add *obj*, in a group of its own, as its printer draws it."""
-        if type(obj) in _ATOMS:
+        if type(obj) in _ATOMS and self._registered is None:
             # One line of text: a group around it would change nothing.
             self.text(repr(obj))
             return
@@ -186,7 +194,7 @@ class Printer:
         self._printing.append(key)
         self.begin_group()
         try:
-            _printer_for(obj)(obj, self, cycle)
+            _printer_for(obj, self._registered)(obj, self, cycle)
         finally:
             self.end_group()
             self._printing.pop()
@@ -269,7 +277,7 @@ def _head(items, start, room):
 
 # -- printers by type --------------------------------------------------------------
 
-def _printer_for(obj):
+def _printer_for(obj, registered=None):
     if obj is None or obj is True or obj is False or obj is Ellipsis \
             or obj is NotImplemented:
         return _repr_lines
@@ -281,6 +289,9 @@ def _printer_for(obj):
         cls = type(obj)
     printers = _printers()
     for klass in cls.__mro__:
+        printer = registered(klass) if registered is not None else None
+        if printer is not None:
+            return printer
         printer = printers.get(klass)
         if printer is not None:
             return printer
