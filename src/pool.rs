@@ -163,6 +163,8 @@ struct Session {
     config: KernelConfig,
     turns: Arc<Fifo>,
     kernel: Mutex<Option<LiveKernel>>,
+    /// Set once a kernel was started for it: a session that never had one holds no state.
+    had_kernel: AtomicBool,
     owners: Mutex<BTreeSet<String>>,
     last_used: Mutex<(Instant, SystemTime)>,
     disposed: AtomicBool,
@@ -443,6 +445,7 @@ impl PoolInner {
             config,
             turns: Fifo::new(),
             kernel: Mutex::default(),
+            had_kernel: AtomicBool::new(false),
             owners: Mutex::new(BTreeSet::from([owner])),
             last_used: Mutex::new((Instant::now(), SystemTime::now())),
             disposed: AtomicBool::new(false),
@@ -480,19 +483,20 @@ impl PoolInner {
         }
     }
 
-    /// After a call on `session`: forgets the session if the call failed before it had a
-    /// kernel (a start that failed, no room in time) and nobody is in line for it, so
-    /// nothing of it is left behind; then lets waiters look for room (it may be idle now).
-    fn after_call(self: &Arc<Self>, session: &Arc<Session>, failed: bool) {
-        if failed {
+    /// After a call on `session`: forgets the session if it never had a kernel (its start
+    /// failed, no room came in time, the call was aborted first) and nobody is in line
+    /// for it, so nothing of it is left behind; then lets waiters look for room (it may
+    /// be idle now).
+    fn after_call(self: &Arc<Self>, session: &Arc<Session>) {
+        {
             let mut sessions = self.sessions.lock().unwrap();
-            let forget = !session.turns.busy()
-                && session.kernel.lock().unwrap().is_none()
+            let forget = !session.had_kernel.load(Ordering::SeqCst)
+                && !session.turns.busy()
                 && sessions
                     .get(&session.key)
                     .is_some_and(|s| Arc::ptr_eq(s, session));
             if forget {
-                tracing::info!(key = %session.key, "forgetting a session that never got a kernel");
+                tracing::info!(key = %session.key, "forgetting a session that never had a kernel");
                 sessions.remove(&session.key);
             }
         }
@@ -871,6 +875,7 @@ impl Admission {
                     turn = place.turn() => turn,
                     _ = abort.aborted() => {
                         // Aborted while waiting: nothing ran.
+                        pool.after_call(&session);
                         return Ok(EvalResult { cancelled: true, ..Default::default() });
                     }
                 };
@@ -896,7 +901,7 @@ impl Admission {
                     }
                 }
                 drop(turn);
-                pool.after_call(&session, result.is_err());
+                pool.after_call(&session);
                 result
             }
         }
@@ -1024,6 +1029,7 @@ async fn start_kernel(
     };
     let kernel = live.kernel.clone();
     *session.kernel.lock().unwrap() = Some(live);
+    session.had_kernel.store(true, Ordering::SeqCst);
     Ok(Some(kernel))
 }
 
