@@ -75,12 +75,11 @@ impl Slots {
     }
 
     /// Resolves at the next [`Slots::notify`] or slot given back after this call, even
-    /// one that happens before it is first polled: ask for it *before* looking for room,
-    /// and no change between the look and the wait is missed.
+    /// one that happens before it is first polled (`Notify::notify_waiters` reaches every
+    /// `Notified` already made): ask for it *before* looking for room, and no change
+    /// between the look and the wait is missed.
     pub fn changed(&self) -> impl Future<Output = ()> + Send + '_ {
-        let mut notified = Box::pin(self.changed.notified());
-        notified.as_mut().enable();
-        notified
+        self.changed.notified()
     }
 
     /// Room may have appeared (a session went idle, a spare became ready, the pool is
