@@ -175,8 +175,14 @@ test('all busy past acquireTimeoutMs: ERR_POOL_FULL saying what to do; no phanto
   // Per-call mode says so in its own terms.
   const perCall = new KernelPool({ mode: 'per-call', kernel, maxConcurrent: 1, acquireTimeoutMs: 0 })
   t.after(() => perCall.disposeAll())
-  const running = perCall.execute({ cells: [cell('import time; time.sleep(1.5)')] })
-  await waitFor(() => liveKernels().length === 1)
+  let firstRuns = false
+  const running = perCall.execute({
+    cells: [cell("print('started', flush=True); import time; time.sleep(1.5)")],
+    onEvent: () => {
+      firstRuns = true
+    },
+  })
+  assert.ok(await waitFor(() => firstRuns, { timeoutMs: 10_000 }), 'the first call runs')
   await assert.rejects(
     perCall.execute({ cells: [cell('1')] }),
     (e) => e.code === 'ERR_POOL_FULL' && /at most 1 kernels \(`maxConcurrent`\).*Raise `maxConcurrent`, make fewer calls at once, or wait longer/.test(e.message),
