@@ -915,6 +915,15 @@ fn cancelled_waiting_for_room(mut evaluation: Evaluation) -> EvalResult {
     evaluation.finish()
 }
 
+/// A session's call stopped while it waited for room: by disposal of the session (which
+/// stops a waiting call as it stops a running cell), else by its caller's abort.
+fn aborted_waiting_for_room(session: &Session, evaluation: Evaluation) -> Result<EvalResult> {
+    if session.disposed.load(Ordering::SeqCst) {
+        return Err(KernelError::SessionDisposed);
+    }
+    Ok(cancelled_waiting_for_room(evaluation))
+}
+
 async fn run_in_session(
     pool: &Arc<PoolInner>,
     session: &Session,
@@ -970,7 +979,7 @@ async fn run_in_session(
             }
             match start_kernel(pool, session, room, &abort).await? {
                 Some(kernel) => kernel,
-                None => return Ok(cancelled_waiting_for_room(evaluation)),
+                None => return aborted_waiting_for_room(session, evaluation),
             }
         }
     };
@@ -995,7 +1004,7 @@ async fn run_in_session(
             .map_or(String::new(), |e| e.evalue);
         evaluation.prepare_retry();
         let Some(kernel) = start_kernel(pool, session, room, &abort).await? else {
-            return Ok(cancelled_waiting_for_room(evaluation));
+            return aborted_waiting_for_room(session, evaluation);
         };
         evaluation.annotate(format!(
             "{why}. The kernel was restarted and cell {} was run again in it: the namespace was lost, so variables from earlier calls are gone.",

@@ -211,6 +211,26 @@ test('a call aborted while it waits for room is cancelled; nothing ran, nothing 
   assert.deepEqual(sessionKeys(pool), ['session:busy'])
 })
 
+test('a session disposed while its call waits for room: the call gets ERR_SESSION_DISPOSED at once', { timeout: 30_000 }, async (t) => {
+  const pool = new KernelPool({ kernel, maxSessions: 1, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const busy = pool.execute({ sessionId: 'busy', cells: [cell('import time; time.sleep(2); 1')] })
+  await waitFor(() => pool.sessions.some((s) => s.pid))
+  // Settled into a value at once, so its rejection is never unhandled meanwhile.
+  const waiting = pool.execute({ sessionId: 'gone', cells: [cell('1')] }).then(
+    () => null,
+    (e) => e,
+  )
+  await sleep(200)
+  const started = Date.now()
+  await pool.disposeOwner('gone')
+  const err = await waiting
+  assert.ok(Date.now() - started < 500, `answered ${Date.now() - started} ms after the disposal`)
+  assert.equal(err?.code, 'ERR_SESSION_DISPOSED')
+  assert.deepEqual(sessionKeys(pool), ['session:busy'])
+  assert.equal(value(await busy), '1')
+})
+
 test('a missing interpreter fails with its code and leaves the pool as it was: no session, no room taken, no live session evicted', { timeout: 30_000 }, async (t) => {
   const pool = new KernelPool({ kernel, maxSessions: 2, prewarm: 0 })
   t.after(() => pool.disposeAll())
