@@ -10,9 +10,9 @@
 //! The pool's cap (`maxSessions`, or `maxConcurrent` per call) counts kernel processes,
 //! spares included: each holds a [`Slot`] until it is gone. A kernel that needs room and
 //! finds none ends a spare, else the least recently used idle session, else waits for a
-//! session to go idle, up to `acquireTimeout`. Room is only sought once the interpreter
-//! resolved, so a request that cannot start ends nobody's kernel; a session whose call
-//! failed before it had a kernel is forgotten.
+//! session to go idle, up to `acquire_timeout`. Room is only sought once the interpreter
+//! resolved, so a request that cannot start ends nobody's kernel; a session that never
+//! had a kernel is forgotten when its call ends.
 //!
 //! The kernel of a session is only changed by whoever holds the session's turn (a call,
 //! or the heartbeat when the session is idle) or by disposal and eviction, which take it
@@ -693,8 +693,7 @@ impl PoolInner {
             .min_by_key(|s| s.last_used.lock().unwrap().0)
             .cloned()?;
         sessions.remove(&victim.key);
-        drop(sessions);
-        tracing::info!(key = %victim.key, "evicting the least recently used idle session for room");
+        // Recorded before the lock goes: a call for this key admitted next is told.
         let (limit, option) = self.config.cap();
         self.record_eviction(
             victim.key.clone(),
@@ -702,6 +701,8 @@ impl PoolInner {
                 "This session's kernel was shut down to make room for another session (the pool runs at most {limit} kernels: `{option}`); a new one was started and earlier state is gone."
             ),
         );
+        drop(sessions);
+        tracing::info!(key = %victim.key, "evicting the least recently used idle session for room");
         stop_session(&victim)
     }
 
@@ -765,18 +766,23 @@ impl PoolInner {
                 })
                 .map(|s| s.key.clone())
                 .collect();
-            keys.iter().filter_map(|k| sessions.remove(k)).collect()
-        };
-        for session in evicted {
-            tracing::info!(key = %session.key, "evicting idle session");
-            if let Some(live) = stop_session(&session) {
+            let evicted: Vec<_> = keys.iter().filter_map(|k| sessions.remove(k)).collect();
+            // Recorded before the lock goes: a call for one of these keys admitted next
+            // is told.
+            for session in evicted.iter().filter(|s| s.current_kernel().is_some()) {
                 self.record_eviction(
                     session.key.clone(),
                     format!(
                         "This session was idle for {} s and its kernel was shut down; a new one was started and earlier state is gone.",
-                        idle.as_secs()
+                        idle.as_secs_f64()
                     ),
                 );
+            }
+            evicted
+        };
+        for session in evicted {
+            tracing::info!(key = %session.key, "evicting idle session");
+            if let Some(live) = stop_session(&session) {
                 self.end(live).await;
             }
         }

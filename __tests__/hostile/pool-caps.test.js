@@ -113,6 +113,20 @@ test('spares count against maxSessions: they fill free room only; a session they
   assert.equal(sampler.stop().peak, 2)
 })
 
+test('a session evicted after its idle timeout: the kernel is gone, and its next call is told its state is gone', { timeout: 30_000 }, async (t) => {
+  const pool = new KernelPool({ kernel, idleTimeoutMs: 300, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  await pool.execute({ sessionId: 'idle', cells: [cell('x = 1')] })
+  const pid = pool.sessions[0].pid
+  assert.ok(await waitFor(() => pool.sessions.length === 0 && !isAlive(pid), { timeoutMs: 5000 }))
+  assert.deepEqual(liveKernels(), [])
+  const next = await pool.execute({ sessionId: 'idle', cells: [cell("'x' in globals()")] })
+  assert.equal(value(next), 'False')
+  assert.match(next.output, /^\[This session was idle for 0\.3 s and its kernel was shut down; a new one was started and earlier state is gone\.\]\n/)
+  // Told once.
+  assert.doesNotMatch((await pool.execute({ sessionId: 'idle', cells: [cell('1')] })).output, /state is gone/)
+})
+
 test('per-call maxConcurrent 2: 20 calls at once never run more than 2 kernels; all complete; none remain', { timeout: 60_000 }, async (t) => {
   const pool = new KernelPool({ mode: 'per-call', kernel, maxConcurrent: 2 })
   t.after(() => pool.disposeAll())
