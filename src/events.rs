@@ -106,6 +106,9 @@ pub struct ExecuteOutcome {
     pub kernel_died: bool,
     /// The host ended the kernel (it ignored an interrupt, or broke its process limit).
     pub kernel_killed: bool,
+    /// The request never reached the kernel (its pipe was already broken): nothing of the
+    /// cell ran, so running it elsewhere cannot run it twice.
+    pub not_started: bool,
     pub stdin_requested: bool,
     pub stdout: String,
     pub stderr: String,

@@ -319,16 +319,22 @@ impl Evaluation {
         on_its_own.then_some(index)
     }
 
-    /// Forgets the failure of the last cell so it can be retried in a fresh kernel; its
-    /// first attempt is kept in `cells`.
-    pub fn prepare_retry(&mut self) {
-        if let Some(index) = self.result.failed_cell.take() {
-            self.next = index;
-            self.result.kernel_died = false;
-            self.result
-                .annotations
-                .retain(|a| !a.ends_with(DIED_NOTICE_END));
-        }
+    /// No cell of the request reached the kernel: it was dead before the first one was
+    /// written, so the request may run in a fresh kernel without running anything twice.
+    pub fn nothing_started(&self) -> bool {
+        self.result.cells.iter().all(|c| c.outcome.not_started)
+    }
+
+    /// Starts over from the first cell, for a fresh kernel, forgetting the attempt that
+    /// never reached the dead one.
+    pub fn prepare_restart(&mut self) {
+        self.next = 0;
+        self.result.failed_cell = None;
+        self.result.kernel_died = false;
+        self.result.cells.clear();
+        self.result
+            .annotations
+            .retain(|a| !a.ends_with(DIED_NOTICE_END));
     }
 
     pub fn result_mut(&mut self) -> &mut EvalResult {

@@ -738,8 +738,9 @@ impl Kernel {
         }
         // Named before the write: an interrupt from now on names this request.
         let _running = RunningGuard::set(&self.running, &id);
-        // A dead pipe shows up below as the end of the frame stream.
-        let _ = self.send(&frame).await;
+        // A dead pipe shows up below as the end of the frame stream. A write that failed
+        // delivered no whole line, so the runner cannot have started the cell.
+        collector.outcome.not_started = self.send(&frame).await.is_err();
 
         let mut watchdog = Watchdog::new(request.timeout, std::time::Instant::now());
         // Calls that paused the watchdog report here when their reply is sent.

@@ -990,35 +990,51 @@ async fn run_in_session(
         }
     };
     let turn = kernel.queue().turn().await;
-    evaluation.run(&kernel, &turn, &mut *on_event).await?;
+    let ran = evaluation.run(&kernel, &turn, &mut *on_event).await;
     drop(turn);
 
-    if let Some(index) = evaluation.died_on_its_own() {
-        let room = match session.take_kernel() {
-            Some(dead) => pool.end(dead).await,
-            None => None,
-        };
-        if let Some(err) = disposed() {
-            return Err(err);
+    // A kernel found dead before any cell of the request reached it (it died after the
+    // liveness check): nothing ran, so the request runs once more in a fresh kernel. A
+    // cell that was written to a kernel is never run again, even if that kernel died at
+    // once: it may have had effects ("charged the customer") before it died.
+    let dead_before_start = match &ran {
+        Err(KernelError::KernelDead { exit, .. }) if evaluation.nothing_started() => {
+            Some(exit.clone())
         }
-        tracing::info!(key = %session.key, cell = index, "kernel died under a cell; restarting");
-        let why = evaluation
-            .result_mut()
-            .cells
-            .last()
-            .and_then(|c| c.outcome.error.clone())
-            .map_or(String::new(), |e| e.evalue);
-        evaluation.prepare_retry();
-        let Some(kernel) = start_kernel(pool, session, room, &abort).await? else {
-            return aborted_waiting_for_room(session, evaluation);
-        };
+        Err(_) => None,
+        Ok(()) if evaluation.nothing_started() && evaluation.result_mut().kernel_died => {
+            Some("its pipe was closed".to_string())
+        }
+        Ok(()) => None,
+    };
+    match (dead_before_start, ran) {
+        (Some(exit), _) => {
+            let room = match session.take_kernel() {
+                Some(dead) => pool.end(dead).await,
+                None => None,
+            };
+            if let Some(err) = disposed() {
+                return Err(err);
+            }
+            tracing::info!(key = %session.key, "kernel dead before the first cell; restarting");
+            evaluation.prepare_restart();
+            let Some(kernel) = start_kernel(pool, session, room, &abort).await? else {
+                return aborted_waiting_for_room(session, evaluation);
+            };
+            evaluation.annotate(format!(
+                "The Python kernel ended before this call's first cell reached it ({exit}); a new one was started, the cells ran in it, and earlier state is gone."
+            ));
+            evaluation.result_mut().kernel_restarted = true;
+            let turn = kernel.queue().turn().await;
+            evaluation.run(&kernel, &turn, &mut *on_event).await?;
+        }
+        (None, ran) => ran?,
+    }
+    if let Some(index) = evaluation.died_on_its_own() {
         evaluation.annotate(format!(
-            "{why}. The kernel was restarted and cell {} was run again in it: the namespace was lost, so variables from earlier calls are gone.",
+            "Cell {} had started, so it was not run again: it may have had effects before the kernel died. A fresh kernel starts on the next call.",
             index + 1
         ));
-        evaluation.result_mut().kernel_restarted = true;
-        let turn = kernel.queue().turn().await;
-        evaluation.run(&kernel, &turn, &mut *on_event).await?;
     }
     let result = evaluation.finish();
     if result.kernel_died || result.kernel_killed {
@@ -1165,6 +1181,19 @@ fn real_interpreter(interpreter: &str, cwd: &Path) -> String {
     } else {
         cwd.join(expanded)
     };
+    // In a venv or conda environment the executable is usually a symlink to the base
+    // interpreter: two environments made from one Python would resolve to one key and
+    // share a kernel (the second silently running in the first one's packages). There
+    // the environment's own directory is resolved and the file name kept.
+    let environment = path
+        .parent()
+        .and_then(Path::parent)
+        .filter(|env| env.join("pyvenv.cfg").is_file() || env.join("conda-meta").is_dir());
+    if let (Some(_), Some(dir), Some(name)) = (environment, path.parent(), path.file_name()) {
+        if let Ok((real_dir, _)) = real_path(dir) {
+            return real_dir.join(name).display().to_string();
+        }
+    }
     real_path(&path)
         .map_or(path, |(real, _)| real)
         .display()
