@@ -33,6 +33,7 @@ export type ErrorCode =
   | 'ERR_KV_KEY'
   | 'ERR_KV_LIMIT'
   | 'ERR_POOL_DISPOSED'
+  | 'ERR_POOL_FULL'
   | 'ERR_PYTHON_INVALID'
   | 'ERR_PYTHON_NOT_FOUND'
   | 'ERR_RUNNER_DIR'
@@ -414,8 +415,26 @@ export interface KvStoreOptions {
 export interface PoolOptions {
   /** @default 'session' */
   mode?: 'session' | 'per-call' | undefined
-  /** An integer from 1 to 1024. @default 4 */
+  /**
+   * The most kernels 'session' mode runs at once: every kernel process counts, whether
+   * starting, idle, busy or a prewarmed spare. A new session beyond it ends a spare,
+   * else the least recently used idle session, else waits (see `acquireTimeoutMs`).
+   * In 'per-call' mode it is the default of `maxConcurrent`. An integer from 1 to 1024.
+   * @default 4
+   */
   maxSessions?: number | undefined
+  /**
+   * 'per-call' mode only: the most kernels (calls, and any prewarmed spares) running at
+   * once; calls beyond it wait their turn (see `acquireTimeoutMs`). An integer from 1
+   * to 1024. @default maxSessions (4)
+   */
+  maxConcurrent?: number | undefined
+  /**
+   * How long a call waits for room when the pool runs as many kernels as it may, all
+   * busy, before it fails with `ERR_POOL_FULL`; from 0 (fail at once) to 3,600,000.
+   * @default 60000
+   */
+  acquireTimeoutMs?: number | undefined
   /**
    * Idle sessions are evicted after this long; from 0 to 604,800,000 (7 days).
    * @default 300000
@@ -434,8 +453,9 @@ export interface PoolOptions {
   artifactsDir?: string | undefined
   /**
    * Kernels kept started and initialized with the pool's settings for new sessions (a
-   * session with its own cwd or kv store initializes one again). @default 1 in
-   * 'session' mode, 0 in 'per-call'. An integer from 0 to 64.
+   * session with its own cwd or kv store initializes one again). Spares count against
+   * `maxSessions` (`maxConcurrent`) and only fill free room: none while a call waits
+   * for room. @default 1 in 'session' mode, 0 in 'per-call'. An integer from 0 to 64.
    */
   prewarm?: number | undefined
   /** Defaults for every kernel (a request's cwd and interpreter override them). */

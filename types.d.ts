@@ -33,6 +33,7 @@ export type ErrorCode =
   | 'ERR_KV_KEY'
   | 'ERR_KV_LIMIT'
   | 'ERR_POOL_DISPOSED'
+  | 'ERR_POOL_FULL'
   | 'ERR_PYTHON_INVALID'
   | 'ERR_PYTHON_NOT_FOUND'
   | 'ERR_RUNNER_DIR'

@@ -26,7 +26,7 @@ test('PYTHONDONTWRITEBYTECODE=1: the runner still loads from its bytecode cache,
   const cached = fs.readdirSync(cache)
   assert.ok(cached.includes('complete'), cached.join(', '))
   const pkg = path.join(tmp, base, dir, 'pykernel_runner')
-  const modules = ['pykernel_prelude', 'pykernel_display', 'pykernel_magics', 'pykernel_runner']
+  const modules = ['pykernel_prelude', 'pykernel_display', 'pykernel_magics', 'pykernel_pretty', 'pykernel_ipython', 'pykernel_runner']
   for (const file of fs.readdirSync(pkg).filter((f) => f.endsWith('.py') && f !== '__init__.py')) modules.push(`pykernel_runner.${file.slice(0, -3)}`)
   for (const module of modules) assert.ok(cached.includes(`${module}.pyc`), `${module} not cached: ${cached.join(', ')}`)
   // The runner's modules came from there: Python's own cache was never written or read.

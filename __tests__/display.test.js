@@ -305,9 +305,27 @@ display(WithBundle(), WithTuple(), Raising())
     assert.equal(ds.length, 3)
     assert.equal(ds[0].bundle['text/html'], '<b>b</b>')
     assert.deepEqual(ds[0].bundle['application/vnd.custom+json'], { x: null })
-    assert.match(ds[0].bundle['text/plain'], /WithBundle object/)
+    // Its repr only names it (`<__main__.WithBundle object at ...>`): beside HTML it is left out.
+    assert.equal(ds[0].bundle['text/plain'], undefined)
     assert.deepEqual(ds[1].bundle, { 'text/plain': 'own plain', 'image/png': 'iVBORw0KGgo=' })
     assert.deepEqual(ds[2].bundle, { 'text/html': '<i>fallback</i>', 'text/plain': 'Raising()' })
+  })
+
+  await t.test('an object with _ipython_display_ displays itself, as in IPython', async () => {
+    const code = [
+      'class Widget:',
+      '    def _ipython_display_(self):',
+      "        display({'text/plain': 'drawn by itself'}, raw=True)",
+      'class Broken(Widget):',
+      '    def _ipython_display_(self):',
+      "        raise RuntimeError('no')",
+      '    def __repr__(self):',
+      "        return 'Broken()'",
+      'display(Widget(), Broken())',
+    ].join('\n')
+    const { events } = await ok(kernel, code)
+    // A failing _ipython_display_ leaves the object to be displayed as any other.
+    assert.deepEqual(displays(events).map((e) => e.bundle), [{ 'text/plain': 'drawn by itself' }, { 'text/plain': 'Broken()' }])
   })
 
   await t.test('_emit_status sends a status event', async () => {

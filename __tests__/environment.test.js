@@ -54,12 +54,13 @@ test('secrets never reach the kernel; allowed variables do', async (t) => {
       "names = ['OPENAI_API_KEY', 'MY_SECRET', 'GITHUB_TOKEN', 'LC_FOO', 'PYKERNEL_FOO', 'HOST_MANAGED']",
       "child = subprocess.run(['env'], capture_output=True, text=True).stdout",
       "proc = open('/proc/self/environ', 'rb').read().decode()",
-      "({n: os.environ.get(n) for n in names}, 'leak' in child, 'leak' in proc, bool(os.environ.get('PATH')))",
+      // str(): on one line (the tuple itself would be pretty-printed over several)
+      "str(({n: os.environ.get(n) for n in names}, 'leak' in child, 'leak' in proc, bool(os.environ.get('PATH'))))",
     ].join('\n'),
   )
   assert.equal(
     result.result['text/plain'],
-    "({'OPENAI_API_KEY': None, 'MY_SECRET': None, 'GITHUB_TOKEN': None, 'LC_FOO': 'lc', 'PYKERNEL_FOO': 'brand', 'HOST_MANAGED': 'yes'}, False, False, True)",
+    `"({'OPENAI_API_KEY': None, 'MY_SECRET': None, 'GITHUB_TOKEN': None, 'LC_FOO': 'lc', 'PYKERNEL_FOO': 'brand', 'HOST_MANAGED': 'yes'}, False, False, True)"`,
   )
 })
 
@@ -83,9 +84,9 @@ test('a .venv in cwd is chosen first and its bin dir leads PATH', async (t) => {
   const kernel = await addon.Kernel.start({ cwd, baseEnv })
   t.after(() => kernel.shutdown())
   assert.equal(kernel.interpreter, path.join(cwd, '.venv', 'bin', 'python'))
-  const { result } = await run(kernel, "import os, sys; (sys.prefix, os.environ['PATH'].split(':')[0], os.environ['VIRTUAL_ENV'])")
+  const { result } = await run(kernel, "import os, sys; str((sys.prefix, os.environ['PATH'].split(':')[0], os.environ['VIRTUAL_ENV']))")
   const venv = path.join(cwd, '.venv')
-  assert.equal(result.result['text/plain'], `('${venv}', '${venv}/bin', '${venv}')`)
+  assert.equal(result.result['text/plain'], `"('${venv}', '${venv}/bin', '${venv}')"`)
 })
 
 test('resolvePython learns the real executable behind a shim and reports what it skipped', async () => {

@@ -188,6 +188,8 @@ test('magics', async (t) => {
     assert.equal(await value(kernel, 'cap.stdout'), `'out True\\nfrom shell\\nfrom fd 1\\n${dir}\\n'`)
     assert.equal(await value(kernel, 'cap.stderr'), "'err\\n'")
     assert.equal(await value(kernel, '[o.data for o in cap.outputs]'), "[{'text/plain': 'shown'}, {'text/plain': '42'}]")
+    // The thread's line came during the capture but belongs to the cell before: late.
+    assert.deepEqual(events.filter((e) => e.late).map((e) => e.text), ['late\n'])
     const shown = await ok(kernel, 'cap.show()')
     assert.equal(shown.result.stdout, `out True\nfrom shell\nfrom fd 1\n${dir}\n`)
     assert.equal(shown.result.stderr, 'err\n')

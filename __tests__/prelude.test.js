@@ -324,12 +324,13 @@ test('tool, agent, completion and budget go through the bridge', async (t) => {
 
     assert.equal(
       await value(kernel, 'agent("summarize", handle=True)'),
-      "{'text': 'did: summarize', 'output': 'did: summarize', 'handle': 'agent://a1', 'id': 'a1', 'agent': 'task'}",
+      // pretty-printed as in IPython: too wide for one line, one key per line
+      "{'text': 'did: summarize',\n 'output': 'did: summarize',\n 'handle': 'agent://a1',\n 'id': 'a1',\n 'agent': 'task'}",
     )
     assert.deepEqual(last().args, { prompt: 'summarize', agent: 'task', handle: true })
     assert.equal(
       await value(kernel, 'agent("json", schema={}, handle=True)'),
-      "{'text': '{\"ok\": true, \"n\": 2}', 'output': '{\"ok\": true, \"n\": 2}', 'handle': 'agent://a7', 'id': 'a7', 'agent': 'task', 'data': {'ok': True, 'n': 2}}",
+      "{'text': '{\"ok\": true, \"n\": 2}',\n 'output': '{\"ok\": true, \"n\": 2}',\n 'handle': 'agent://a7',\n 'id': 'a7',\n 'agent': 'task',\n 'data': {'ok': True, 'n': 2}}",
     )
     assert.equal(
       await value(kernel, 'agent("anonymous", handle=True)'),

@@ -47,15 +47,8 @@ def display(*objs, raw=False, display_id=None, update=False, include=None,
         display_id = None
     if clear:
         clear_output(wait=True)
-    for obj in objs:
-        bundle = __pykernel__.build_bundle(obj, raw=raw)
-        if (include or exclude) and isinstance(bundle, dict):
-            bundle = {mime: data for mime, data in bundle.items()
-                      if (not include or mime in include)
-                      and (not exclude or mime not in exclude)}
-            if not bundle:
-                continue
-        __pykernel__.send_display(bundle, display_id=display_id, update=update)
+    __pykernel__.display(objs, raw=raw, display_id=display_id, update=update,
+                         include=include, exclude=exclude)
     return handle
 
 

@@ -13,7 +13,12 @@ winning:
 2. ``_repr_mimebundle_(include=None, exclude=None)``: a dict, or a
    ``(data, metadata)`` tuple whose metadata is dropped (the protocol has none);
 3. the ``_repr_*_`` methods in _REPR_METHODS;
-4. ``text/plain``: ``repr(obj)`` always, unless step 2 gave one.
+4. ``text/plain``: the pretty text IPython would show (pykernel_pretty),
+   unless step 2 gave one.  It is left out only when it would say nothing
+   but what the object is (``<IPython.core.display.HTML object>``, or
+   ``<__main__.Report at 0x...>`` for a class without a repr of its own) and
+   the bundle has HTML or Markdown: a host that prefers plain text to HTML
+   then shows the content, not the placeholder.
 
 A method that raises, or returns None or a value of the wrong type, is
 skipped: a broken ``_repr_html_`` must not fail the cell.  Binary images
@@ -43,7 +48,11 @@ _REPR_METHODS = (
     ("_repr_jpeg_", "image/jpeg", "jpeg"),
     ("_repr_json_", "application/json", "json"),
     ("_repr_latex_", "text/latex", "text"),
+    ("_repr_javascript_", "application/javascript", "text"),
 )
+
+# With one of these, a placeholder text/plain is left out (see step 4).
+_READABLE = ("text/html", "text/markdown")
 
 _MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "jpeg": b"\xff\xd8"}
 
@@ -53,6 +62,7 @@ _NON_INTERACTIVE = frozenset(("agg", "cairo", "pdf", "pgf", "ps", "svg",
 
 _CO_VARKEYWORDS = 0x08
 
+_pretty = None              # pykernel_pretty, imported for the first text/plain
 _jsonable = None            # the runner's strict-JSON converter (setup())
 _send_display = None        # the runner's display primitive (setup())
 _shown_figures = []         # figures displayed during the running cell
@@ -85,6 +95,7 @@ def _build(obj):
         if png is not None:
             bundle["image/png"] = png
     _add_mimebundle(bundle, obj)
+    _add_registered(bundle, obj)
     for method, mime, kind in _REPR_METHODS:
         if mime in bundle or (mime == "image/jpeg" and "image/png" in bundle):
             continue
@@ -97,8 +108,41 @@ def _build(obj):
         if value is not None:
             bundle[mime] = value
     if not isinstance(bundle.get("text/plain"), str):
-        bundle["text/plain"] = _plain(obj)
+        bundle.pop("text/plain", None)
+        text = plain_text(obj)
+        if not (any(mime in bundle for mime in _READABLE)
+                and _names_only(obj, text)):
+            bundle["text/plain"] = text
     return bundle
+
+
+def displays_itself(obj):
+    """Call ``obj._ipython_display_()`` if it has one, as IPython's display()
+    does (the object then displays what it wants); False when it has none or
+    it failed (the object is then displayed as any other)."""
+    method = getattr(type(obj), "_ipython_display_", None)
+    if method is None or not callable(method):
+        return False
+    try:
+        obj._ipython_display_()
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        return False
+    return True
+
+
+def _names_only(obj, text):
+    """Whether *text* only names obj's class: the pretty text of an object
+    without a repr of its own, object's repr, or the one IPython's display
+    objects (HTML, Markdown, ...) share."""
+    try:
+        cls = type(obj)
+        return text in ("<%s.%s at 0x%x>" % (cls.__module__, cls.__qualname__, id(obj)),
+                        "<%s.%s object>" % (cls.__module__, cls.__name__),
+                        object.__repr__(obj))
+    except Exception:
+        return False
 
 
 def clean_bundle(bundle):
@@ -184,6 +228,23 @@ def _add_mimebundle(bundle, obj):
                 pass
 
 
+def _add_registered(bundle, obj):
+    """What printers registered with get_ipython().display_formatter give
+    for obj; as in IPython they come after _repr_mimebundle_ and before the
+    _repr_*_ methods."""
+    ipython = sys.modules.get("pykernel_ipython")
+    if ipython is None:
+        return
+    for mime, value in ipython.formatted(obj).items():
+        if mime not in bundle:
+            try:
+                bundle[mime] = _clean_value(mime, value)
+            except KeyboardInterrupt:
+                raise
+            except BaseException:
+                pass
+
+
 def _takes_include(func):
     """Whether *func* accepts include=/exclude= (not all objects' do)."""
     code = getattr(getattr(func, "__func__", func), "__code__", None)
@@ -204,6 +265,23 @@ def _clean_value(mime, value):
             return value.decode("utf-8", "replace")
         return _b64(value)
     return _jsonable(value)
+
+
+def plain_text(obj):
+    """The text/plain of *obj*: pretty as in IPython, else its repr."""
+    try:
+        global _pretty
+        if _pretty is None:
+            import pykernel_pretty as _pretty
+        ipython = sys.modules.get("pykernel_ipython")
+        printers = ipython.text_printers() if ipython is not None else None
+        return _pretty.pretty(obj, printers=printers)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        # A repr that fails, or a _repr_pretty_ that misuses the printer:
+        # the repr alone, or what went wrong.
+        return _plain(obj)
 
 
 def _plain(obj):

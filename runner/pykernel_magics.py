@@ -741,18 +741,19 @@ class Magics:
 
     # what rewritten lines call
 
-    def system(self, command):
-        """``!cmd``: stream its output; a failure is stated."""
-        frame = sys._getframe(1)
+    def system(self, command, frame=None):
+        """``!cmd``: stream its output; a failure is stated.  *frame* is the
+        caller's (``get_ipython().system`` passes its caller's)."""
+        frame = frame or sys._getframe(1)
         command = expand(command, frame)
         if command:
             returncode, _ = run_child(_shell_argv(command))
             frame.f_globals["_exit_code"] = returncode
             _state_exit(returncode)
 
-    def getoutput(self, command):
+    def getoutput(self, command, frame=None):
         """``x = !cmd``: its stdout lines as an SList; stderr streams."""
-        return self._getoutput(command, sys._getframe(1))
+        return self._getoutput(command, frame or sys._getframe(1))
 
     def _getoutput(self, command, frame):
         command = expand(command, frame)
@@ -763,16 +764,16 @@ class Magics:
         lines.returncode = returncode
         return lines
 
-    def line_magic(self, name, args):
-        frame = sys._getframe(1)
+    def line_magic(self, name, args, frame=None):
+        frame = frame or sys._getframe(1)
         magic = self._line.get(name)
         if magic is None:
             raise NameError("UsageError: Line magic function '%%%s' not found."
                             % name)
         return magic(args, frame)
 
-    def cell_magic(self, name, args, body, first_line):
-        frame = sys._getframe(1)
+    def cell_magic(self, name, args, body, first_line, frame=None):
+        frame = frame or sys._getframe(1)
         magic = self._cell.get(name)
         if magic is None:
             raise NameError("UsageError: Cell magic function '%%%%%s' not found."
@@ -1102,8 +1103,8 @@ class Magics:
 
         def sink(frame_):
             kind = frame_.get("type")
-            if not keep.get(kind):
-                return False
+            if not keep.get(kind) or frame_.get("late"):
+                return False    # late output is an earlier cell's, not this one's
             if kind == "display":
                 bundle = frame_.get("bundle")
                 if not isinstance(bundle, dict) or api.status_mime in bundle:

@@ -55,6 +55,11 @@ if os.getpid() == 1:
     _init_of_namespace()
 
 
+# The runner's modules: loaded from the host's bytecode cache, never from __pycache__.
+_RUNNER_MODULES = ("pykernel_runner", "pykernel_display", "pykernel_magics",
+                   "pykernel_pretty", "pykernel_ipython")
+
+
 def _runner_bytecode():
     """Load the runner's modules (and, through ``code_for``, the prelude) from the
     host's cache; compile from source when an entry is missing or unreadable."""
@@ -82,7 +87,7 @@ def _runner_bytecode():
     class Finder:
         @staticmethod
         def find_spec(name, path=None, target=None):
-            if name.partition(".")[0] not in ("pykernel_runner", "pykernel_display", "pykernel_magics"):
+            if name.partition(".")[0] not in _RUNNER_MODULES:
                 return None
             spec = ext.PathFinder.find_spec(name, path)
             if spec is not None and isinstance(spec.loader, ext.SourceFileLoader):

@@ -43,6 +43,17 @@ pub enum KernelError {
     #[error("this KernelPool is being disposed and takes no new work; create a new KernelPool.")]
     PoolDisposed,
 
+    /// No room for a kernel within `acquireTimeoutMs`: every kernel the cap allows was
+    /// busy the whole time.
+    #[error("the KernelPool is full: it runs at most {limit} kernels (`{option}`), all stayed busy, and none became free within {waited_ms} ms. Raise `{option}`, {advice}, or wait longer with `acquireTimeoutMs`.")]
+    PoolFull {
+        limit: usize,
+        option: &'static str,
+        waited_ms: u64,
+        /// What else frees room in this mode.
+        advice: &'static str,
+    },
+
     #[error("the session was disposed while this call waited for its turn; call again to get a fresh kernel.")]
     SessionDisposed,
 
@@ -74,6 +85,7 @@ impl KernelError {
             KernelError::InvalidArgument { .. } => "ERR_INVALID_ARG",
             KernelError::Sandbox { .. } => "ERR_SANDBOX",
             KernelError::PoolDisposed => "ERR_POOL_DISPOSED",
+            KernelError::PoolFull { .. } => "ERR_POOL_FULL",
             KernelError::SessionDisposed => "ERR_SESSION_DISPOSED",
             KernelError::Io { .. } => "ERR_IO",
         }

@@ -23,6 +23,7 @@ pub mod runner_script;
 pub mod runtime;
 pub mod safe_fs;
 pub mod sandbox;
+pub mod slots;
 pub mod watchdog;
 
 #[cfg(test)]

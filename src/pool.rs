@@ -2,17 +2,23 @@
 //!
 //! `session` mode keeps one kernel per key (session id | session file | cwd, plus the real
 //! cwd and interpreter). Calls on one session take turns in call order ([`Fifo`]); calls
-//! on different sessions run at once. Idle sessions are evicted, the least recently used
-//! idle one gives way when there are too many, and a heartbeat replaces kernels that died
-//! or stopped answering while idle. A kernel that dies under a cell is replaced and the
-//! cell retried once; the result always says when state was lost. `per-call` mode starts
-//! a kernel per request and shuts it down after.
+//! on different sessions run at once. Idle sessions are evicted, and a heartbeat replaces
+//! kernels that died or stopped answering while idle. A kernel that dies under a cell is
+//! replaced and the cell retried once; the result always says when state was lost.
+//! `per-call` mode starts a kernel per request and shuts it down after.
 //!
-//! The kernel slot of a session is only changed by whoever holds the session's turn (a
-//! call, or the heartbeat when the session is idle) or by disposal, which takes the
-//! kernel away and shuts it down.
+//! The pool's cap (`maxSessions`, or `maxConcurrent` per call) counts kernel processes,
+//! spares included: each holds a [`Slot`] until it is gone. A kernel that needs room and
+//! finds none ends a spare, else the least recently used idle session, else waits for a
+//! session to go idle, up to `acquire_timeout`. Room is only sought once the interpreter
+//! resolved, so a request that cannot start ends nobody's kernel; a session that never
+//! had a kernel is forgotten when its call ends.
+//!
+//! The kernel of a session is only changed by whoever holds the session's turn (a call,
+//! or the heartbeat when the session is idle) or by disposal and eviction, which take it
+//! away (eviction only from a session nobody is in line for) and shut it down.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -23,9 +29,13 @@ use crate::events::KernelEvent;
 use crate::executor::{Cell, EvalOptions, EvalResult, Evaluation};
 use crate::fifo::{Fifo, Place, Turn};
 use crate::kernel::{AbortHandle, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE};
+use crate::runtime::Resolved;
+use crate::slots::{Slot, Slots};
 
 pub const DEFAULT_TIMEOUT_SECONDS: f64 = 30.0;
 pub const MAX_TIMEOUT_SECONDS: f64 = 3600.0;
+/// How many evicted sessions are remembered, to tell each one's next call.
+const EVICTIONS_REMEMBERED: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolMode {
@@ -36,7 +46,12 @@ pub enum PoolMode {
 #[derive(Clone)]
 pub struct PoolConfig {
     pub mode: PoolMode,
+    /// The most kernels `session` mode runs at once, spares included.
     pub max_sessions: usize,
+    /// The most kernels `per-call` mode runs at once, spares included.
+    pub max_concurrent: usize,
+    /// How long a call waits for room when the pool is at its cap before it fails.
+    pub acquire_timeout: Duration,
     pub idle_timeout: Duration,
     /// Zero turns the heartbeat off.
     pub heartbeat_interval: Duration,
@@ -47,7 +62,8 @@ pub struct PoolConfig {
     pub kernel: KernelConfig,
     pub artifacts_dir: Option<PathBuf>,
     /// Spawned spare kernels kept ready, so a new session's first cell does not wait for
-    /// Python to start.
+    /// Python to start. They only take free room: never more than the cap, and none while
+    /// a call waits for room.
     pub prewarm: usize,
 }
 
@@ -56,6 +72,8 @@ impl PoolConfig {
         Self {
             mode: PoolMode::Session,
             max_sessions: 4,
+            max_concurrent: 4,
+            acquire_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(300),
             heartbeat_interval: Duration::from_secs(5),
             heartbeat_timeout: Duration::from_secs(2),
@@ -63,6 +81,14 @@ impl PoolConfig {
             kernel,
             artifacts_dir: None,
             prewarm: 1,
+        }
+    }
+
+    /// The most kernels this pool runs at once, and the option that sets it.
+    pub fn cap(&self) -> (usize, &'static str) {
+        match self.mode {
+            PoolMode::Session => (self.max_sessions, "maxSessions"),
+            PoolMode::PerCall => (self.max_concurrent, "maxConcurrent"),
         }
     }
 
@@ -125,11 +151,20 @@ pub struct SessionInfo {
     pub execution_count: u32,
 }
 
+/// A kernel process of the pool and the room it takes. Given back through
+/// [`PoolInner::end`], which frees the room only once the process is gone.
+struct LiveKernel {
+    kernel: Arc<Kernel>,
+    slot: Slot,
+}
+
 struct Session {
     key: SessionKey,
     config: KernelConfig,
     turns: Arc<Fifo>,
-    kernel: Mutex<Option<Arc<Kernel>>>,
+    kernel: Mutex<Option<LiveKernel>>,
+    /// Set once a kernel was started for it: a session that never had one holds no state.
+    had_kernel: AtomicBool,
     owners: Mutex<BTreeSet<String>>,
     last_used: Mutex<(Instant, SystemTime)>,
     disposed: AtomicBool,
@@ -156,7 +191,15 @@ impl Session {
     }
 
     fn current_kernel(&self) -> Option<Arc<Kernel>> {
-        self.kernel.lock().unwrap().clone()
+        self.kernel
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|k| k.kernel.clone())
+    }
+
+    fn take_kernel(&self) -> Option<LiveKernel> {
+        self.kernel.lock().unwrap().take()
     }
 
     fn info(&self) -> SessionInfo {
@@ -180,18 +223,35 @@ struct PoolInner {
     config: PoolConfig,
     sessions: Mutex<HashMap<SessionKey, Arc<Session>>>,
     disposing: AtomicBool,
-    /// Kernels whose shutdown was not confirmed, retried on every maintenance tick.
-    unconfirmed: Mutex<Vec<Arc<Kernel>>>,
+    /// Kernels whose shutdown was not confirmed, retried on every maintenance tick. They
+    /// keep their room: their processes may still run.
+    unconfirmed: Mutex<Vec<LiveKernel>>,
     /// Admission runs on the caller's thread, outside the runtime; work it starts goes here.
     runtime: tokio::runtime::Handle,
-    /// Spawned, not yet initialized kernels of the pool's default configuration.
+    /// Spare kernels initialized with the pool's default configuration.
     spares: Mutex<Spares>,
+    /// The cap: one slot per kernel process.
+    slots: Arc<Slots>,
+    /// Sessions evicted lately and why, told to each one's next call (oldest first).
+    evictions: Mutex<VecDeque<(SessionKey, String)>>,
 }
 
 #[derive(Default)]
 struct Spares {
-    ready: Vec<Arc<Kernel>>,
+    ready: Vec<LiveKernel>,
     spawning: usize,
+}
+
+/// Where a new kernel will run.
+enum Room {
+    /// A spare that fits, with its slot.
+    Spare(LiveKernel),
+    /// Room to start one.
+    Slot(Slot),
+    /// Nothing yet: wait for room.
+    Wait,
+    /// The call was aborted while it waited.
+    Aborted,
 }
 
 /// A request admitted at call time: its session and place in line are fixed.
@@ -216,16 +276,16 @@ impl Pool {
     /// Must be called inside a tokio runtime: it starts the maintenance task.
     pub fn new(config: PoolConfig) -> Pool {
         let inner = Arc::new(PoolInner {
+            slots: Slots::new(config.cap().0),
             config,
             sessions: Mutex::default(),
             disposing: AtomicBool::new(false),
             unconfirmed: Mutex::default(),
             runtime: tokio::runtime::Handle::current(),
             spares: Mutex::default(),
+            evictions: Mutex::default(),
         });
-        if inner.config.mode == PoolMode::Session {
-            tokio::spawn(maintain(Arc::downgrade(&inner)));
-        }
+        tokio::spawn(maintain(Arc::downgrade(&inner)));
         inner.refill_spares();
         Pool { inner }
     }
@@ -248,7 +308,11 @@ impl Pool {
             config.artifacts_dir = inner.config.artifacts_dir.clone();
         }
         let target = match inner.config.mode {
-            PoolMode::PerCall => Target::PerCall(Box::new(config)),
+            PoolMode::PerCall => {
+                // Refused now, as in session mode, not after the call waited for room.
+                checked_cwd(&config.cwd)?;
+                Target::PerCall(Box::new(config))
+            }
             PoolMode::Session => {
                 let key = session_key(&request, &config)?;
                 config.session_id = Some(
@@ -262,7 +326,7 @@ impl Pool {
                     .clone()
                     .or_else(|| request.session_id.clone())
                     .unwrap_or_else(|| key.identity.clone());
-                let session = inner.session_for(key, config, owner);
+                let (session, place) = inner.session_for(key, config, owner);
                 let reset_epoch = request.reset.then(|| {
                     let mut resets = session.resets.lock().unwrap();
                     match resets.pending {
@@ -274,7 +338,6 @@ impl Pool {
                         }
                     }
                 });
-                let place = session.turns.join();
                 Target::Session {
                     session,
                     place,
@@ -297,8 +360,8 @@ impl Pool {
         spares
             .ready
             .iter()
-            .filter(|k| k.alive())
-            .map(|k| k.pid())
+            .filter(|k| k.kernel.alive())
+            .map(|k| k.kernel.pid())
             .collect()
     }
 
@@ -332,11 +395,13 @@ impl Pool {
     pub async fn dispose_all(&self, budget: Duration) {
         let inner = &self.inner;
         inner.disposing.store(true, Ordering::SeqCst);
+        // Calls waiting for room fail now, not at their deadline.
+        inner.slots.notify();
         let sessions = inner.all_sessions();
         dispose_all_of(inner, sessions, budget).await;
         let spares = std::mem::take(&mut inner.spares.lock().unwrap().ready);
         for spare in spares {
-            spare.shutdown(budget / 3).await;
+            inner.end_within(spare, budget / 3).await;
         }
         inner.retry_unconfirmed(budget).await;
     }
@@ -356,40 +421,51 @@ impl PoolInner {
         self.sessions.lock().unwrap().values().cloned().collect()
     }
 
-    fn session_for(&self, key: SessionKey, config: KernelConfig, owner: String) -> Arc<Session> {
+    /// The session for `key` and a place in its line, taken under the sessions lock so
+    /// that eviction (which only takes sessions nobody is in line for) cannot take it
+    /// between the two.
+    fn session_for(
+        &self,
+        key: SessionKey,
+        config: KernelConfig,
+        owner: String,
+    ) -> (Arc<Session>, Place) {
         let mut sessions = self.sessions.lock().unwrap();
         if let Some(session) = sessions.get(&key) {
             session.owners.lock().unwrap().insert(owner);
-            return session.clone();
+            return (session.clone(), session.turns.join());
         }
-        if sessions.len() >= self.config.max_sessions {
-            let idle_lru = sessions
-                .values()
-                .filter(|s| !s.turns.busy())
-                .min_by_key(|s| s.last_used.lock().unwrap().0)
-                .cloned();
-            if let Some(evicted) = idle_lru {
-                tracing::info!(key = %evicted.key, "evicting the least recently used session");
-                sessions.remove(&evicted.key);
-                let budget = self.config.shutdown_grace * 3;
-                self.runtime
-                    .spawn(async move { dispose_session(&evicted, budget).await });
-            }
-        }
+        let evicted = {
+            let mut evictions = self.evictions.lock().unwrap();
+            let found = evictions.iter().position(|(k, _)| *k == key);
+            found.and_then(|i| evictions.remove(i)).map(|(_, why)| why)
+        };
         let session = Arc::new(Session {
             key: key.clone(),
             config,
             turns: Fifo::new(),
             kernel: Mutex::default(),
+            had_kernel: AtomicBool::new(false),
             owners: Mutex::new(BTreeSet::from([owner])),
             last_used: Mutex::new((Instant::now(), SystemTime::now())),
             disposed: AtomicBool::new(false),
             resets: Mutex::default(),
             running: Mutex::default(),
-            lost_while_idle: Mutex::default(),
+            lost_while_idle: Mutex::new(evicted),
         });
         sessions.insert(key, session.clone());
-        session
+        let place = session.turns.join();
+        (session, place)
+    }
+
+    /// Remembers that `key` was evicted, so its next call is told its state is gone.
+    fn record_eviction(&self, key: SessionKey, why: String) {
+        let mut evictions = self.evictions.lock().unwrap();
+        evictions.retain(|(k, _)| *k != key);
+        if evictions.len() == EVICTIONS_REMEMBERED {
+            evictions.pop_front();
+        }
+        evictions.push_back((key, why));
     }
 
     async fn dispose(&self, session: Arc<Session>, budget: Duration) {
@@ -402,121 +478,366 @@ impl PoolInner {
                 sessions.remove(&session.key);
             }
         }
-        if let Some(unconfirmed) = dispose_session(&session, budget).await {
-            self.unconfirmed.lock().unwrap().push(unconfirmed);
+        if let Some(live) = stop_session(&session) {
+            self.end_within(live, budget / 3).await;
         }
     }
 
-    /// Spawns spares until `prewarm` are ready or on their way.
+    /// After a call on `session`: forgets the session if it never had a kernel (its start
+    /// failed, no room came in time, the call was aborted first) and nobody is in line
+    /// for it, so nothing of it is left behind; then lets waiters look for room (it may
+    /// be idle now).
+    fn after_call(self: &Arc<Self>, session: &Arc<Session>) {
+        {
+            let mut sessions = self.sessions.lock().unwrap();
+            let forget = !session.had_kernel.load(Ordering::SeqCst)
+                && !session.turns.busy()
+                && sessions
+                    .get(&session.key)
+                    .is_some_and(|s| Arc::ptr_eq(s, session));
+            if forget {
+                tracing::info!(key = %session.key, "forgetting a session that never had a kernel");
+                sessions.remove(&session.key);
+            }
+        }
+        self.slots.notify();
+        self.refill_spares();
+    }
+
+    /// Spawns spares until `prewarm` are ready or on their way, in free room only.
     fn refill_spares(self: &Arc<Self>) {
-        let wanted = {
+        if self.disposing.load(Ordering::SeqCst) {
+            return;
+        }
+        let slots = {
             let mut spares = self.spares.lock().unwrap();
-            spares.ready.retain(|k| k.alive());
+            spares.ready.retain(|k| k.kernel.alive());
             let have = spares.ready.len() + spares.spawning;
-            let wanted = self.config.prewarm.saturating_sub(have);
-            spares.spawning += wanted;
-            wanted
+            let slots: Vec<Slot> = (have..self.config.prewarm)
+                .map_while(|_| self.slots.try_take_spare())
+                .collect();
+            spares.spawning += slots.len();
+            slots
         };
-        for _ in 0..wanted {
+        for slot in slots {
             let pool = Arc::downgrade(self);
             let config = self.config.kernel.clone();
+            let grace = self.config.shutdown_grace;
             self.runtime.spawn(async move {
                 // Initialized with the pool's defaults: a session claiming it with the
                 // same settings (the usual case) runs its first cell at once.
-                let spawned = match Kernel::spawn(&config).await {
-                    Ok(kernel) => kernel.initialize(&config).await.map(|()| kernel),
-                    Err(err) => Err(err),
-                };
+                let started = start_in(slot, &config, grace).await;
+                // Dropped with the pool: the kernel's Drop kills it.
                 let Some(pool) = pool.upgrade() else { return };
-                let mut spares = pool.spares.lock().unwrap();
-                spares.spawning -= 1;
-                match spawned {
-                    Ok(kernel) if !pool.disposing.load(Ordering::SeqCst) => {
-                        spares.ready.push(kernel)
+                let spare = {
+                    let mut spares = pool.spares.lock().unwrap();
+                    spares.spawning -= 1;
+                    match started {
+                        Ok(spare) if !pool.disposing.load(Ordering::SeqCst) => {
+                            spares.ready.push(spare);
+                            None
+                        }
+                        Ok(spare) => Some(spare),
+                        Err(failed) => {
+                            tracing::info!("could not start a spare kernel: {}", failed.error);
+                            if let Some(kernel) = failed.unconfirmed {
+                                pool.unconfirmed.lock().unwrap().push(kernel);
+                            }
+                            None
+                        }
                     }
-                    Ok(_) => {} // dropped: its Drop kills it
-                    Err(err) => tracing::info!("could not spawn a spare kernel: {err}"),
+                };
+                match spare {
+                    Some(spare) => {
+                        pool.end(spare).await;
+                    }
+                    // A waiter may claim it, or end it for its room.
+                    None => pool.slots.notify(),
                 }
             });
         }
     }
 
-    /// A ready kernel for `config`: a spare when one fits, else a fresh start.
-    async fn new_kernel(self: &Arc<Self>, config: &KernelConfig) -> Result<Arc<Kernel>> {
+    /// A ready kernel for `config` in room of its own: a spare that fits, else a fresh
+    /// start in `room` (the room of a kernel this call replaced), else in room found or
+    /// waited for (see [`PoolInner::wait_for_room`]). `None`: aborted while waiting.
+    async fn new_kernel(
+        self: &Arc<Self>,
+        config: &KernelConfig,
+        room: Option<Slot>,
+        abort: &AbortHandle,
+    ) -> Result<Option<LiveKernel>> {
         // Before a spare is initialized with it: its kv store path reaches the runner there.
         config.prepare_artifacts_dir()?;
-        let kernel = match self.take_spare(config).await {
-            Some(spare) if spare.initialized_for(config) => spare,
-            Some(spare) => match spare.initialize(config).await {
-                Ok(()) => spare,
-                Err(err) => {
-                    tracing::info!("a spare kernel failed to initialize ({err}); starting one");
-                    Kernel::start(config.clone()).await?
-                }
-            },
-            None => Kernel::start(config.clone()).await?,
+        let mut room = match (room, self.take_spare(config, None)) {
+            (_, Some(spare)) => Room::Spare(spare),
+            (Some(slot), None) => Room::Slot(slot),
+            (None, None) => Room::Wait,
         };
-        // The spare taken is replaced once the call is over (see `Admission::run`), not
-        // now: a Python starting beside the first cell would slow that cell down.
-        Ok(kernel)
+        let mut resolved = None;
+        loop {
+            room = match room {
+                Room::Spare(spare) => {
+                    if spare.kernel.initialized_for(config) {
+                        return Ok(Some(spare));
+                    }
+                    match spare.kernel.initialize(config).await {
+                        Ok(()) => return Ok(Some(spare)),
+                        Err(err) => {
+                            tracing::info!(
+                                "a spare kernel failed to initialize ({err}); starting one"
+                            );
+                            self.end(spare).await.map_or(Room::Wait, Room::Slot)
+                        }
+                    }
+                }
+                // The spare taken is replaced once the call is over (see `Admission::run`),
+                // not now: a Python starting beside the first cell would slow that cell.
+                Room::Slot(slot) => {
+                    let grace = self.config.shutdown_grace;
+                    return match start_in(slot, config, grace).await {
+                        Ok(kernel) => Ok(Some(kernel)),
+                        Err(failed) => {
+                            if let Some(kernel) = failed.unconfirmed {
+                                self.unconfirmed.lock().unwrap().push(kernel);
+                            }
+                            Err(failed.error)
+                        }
+                    };
+                }
+                Room::Wait => {
+                    // Resolved before room is taken: a request whose interpreter is
+                    // missing or unusable ends no other session's kernel.
+                    if resolved.is_none() {
+                        resolved = Some(Kernel::resolve(config).await?);
+                    }
+                    let resolved = resolved.as_ref().expect("resolved above");
+                    self.wait_for_room(config, resolved, abort).await?
+                }
+                Room::Aborted => return Ok(None),
+            }
+        }
     }
 
-    /// A spare that runs the interpreter `config` resolves to, if one is ready.
-    async fn take_spare(&self, config: &KernelConfig) -> Option<Arc<Kernel>> {
-        if self.spares.lock().unwrap().ready.is_empty() {
-            return None;
+    /// Room for a kernel of `config`: a spare that runs its interpreter, a free slot, or
+    /// the slot of a spare or of the least recently used idle session, ended for it;
+    /// else waits until one of those turns up, for at most `acquire_timeout`
+    /// (`ERR_POOL_FULL`). Cancel safety: dropping the future gives up nothing but its
+    /// wait; a kernel being ended for it still ends, and its room goes back to the pool.
+    async fn wait_for_room(
+        self: &Arc<Self>,
+        config: &KernelConfig,
+        resolved: &Resolved,
+        abort: &AbortHandle,
+    ) -> Result<Room> {
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + self.config.acquire_timeout;
+        let _waiting = self.slots.waiting();
+        loop {
+            let changed = self.slots.changed();
+            if self.disposing.load(Ordering::SeqCst) {
+                return Err(KernelError::PoolDisposed);
+            }
+            if let Some(spare) = self.take_spare(config, Some(resolved)) {
+                return Ok(Room::Spare(spare));
+            }
+            if let Some(slot) = self.slots.try_take() {
+                return Ok(Room::Slot(slot));
+            }
+            if let Some(victim) = self.evict_for_room() {
+                let pool = self.clone();
+                let ended = self.runtime.spawn(async move { pool.end(victim).await });
+                if let Ok(Some(slot)) = ended.await {
+                    return Ok(Room::Slot(slot));
+                }
+                continue; // not confirmed gone: it keeps its room
+            }
+            tokio::select! {
+                _ = changed => {}
+                _ = abort.aborted() => return Ok(Room::Aborted),
+                _ = tokio::time::sleep_until(deadline) => {
+                    let (limit, option) = self.config.cap();
+                    return Err(KernelError::PoolFull {
+                        limit,
+                        option,
+                        waited_ms: started.elapsed().as_millis() as u64,
+                        advice: match self.config.mode {
+                            PoolMode::Session => "end sessions you no longer need with `disposeOwner`",
+                            PoolMode::PerCall => "make fewer calls at once",
+                        },
+                    });
+                }
+            }
         }
-        // Spares start from the pool's settings: a session that resolves Python the same
-        // way fits any of them, with no resolution (a blocking-pool thread) in between.
+    }
+
+    /// Takes a kernel away to free its room: a spare first (it holds nobody's state),
+    /// else the least recently used session that is idle with nobody in line for it.
+    /// None while a spare is starting: it is waited for (it may fit, and either way its
+    /// room comes) rather than a session's state lost.
+    fn evict_for_room(&self) -> Option<LiveKernel> {
+        {
+            let mut spares = self.spares.lock().unwrap();
+            if let Some(spare) = spares.ready.pop() {
+                tracing::info!(pid = spare.kernel.pid(), "ending a spare kernel for room");
+                return Some(spare);
+            }
+            if spares.spawning > 0 {
+                return None;
+            }
+        }
+        let mut sessions = self.sessions.lock().unwrap();
+        let victim = sessions
+            .values()
+            .filter(|s| !s.turns.busy() && s.kernel.lock().unwrap().is_some())
+            .min_by_key(|s| s.last_used.lock().unwrap().0)
+            .cloned()?;
+        sessions.remove(&victim.key);
+        // Recorded before the lock goes: a call for this key admitted next is told.
+        let (limit, option) = self.config.cap();
+        self.record_eviction(
+            victim.key.clone(),
+            format!(
+                "This session's kernel was shut down to make room for another session (the pool runs at most {limit} kernels: `{option}`); a new one was started and earlier state is gone."
+            ),
+        );
+        drop(sessions);
+        tracing::info!(key = %victim.key, "evicting the least recently used idle session for room");
+        stop_session(&victim)
+    }
+
+    /// Ends `live` (one shutdown grace per step) and returns its room once the process
+    /// is confirmed gone; one that is not is kept, with its room, for a later retry.
+    async fn end(&self, live: LiveKernel) -> Option<Slot> {
+        self.end_within(live, self.config.shutdown_grace).await
+    }
+
+    async fn end_within(&self, live: LiveKernel, grace: Duration) -> Option<Slot> {
+        match end_kernel(live, grace).await {
+            Ok(slot) => Some(slot),
+            Err(unconfirmed) => {
+                self.unconfirmed.lock().unwrap().push(unconfirmed);
+                None
+            }
+        }
+    }
+
+    /// A spare for `config`, if one is ready: with the pool's settings any spare fits
+    /// (no resolution, a blocking-pool thread, on the way); otherwise one running the
+    /// interpreter `config` resolves to, when `resolved` is known.
+    fn take_spare(&self, config: &KernelConfig, resolved: Option<&Resolved>) -> Option<LiveKernel> {
+        let mut spares = self.spares.lock().unwrap();
         let pool = &self.config.kernel;
-        if config.interpreter == pool.interpreter
+        let index = if config.interpreter == pool.interpreter
             && config.cwd == pool.cwd
             && config.base_env == pool.base_env
         {
-            let mut spares = self.spares.lock().unwrap();
-            let index = spares.ready.iter().position(|k| k.alive())?;
-            return Some(spares.ready.swap_remove(index));
-        }
-        // The sandbox is fixed at spawn, and confined writes name the cwd: such a spare
-        // cannot serve a session elsewhere.
-        if config.sandbox != pool.sandbox || config.sandbox.confines_writes() {
+            spares.ready.iter().position(|k| k.kernel.alive())?
+        } else if config.sandbox != pool.sandbox || config.sandbox.confines_writes() {
+            // The sandbox is fixed at spawn, and confined writes name the cwd: such a
+            // spare cannot serve a session elsewhere.
             return None;
-        }
-        let wanted = Kernel::resolve(config).await.ok()?;
-        let mut spares = self.spares.lock().unwrap();
-        let index = spares
-            .ready
-            .iter()
-            .position(|k| k.alive() && *k.resolved() == wanted)?;
+        } else {
+            let resolved = resolved?;
+            spares
+                .ready
+                .iter()
+                .position(|k| k.kernel.alive() && k.kernel.resolved() == resolved)?
+        };
         Some(spares.ready.swap_remove(index))
     }
 
     async fn retry_unconfirmed(&self, budget: Duration) {
         let kernels = std::mem::take(&mut *self.unconfirmed.lock().unwrap());
-        for kernel in kernels {
-            if !kernel.shutdown(budget / 3).await.confirmed {
-                self.unconfirmed.lock().unwrap().push(kernel);
+        for live in kernels {
+            self.end_within(live, budget / 3).await;
+        }
+    }
+
+    /// Evicts the sessions idle for the idle timeout with nobody in line for them.
+    async fn evict_idle(&self, now: Instant) {
+        let idle = self.config.idle_timeout;
+        let evicted: Vec<Arc<Session>> = {
+            let mut sessions = self.sessions.lock().unwrap();
+            let keys: Vec<SessionKey> = sessions
+                .values()
+                .filter(|s| {
+                    !s.turns.busy() && now.duration_since(s.last_used.lock().unwrap().0) >= idle
+                })
+                .map(|s| s.key.clone())
+                .collect();
+            let evicted: Vec<_> = keys.iter().filter_map(|k| sessions.remove(k)).collect();
+            // Recorded before the lock goes: a call for one of these keys admitted next
+            // is told.
+            for session in evicted.iter().filter(|s| s.current_kernel().is_some()) {
+                self.record_eviction(
+                    session.key.clone(),
+                    format!(
+                        "This session was idle for {} s and its kernel was shut down; a new one was started and earlier state is gone.",
+                        idle.as_secs_f64()
+                    ),
+                );
+            }
+            evicted
+        };
+        for session in evicted {
+            tracing::info!(key = %session.key, "evicting idle session");
+            if let Some(live) = stop_session(&session) {
+                self.end(live).await;
             }
         }
     }
 }
 
-/// Stops the session's running cell and shuts its kernel down within `budget`. Returns
-/// the kernel when its end could not be confirmed.
-async fn dispose_session(session: &Session, budget: Duration) -> Option<Arc<Kernel>> {
+/// A start that failed, and the kernel (with its room) if its end was not confirmed.
+struct StartFailed {
+    error: KernelError,
+    unconfirmed: Option<LiveKernel>,
+}
+
+/// Starts a kernel in `slot`: spawned, then initialized with `config`. On failure nothing
+/// is left: the process is confirmed gone before its room is given back.
+async fn start_in(
+    slot: Slot,
+    config: &KernelConfig,
+    grace: Duration,
+) -> Result<LiveKernel, StartFailed> {
+    let kernel = Kernel::spawn(config).await.map_err(|error| StartFailed {
+        error,
+        unconfirmed: None,
+    })?;
+    let live = LiveKernel { kernel, slot };
+    match live.kernel.initialize(config).await {
+        Ok(()) => Ok(live),
+        Err(error) => Err(StartFailed {
+            error,
+            unconfirmed: end_kernel(live, grace).await.err(),
+        }),
+    }
+}
+
+/// Shuts the kernel down; its room once it is confirmed gone, else the kernel back.
+async fn end_kernel(live: LiveKernel, grace: Duration) -> Result<Slot, LiveKernel> {
+    if live.kernel.shutdown(grace).await.confirmed {
+        Ok(live.slot)
+    } else {
+        Err(live)
+    }
+}
+
+/// Marks the session disposed, stops its running cell and takes its kernel away.
+fn stop_session(session: &Session) -> Option<LiveKernel> {
     tracing::info!(key = %session.key, "disposing session");
     session.disposed.store(true, Ordering::SeqCst);
     if let Some(abort) = session.running.lock().unwrap().clone() {
         abort.abort();
     }
-    let kernel = session.kernel.lock().unwrap().take()?;
-    let outcome = kernel.shutdown(budget / 3).await;
-    (!outcome.confirmed).then_some(kernel)
+    session.take_kernel()
 }
 
 impl Admission {
-    /// Runs the request. Cancel safety: dropping the future gives up its place in line;
-    /// a cell already running is left to finish in the kernel.
+    /// Runs the request. Cancel safety: dropping the future gives up its place in line
+    /// and its wait for room; a cell already running is left to finish in the kernel.
     pub async fn run(
         self,
         mut on_event: impl FnMut(usize, KernelEvent) + Send,
@@ -539,13 +860,14 @@ impl Admission {
         let abort = options.abort.clone().expect("set above");
         match target {
             Target::PerCall(config) => {
-                let grace = pool.config.shutdown_grace;
-                let kernel = pool.new_kernel(&config).await?;
-                let turn = kernel.queue().turn().await;
                 let mut evaluation = Evaluation::new(request.cells, options);
-                let ran = evaluation.run(&kernel, &turn, &mut on_event).await;
+                let Some(live) = pool.new_kernel(&config, None, &abort).await? else {
+                    return Ok(cancelled_waiting_for_room(evaluation));
+                };
+                let turn = live.kernel.queue().turn().await;
+                let ran = evaluation.run(&live.kernel, &turn, &mut on_event).await;
                 drop(turn);
-                kernel.shutdown(grace).await;
+                pool.end(live).await;
                 pool.refill_spares();
                 ran?;
                 Ok(evaluation.finish())
@@ -559,6 +881,7 @@ impl Admission {
                     turn = place.turn() => turn,
                     _ = abort.aborted() => {
                         // Aborted while waiting: nothing ran.
+                        pool.after_call(&session);
                         return Ok(EvalResult { cancelled: true, ..Default::default() });
                     }
                 };
@@ -575,7 +898,6 @@ impl Admission {
                 .await;
                 session.running.lock().unwrap().take();
                 session.touch();
-                pool.refill_spares();
                 if let Some(epoch) = reset_epoch {
                     // Resets asked for while this one was pending or running shared it;
                     // later ones get a reset of their own.
@@ -584,10 +906,28 @@ impl Admission {
                         resets.pending = None;
                     }
                 }
+                drop(turn);
+                pool.after_call(&session);
                 result
             }
         }
     }
+}
+
+/// The result of a call aborted while it waited for room: nothing ran.
+fn cancelled_waiting_for_room(mut evaluation: Evaluation) -> EvalResult {
+    evaluation.annotate("Cancelled while waiting for room in the pool; nothing ran.");
+    evaluation.result_mut().cancelled = true;
+    evaluation.finish()
+}
+
+/// A session's call stopped while it waited for room: by disposal of the session (which
+/// stops a waiting call as it stops a running cell), else by its caller's abort.
+fn aborted_waiting_for_room(session: &Session, evaluation: Evaluation) -> Result<EvalResult> {
+    if session.disposed.load(Ordering::SeqCst) {
+        return Err(KernelError::SessionDisposed);
+    }
+    Ok(cancelled_waiting_for_room(evaluation))
 }
 
 async fn run_in_session(
@@ -608,11 +948,14 @@ async fn run_in_session(
     if let Some(err) = disposed() {
         return Err(err);
     }
-    let grace = pool.config.shutdown_grace;
+    let abort = options.abort.clone().unwrap_or_default();
     let mut evaluation = Evaluation::new(cells, options);
     if let Some(notice) = session.lost_while_idle.lock().unwrap().take() {
         evaluation.annotate(notice);
     }
+    // The room of a kernel this call replaces goes to its successor: a session with a
+    // kernel never waits for room to replace it.
+    let mut room = None;
     if let Some(epoch) = reset_epoch {
         let due = {
             let mut resets = session.resets.lock().unwrap();
@@ -623,9 +966,8 @@ async fn run_in_session(
         };
         if due {
             tracing::info!(key = %session.key, "resetting the kernel");
-            let old = session.kernel.lock().unwrap().take();
-            if let Some(old) = old {
-                old.shutdown(grace).await;
+            if let Some(old) = session.take_kernel() {
+                room = pool.end(old).await;
             }
         }
     }
@@ -637,8 +979,14 @@ async fn run_in_session(
                 evaluation.annotate(format!(
                     "The Python kernel had ended since the last call ({exit}); a new one was started and earlier state is gone."
                 ));
+                if let Some(old) = session.take_kernel() {
+                    room = pool.end(old).await;
+                }
             }
-            start_kernel(pool, session).await?
+            match start_kernel(pool, session, room, &abort).await? {
+                Some(kernel) => kernel,
+                None => return aborted_waiting_for_room(session, evaluation),
+            }
         }
     };
     let turn = kernel.queue().turn().await;
@@ -646,7 +994,10 @@ async fn run_in_session(
     drop(turn);
 
     if let Some(index) = evaluation.died_on_its_own() {
-        session.kernel.lock().unwrap().take();
+        let room = match session.take_kernel() {
+            Some(dead) => pool.end(dead).await,
+            None => None,
+        };
         if let Some(err) = disposed() {
             return Err(err);
         }
@@ -658,7 +1009,9 @@ async fn run_in_session(
             .and_then(|c| c.outcome.error.clone())
             .map_or(String::new(), |e| e.evalue);
         evaluation.prepare_retry();
-        let kernel = start_kernel(pool, session).await?;
+        let Some(kernel) = start_kernel(pool, session, room, &abort).await? else {
+            return aborted_waiting_for_room(session, evaluation);
+        };
         evaluation.annotate(format!(
             "{why}. The kernel was restarted and cell {} was run again in it: the namespace was lost, so variables from earlier calls are gone.",
             index + 1
@@ -669,17 +1022,30 @@ async fn run_in_session(
     }
     let result = evaluation.finish();
     if result.kernel_died || result.kernel_killed {
-        // Replaced before the next call.
-        session.kernel.lock().unwrap().take();
+        // Replaced before the next call; its room is free once it is gone.
+        if let Some(dead) = session.take_kernel() {
+            pool.end(dead).await;
+        }
     }
     Ok(result)
 }
 
-async fn start_kernel(pool: &Arc<PoolInner>, session: &Session) -> Result<Arc<Kernel>> {
+/// Starts the session's kernel in `room`, or in room found for it. `None`: aborted while
+/// waiting for room.
+async fn start_kernel(
+    pool: &Arc<PoolInner>,
+    session: &Session,
+    room: Option<Slot>,
+    abort: &AbortHandle,
+) -> Result<Option<Arc<Kernel>>> {
     tracing::info!(key = %session.key, "starting kernel");
-    let kernel = pool.new_kernel(&session.config).await?;
-    *session.kernel.lock().unwrap() = Some(kernel.clone());
-    Ok(kernel)
+    let Some(live) = pool.new_kernel(&session.config, room, abort).await? else {
+        return Ok(None);
+    };
+    let kernel = live.kernel.clone();
+    *session.kernel.lock().unwrap() = Some(live);
+    session.had_kernel.store(true, Ordering::SeqCst);
+    Ok(Some(kernel))
 }
 
 /// Idle eviction, the heartbeat and retries of unconfirmed shutdowns, until the pool goes.
@@ -702,17 +1068,9 @@ async fn maintain(pool: Weak<PoolInner>) {
         if inner.disposing.load(Ordering::SeqCst) {
             return;
         }
-        let sessions = inner.all_sessions();
         let now = Instant::now();
-        for session in &sessions {
-            let idle_for = now.duration_since(session.last_used.lock().unwrap().0);
-            if idle_for >= inner.config.idle_timeout && !session.turns.busy() {
-                tracing::info!(key = %session.key, "evicting idle session");
-                inner
-                    .dispose(session.clone(), inner.config.shutdown_grace * 3)
-                    .await;
-            }
-        }
+        inner.evict_idle(now).await;
+        let sessions = inner.all_sessions();
         let heartbeat = inner.config.heartbeat_interval;
         if !heartbeat.is_zero() && now.duration_since(last_heartbeat) >= heartbeat {
             last_heartbeat = now;
@@ -729,9 +1087,16 @@ async fn maintain(pool: Weak<PoolInner>) {
 /// Pings an idle session's kernel; a dead or silent one is removed, and the next call is
 /// told its state was lost.
 async fn check_heartbeat(pool: &PoolInner, session: &Session) {
-    let Some(_turn) = session.turns.try_join() else {
+    let Some(turn) = session.turns.try_join() else {
         return; // busy: its call will see how the kernel is doing
     };
+    check_kernel(pool, session, &turn).await;
+    drop(turn);
+    // Idle again: a call waiting for room may evict it.
+    pool.slots.notify();
+}
+
+async fn check_kernel(pool: &PoolInner, session: &Session, _turn: &Turn) {
     let Some(kernel) = session.current_kernel() else {
         return;
     };
@@ -745,21 +1110,29 @@ async fn check_heartbeat(pool: &PoolInner, session: &Session) {
         return;
     };
     tracing::info!(key = %session.key, "heartbeat replaced the kernel");
-    session.kernel.lock().unwrap().take();
+    if let Some(gone) = session.take_kernel() {
+        pool.end(gone).await;
+    }
     *session.lost_while_idle.lock().unwrap() = Some(lost);
 }
 
-fn session_key(request: &PoolRequest, config: &KernelConfig) -> Result<SessionKey> {
-    let (cwd, is_dir) = real_path(&config.cwd).map_err(|_| KernelError::CwdInvalid {
-        path: config.cwd.clone(),
+/// The real path of `cwd`, refused (`ERR_CWD_INVALID`) when it is no directory.
+fn checked_cwd(cwd: &Path) -> Result<PathBuf> {
+    let (real, is_dir) = real_path(cwd).map_err(|_| KernelError::CwdInvalid {
+        path: cwd.to_path_buf(),
         reason: "does not exist",
     })?;
     if !is_dir {
         return Err(KernelError::CwdInvalid {
-            path: config.cwd.clone(),
+            path: cwd.to_path_buf(),
             reason: "is not a directory",
         });
     }
+    Ok(real)
+}
+
+fn session_key(request: &PoolRequest, config: &KernelConfig) -> Result<SessionKey> {
+    let cwd = checked_cwd(&config.cwd)?;
     let identity = if let Some(id) = &request.session_id {
         format!("session:{id}")
     } else if let Some(file) = &request.session_file {

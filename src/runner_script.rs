@@ -31,6 +31,8 @@ pub const RUNNER_PY: &str = include_str!("../runner/runner.py");
 pub const PRELUDE_PY: &str = include_str!("../runner/prelude.py");
 pub const DISPLAY_PY: &str = include_str!("../runner/pykernel_display.py");
 pub const MAGICS_PY: &str = include_str!("../runner/pykernel_magics.py");
+pub const PRETTY_PY: &str = include_str!("../runner/pykernel_pretty.py");
+pub const IPYTHON_PY: &str = include_str!("../runner/pykernel_ipython.py");
 
 /// A module of the runner package, `runner/pykernel_runner/` (one module per concern).
 macro_rules! package_module {
@@ -58,6 +60,8 @@ const FILES: &[(&str, &str)] = &[
     ("prelude.py", PRELUDE_PY),
     ("pykernel_display.py", DISPLAY_PY),
     ("pykernel_magics.py", MAGICS_PY),
+    ("pykernel_pretty.py", PRETTY_PY),
+    ("pykernel_ipython.py", IPYTHON_PY),
 ];
 
 /// Where the materialized runner lives.

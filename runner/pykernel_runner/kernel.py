@@ -44,6 +44,7 @@ class PreludeAPI:
         self.emit_status = kernel.emit_status
         self.bridge_call = kernel.bridge_call
         self.build_bundle = siblings.build_bundle
+        self.display = siblings.display
         self.hidden_names = kernel.hidden_names
         self.status_mime = kernel.status_mime
         self.env_prefix = kernel.env_prefix
@@ -148,8 +149,11 @@ class Kernel:
     def _patch_process(self):
         os.environ.setdefault("MPLBACKEND", "Agg")
         interrupts.install(self._get_running)
-        siblings.connect(self.send_display)
+        siblings.connect(self.send_display, self._magics_api,
+                         self._cells._load_magics)
         builtins.StdinNotImplementedError = StdinNotImplementedError
+        # As in IPython, a builtin: pandas looks for it when it is imported.
+        builtins.get_ipython = siblings.get_ipython
         _start_thread.original = threading.Thread.start
         threading.Thread.start = _start_thread
         os._exit = _exit_process
@@ -166,9 +170,12 @@ class Kernel:
         def patch_getpass(module):      # rather than open /dev/tty
             module.getpass = refuse_getpass
 
-        PatchOnImport.install({"_posixsubprocess": patch_fork_exec,
-                                "getpass": patch_getpass,
-                                "matplotlib.pyplot": siblings.patch_pyplot})
+        patches = {"_posixsubprocess": patch_fork_exec,
+                   "getpass": patch_getpass,
+                   "matplotlib.pyplot": siblings.patch_pyplot}
+        patches.update(dict.fromkeys(siblings.NOTEBOOK_MODULES,
+                                     siblings.patch_for_notebook))
+        PatchOnImport.install(patches)
         os.register_at_fork(before=self._output.flush,
                             after_in_child=self._after_fork_in_child)
         try:

@@ -1,9 +1,13 @@
-"""The files beside the package: pykernel_display, pykernel_magics, the prelude.
+"""The files beside the package: pykernel_display, pykernel_pretty,
+pykernel_ipython, pykernel_magics, the prelude.
 
 They are loaded when first needed, not at start-up, and like the runner's own
 modules their bytecode comes from the host's cache (see runner.py).  Bundles are
-built here: plain values get their repr, anything else goes to
-pykernel_display, imported the first time a non-trivial object is displayed.
+built and displays sent here: plain values get their repr, anything else goes
+to pykernel_display, imported the first time a non-trivial object is
+displayed.  ``get_ipython()`` is here too, a builtin from the start, that
+imports pykernel_ipython the first time it is called (pandas calls it when it
+is imported).
 """
 
 import os
@@ -14,8 +18,16 @@ from .channel import diag, jsonable, safe_str
 # runner.py's directory: the package's parent.
 RUNNER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PLAIN_TYPES = (str, int, float, bool, type(None))
+# Modules patched as their first import ends (pykernel_ipython.patch): IPython's
+# display functions and get_ipython, plotly's show, rich's Jupyter output.
+NOTEBOOK_MODULES = ("IPython.core.getipython", "IPython.core.display_functions",
+                    "IPython.core.display", "plotly.io._renderers",
+                    "rich.jupyter")
 _display = None         # the pykernel_display module, once something needs it
+_ipython = None         # the pykernel_ipython module, likewise
 _send_display = None    # the kernel's display primitive (connect())
+_make_api = None        # -> the runner's primitives for pykernel_ipython
+_load_magics = None     # -> pykernel_magics.Magics, for the shell's magics
 
 
 def on_path():
@@ -41,10 +53,43 @@ def prelude_code(path):
         return compile(f.read(), path, "exec", dont_inherit=True)
 
 
-def connect(send_display):
-    """Give pykernel_display, once imported, the kernel's display primitive."""
-    global _send_display
+def connect(send_display, make_api=None, load_magics=None):
+    """Give pykernel_display, once imported, the kernel's display primitive,
+    and pykernel_ipython the runner's primitives and magics."""
+    global _send_display, _make_api, _load_magics
     _send_display = send_display
+    _make_api = make_api
+    _load_magics = load_magics
+
+
+def display(objs, raw=False, display_id=None, update=False, include=None,
+            exclude=None):
+    """Send each of *objs* as a display: the prelude's display() and
+    IPython's, routed here, are this.  With *raw* each object is a bundle
+    already; *include*/*exclude* keep or drop MIME types.  No objects and a
+    display id make an empty display that updates can fill, as in IPython."""
+    if not objs and display_id is not None:
+        _send_display({}, display_id=display_id, update=update)
+        return
+    for obj in objs:
+        if not raw and type(obj) not in _PLAIN_TYPES and _displays_itself(obj):
+            continue
+        bundle = build_bundle(obj, raw=raw)
+        if (include or exclude) and isinstance(bundle, dict):
+            bundle = {mime: data for mime, data in bundle.items()
+                      if (not include or mime in include)
+                      and (not exclude or mime not in exclude)}
+            if not bundle:
+                continue
+        _send_display(bundle, display_id=display_id, update=update)
+
+
+def _displays_itself(obj):
+    try:
+        display = display_module()
+    except Exception:
+        return False
+    return display.displays_itself(obj)
 
 
 def build_bundle(obj, raw=False):
@@ -87,6 +132,33 @@ def display_module():
 
 def display_loaded():
     return _display is not None
+
+
+def ipython_module():
+    """pykernel_ipython, imported and set up on first use."""
+    global _ipython
+    if _ipython is None:
+        on_path()
+        import pykernel_ipython
+        pykernel_ipython.setup(_make_api(), _load_magics, display_module)
+        _ipython = pykernel_ipython
+    return _ipython
+
+
+def get_ipython():
+    """The kernel's shell, as IPython's get_ipython() returns in Jupyter
+    (pykernel_ipython says what it offers)."""
+    return ipython_module().shell()
+
+
+def patch_for_notebook(module):
+    """Make *module* (IPython's display functions, plotly, rich) work as in
+    a notebook; never fails the import."""
+    try:
+        ipython_module().patch(module)
+    except Exception as exc:
+        diag("could not patch %s: %s" % (getattr(module, "__name__", module),
+                                          safe_str(exc)))
 
 
 def patch_pyplot(module):

@@ -23,8 +23,20 @@ pub struct PoolOptions {
     /// @default 'session'
     #[napi(ts_type = "'session' | 'per-call'")]
     pub mode: Option<String>,
-    /// An integer from 1 to 1024. @default 4
+    /// The most kernels 'session' mode runs at once: every kernel process counts, whether
+    /// starting, idle, busy or a prewarmed spare. A new session beyond it ends a spare,
+    /// else the least recently used idle session, else waits (see `acquireTimeoutMs`).
+    /// In 'per-call' mode it is the default of `maxConcurrent`. An integer from 1 to 1024.
+    /// @default 4
     pub max_sessions: Option<f64>,
+    /// 'per-call' mode only: the most kernels (calls, and any prewarmed spares) running at
+    /// once; calls beyond it wait their turn (see `acquireTimeoutMs`). An integer from 1
+    /// to 1024. @default maxSessions (4)
+    pub max_concurrent: Option<f64>,
+    /// How long a call waits for room when the pool runs as many kernels as it may, all
+    /// busy, before it fails with `ERR_POOL_FULL`; from 0 (fail at once) to 3,600,000.
+    /// @default 60000
+    pub acquire_timeout_ms: Option<f64>,
     /// Idle sessions are evicted after this long; from 0 to 604,800,000 (7 days).
     /// @default 300000
     pub idle_timeout_ms: Option<f64>,
@@ -38,8 +50,9 @@ pub struct PoolOptions {
     /// Where full outputs are written when the agent's copy is cut.
     pub artifacts_dir: Option<String>,
     /// Kernels kept started and initialized with the pool's settings for new sessions (a
-    /// session with its own cwd or kv store initializes one again). @default 1 in
-    /// 'session' mode, 0 in 'per-call'. An integer from 0 to 64.
+    /// session with its own cwd or kv store initializes one again). Spares count against
+    /// `maxSessions` (`maxConcurrent`) and only fill free room: none while a call waits
+    /// for room. @default 1 in 'session' mode, 0 in 'per-call'. An integer from 0 to 64.
     pub prewarm: Option<f64>,
     /// Defaults for every kernel (a request's cwd and interpreter override them).
     pub kernel: Option<KernelOptions>,
@@ -122,6 +135,29 @@ impl JsKernelPool {
             )? {
                 config.max_sessions = max as usize;
             }
+            let max_concurrent = optional_integer(
+                "maxConcurrent",
+                options.max_concurrent,
+                (1, bounds::MAX_SESSIONS),
+            )?;
+            config.max_concurrent = match (max_concurrent, config.mode) {
+                (Some(max), PoolMode::PerCall) => max as usize,
+                (None, PoolMode::PerCall) => config.max_sessions,
+                // Ignoring it would leave a host believing its calls are capped by it.
+                (Some(_), PoolMode::Session) => {
+                    return Err(KernelError::InvalidArgument {
+                        name: "maxConcurrent",
+                        reason: "applies to mode 'per-call'; in 'session' mode `maxSessions` caps the kernels".into(),
+                    })
+                }
+                (None, PoolMode::Session) => config.max_concurrent,
+            };
+            config.acquire_timeout = optional_millis(
+                "acquireTimeoutMs",
+                options.acquire_timeout_ms,
+                (0, bounds::MAX_WAIT_MS),
+                config.acquire_timeout,
+            )?;
             config.idle_timeout = optional_millis(
                 "idleTimeoutMs",
                 options.idle_timeout_ms,
