@@ -13,7 +13,8 @@
 //
 //   npm run compat                      both sides; update the marks in expected.json
 //   npm run compat -- --record          ... and re-record Jupyter's outputs
-//   npm run compat -- --pykernel-only   pykernel against the recorded outputs (no ipykernel)
+//   npm run compat -- --pykernel-only   pykernel against the recorded outputs (no ipykernel;
+//                                       writes nothing)
 //   npm run compat -- --session pandas  only sessions whose name contains "pandas"
 //   npm run compat -- --no-write        write nothing (report to stdout only)
 //   npm run compat -- --python PATH     pykernel's interpreter for --pykernel-only
@@ -156,7 +157,7 @@ async function main() {
     versions: versions(python),
     python,
     mode: args.pykernelOnly ? 'pykernel against the recorded Jupyter outputs' : 'pykernel and ipykernel, live',
-    recorded: expected.recorded,
+    recorded: args.record ? null : expected.recorded,
     drift,
     sessionErrors,
     partial: args.sessions.length > 0,
@@ -182,11 +183,12 @@ async function main() {
       writeExpected(expected, loadSessions())
       log(`wrote ${path.relative(process.cwd(), EXPECTED)}`)
     }
-    if (!info.partial) {
+    if (!info.partial && !args.pykernelOnly) {
       writeReport(REPORT, { rows, summary, info, sessions })
       log(`wrote ${path.relative(process.cwd(), REPORT)}`)
     }
   }
+  for (const r of compared.filter((x) => x.differs.length)) console.log(`differs: ${r.cell.key} (${r.differs.join(', ')})`)
   const fields = FIELDS.filter((f) => summary.byField[f]).map((f) => `${f} ${summary.byField[f]}`)
   console.log(`${summary.identical} of ${summary.compared} cells identical${fields.length ? ` (differ in: ${fields.join(', ')})` : ''}`)
   if (summary.compared < summary.total) console.log(`${summary.total - summary.compared} cells could not be compared (see the session errors above)`)

@@ -3,6 +3,7 @@
 # compat: ci
 
 # %% imports
+%matplotlib inline
 import matplotlib.pyplot as plt
 import numpy as np
 x = np.linspace(0, 10, 200)

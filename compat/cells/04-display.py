@@ -1,5 +1,6 @@
 # IPython.display as LLM-written code uses it: HTML, Markdown, Image, display(), updates
-# and clear_output. Needs IPython importable, so it is not in the CI subset.
+# and clear_output (the test venv has IPython installed).
+# compat: ci
 
 # %% imports
 from IPython.display import display, HTML, Markdown, Image, clear_output

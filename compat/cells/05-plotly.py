@@ -1,5 +1,6 @@
 # plotly figures as an agent shows them: fig.show() and a figure as the last expression.
-# Not in the CI subset: outside a notebook plotly's default renderer opens a browser.
+# Not in the CI subset: were pykernel's notebook detection to regress, plotly's default
+# renderer would open a browser.
 
 # %% express-show
 import plotly.express as px

@@ -1,8 +1,12 @@
-# IPython habits: magics and shell escapes as agents write them.
-# compat: ci
+# IPython habits: magics and shell escapes as agents write them. Not in the CI subset: the
+# shell's output (coreutils' messages and column widths) is the machine's, not ours.
 
 # %% pwd
 %pwd
+
+# %% autoreload
+%load_ext autoreload
+%autoreload 2
 
 # %% writefile
 %%writefile greet.py
@@ -22,6 +26,9 @@ second note
 
 # %% shell-cat
 !cat notes.txt
+
+# %% shell-echo
+!echo hello from the shell
 
 # %% shell-capture
 lines = !ls

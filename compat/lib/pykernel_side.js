@@ -94,4 +94,4 @@ async function runSessions(sessions, { python, onCell, addon = require(ROOT) }) 
   }
 }
 
-module.exports = { runSessions, imageSize }
+module.exports = { runSessions, runCell, imageSize }

@@ -54,7 +54,7 @@ function writeReport(file, { rows, summary, info, sessions }) {
     `- Python ${v.python} (\`${path.relative(path.resolve(__dirname, '..', '..'), info.python) || info.python}\`), ipykernel ${v.ipykernel},` +
       ` jupyter_client ${v.jupyter_client}, IPython ${v.ipython}, pandas ${v.pandas}, numpy ${v.numpy}, matplotlib ${v.matplotlib},` +
       ` plotly ${v.plotly}, Pillow ${v.pillow}, nbformat ${v.nbformat}`,
-    `- Jupyter outputs recorded ${info.recorded || 'in this run'} (compat/expected.json)`,
+    `- Jupyter outputs recorded ${info.recorded || `${info.date} (this run)`} (compat/expected.json)`,
     '- compared per cell: `status` (ok, or the error\'s name and value; never the traceback), `stdout`, `result`' +
       ' (the result\'s text/plain), `displays` (each display\'s MIME types and text/plain), `images` (PNG and JPEG' +
       ' bundles among displays and the result, with their pixel sizes)',

@@ -49,7 +49,7 @@ function ensureVenv() {
   const stamp = path.join(VENV, '.requirements-sha256')
   const want = crypto.createHash('sha256').update(wanted()).digest('hex')
   if (fs.existsSync(VENV_PY) && fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === want) return VENV_PY
-  const base = process.env.PYKERNEL_BENCH_PYTHON || process.env.PYTHON || 'python3'
+  const base = process.env.PYKERNEL_COMPAT_PYTHON || process.env.PYTHON || 'python3'
   log(`creating ${path.relative(process.cwd(), VENV)} with ${base}`)
   execFileSync(base, ['-m', 'venv', '--clear', VENV], { stdio: ['ignore', 'ignore', 'inherit'], timeout: 120_000 })
   log(`pip install ${JUPYTER.join(' ')} -r __tests__/requirements.txt`)
