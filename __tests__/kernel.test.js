@@ -162,6 +162,10 @@ test('kernel basics', async (t) => {
     assert.equal(last.result.error, undefined, JSON.stringify(last.result.error))
     assert.match(last.result.result['text/plain'], /^<Task /)
     assert.equal((await run(kernel, 'await t')).result.result['text/plain'], '10')
+    // Code before the only await, in a final expression, runs on the loop too.
+    const before = await run(kernel, 't2 = asyncio.create_task(twice(7))\nawait t2')
+    assert.equal(before.result.error, undefined, JSON.stringify(before.result.error))
+    assert.equal(before.result.result['text/plain'], '14')
     assert.equal((await run(kernel, "'_pykernel_last_value' in dir()")).result.result['text/plain'], 'False')
   })
 

@@ -68,10 +68,11 @@ class Cells:
             body = compile(tree, filename, "exec", flags, dont_inherit=True)
             # `from __future__ import annotations` lasts for the session
             self._compile_flags |= body.co_flags & _FUTURE_ANNOTATIONS
-            if last is not None and body.co_flags & _CO_COROUTINE:
-                # The body awaits: the final expression must run in the same
-                # turn of the event loop (`asyncio.create_task(...)` needs a
-                # running loop), so it joins the body, its value kept aside.
+            if last is not None and (body.co_flags | last.co_flags) & _CO_COROUTINE:
+                # The cell awaits: all of it must run on the event loop, in one
+                # turn (`t = asyncio.create_task(f())` before `await t` needs a
+                # running loop, as does a final `create_task` after an await),
+                # so the final expression joins the body, its value kept aside.
                 where = {name: getattr(node, name) for name in
                          ("lineno", "col_offset", "end_lineno", "end_col_offset")}
                 tree.body.append(_ast.Assign(
