@@ -4,8 +4,8 @@
 // venv, and every cell that matched Jupyter in the latest full run (`matches` in
 // compat/expected.json) must still give what ipykernel gave, field by field after the
 // same normalization. No ipykernel is needed: Jupyter's outputs are the recorded ones.
-// A cell that still differs from Jupyter is skipped, naming the fields; when one of them
-// comes to match, `npm run compat` marks it and from then on it is held here too.
+// A cell that still differs from Jupyter is only named (a diagnostic, not a test); when one
+// of them comes to match, `npm run compat` marks it and from then on it is held here too.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -40,7 +40,7 @@ for (const session of sessions) {
       const actual = comparable(await runCell(kernel, cell.code), cwd)
       if (!record?.matches) {
         const why = record ? `differs from Jupyter in ${(record.differs || []).join(', ')}` : 'not recorded'
-        await t.test(cell.id, { skip: `${why} (compat/results/latest.md)` }, () => {})
+        t.diagnostic(`${cell.id}: ${why} (compat/results/latest.md); not held`)
         continue
       }
       await t.test(cell.id, () => {
