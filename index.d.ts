@@ -299,8 +299,17 @@ export interface EvalResult {
   kernelKilled: boolean
   /** The kernel died during the request. */
   kernelDied: boolean
-  /** A dead kernel was replaced and the cell retried (pool only). */
+  /**
+   * A kernel found dead before the request's first cell reached it was replaced, and
+   * the cells ran in the new one (pool only).
+   */
   kernelRestarted: boolean
+  /**
+   * The session's earlier state (variables, imports) was gone before this call's cells
+   * ran: the session was evicted (idle timeout, or room for another) or its kernel had
+   * ended; an annotation says which (pool only).
+   */
+  sessionLost: boolean
   annotations: Array<string>
   images: Array<ImageOutput>
   json: unknown[]

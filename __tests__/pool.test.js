@@ -173,6 +173,7 @@ test('a kernel killed just before a call: a fresh kernel runs the call, or the c
       assert.equal(r.cells[0].result?.['text/plain'], 'False', r.output)
       assert.equal(value(r), '42')
       assert.match(r.output, /earlier state is gone/)
+      assert.equal(r.sessionLost, true)
     } else {
       seen.stated++
       assert.equal(r.kernelDied, true, r.output)

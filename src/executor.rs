@@ -68,6 +68,9 @@ pub struct EvalResult {
     pub kernel_killed: bool,
     pub kernel_died: bool,
     pub kernel_restarted: bool,
+    /// The session's earlier state was gone before this call's cells ran (evicted, or its
+    /// kernel had ended); the annotations say why.
+    pub session_lost: bool,
     pub annotations: Vec<String>,
     pub images: Vec<Image>,
     pub json: Vec<Value>,

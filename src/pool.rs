@@ -952,6 +952,7 @@ async fn run_in_session(
     let mut evaluation = Evaluation::new(cells, options);
     if let Some(notice) = session.lost_while_idle.lock().unwrap().take() {
         evaluation.annotate(notice);
+        evaluation.result_mut().session_lost = true;
     }
     // The room of a kernel this call replaces goes to its successor: a session with a
     // kernel never waits for room to replace it.
@@ -979,6 +980,7 @@ async fn run_in_session(
                 evaluation.annotate(format!(
                     "The Python kernel had ended since the last call ({exit}); a new one was started and earlier state is gone."
                 ));
+                evaluation.result_mut().session_lost = true;
                 if let Some(old) = session.take_kernel() {
                     room = pool.end(old).await;
                 }
@@ -1025,6 +1027,7 @@ async fn run_in_session(
                 "The Python kernel ended before this call's first cell reached it ({exit}); a new one was started, the cells ran in it, and earlier state is gone."
             ));
             evaluation.result_mut().kernel_restarted = true;
+            evaluation.result_mut().session_lost = true;
             let turn = kernel.queue().turn().await;
             evaluation.run(&kernel, &turn, &mut *on_event).await?;
         }

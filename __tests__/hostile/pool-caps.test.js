@@ -87,6 +87,7 @@ test('maxSessions 2: 20 new sessions at once never run more than 2 kernels (the 
   const evicted = ids.find((i) => !pool.sessions.some((s) => s.key.startsWith(`session:s${i} @ `)))
   const again = await pool.execute({ sessionId: `s${evicted}`, cells: [cell("'x' in globals()")] })
   assert.equal(value(again), 'False')
+  assert.equal(again.sessionLost, true)
   assert.match(again.output, /^\[This session's kernel was shut down to make room for another session \(the pool runs at most 2 kernels: `maxSessions`\); a new one was started and earlier state is gone\.\]\n/)
   assert.ok(liveKernels().length <= 2)
 })
@@ -124,7 +125,10 @@ test('a session evicted after its idle timeout: the kernel is gone, and its next
   assert.equal(value(next), 'False')
   assert.match(next.output, /^\[This session was idle for 0\.3 s and its kernel was shut down; a new one was started and earlier state is gone\.\]\n/)
   // Told once.
-  assert.doesNotMatch((await pool.execute({ sessionId: 'idle', cells: [cell('1')] })).output, /state is gone/)
+  assert.equal(next.sessionLost, true)
+  const after = await pool.execute({ sessionId: 'idle', cells: [cell('1')] })
+  assert.doesNotMatch(after.output, /state is gone/)
+  assert.equal(after.sessionLost, false)
 })
 
 test('per-call maxConcurrent 2: 20 calls at once never run more than 2 kernels; all complete; none remain', { timeout: 60_000 }, async (t) => {

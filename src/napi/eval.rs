@@ -48,8 +48,13 @@ pub struct EvalResult {
     pub kernel_killed: bool,
     /// The kernel died during the request.
     pub kernel_died: bool,
-    /// A dead kernel was replaced and the cell retried (pool only).
+    /// A kernel found dead before the request's first cell reached it was replaced, and
+    /// the cells ran in the new one (pool only).
     pub kernel_restarted: bool,
+    /// The session's earlier state (variables, imports) was gone before this call's cells
+    /// ran: the session was evicted (idle timeout, or room for another) or its kernel had
+    /// ended; an annotation says which (pool only).
+    pub session_lost: bool,
     pub annotations: Vec<String>,
     pub images: Vec<ImageOutput>,
     #[napi(ts_type = "unknown[]")]
@@ -77,6 +82,7 @@ impl From<executor::EvalResult> for EvalResult {
             kernel_killed: r.kernel_killed,
             kernel_died: r.kernel_died,
             kernel_restarted: r.kernel_restarted,
+            session_lost: r.session_lost,
             annotations: r.annotations,
             images: r
                 .images
