@@ -17,7 +17,7 @@
 //! Why not RLIMIT_NPROC: it counts every process of the user, not of the kernel, and root
 //! is exempt from it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,28 +59,16 @@ impl Census {
 /// own `/proc` lists them (it was mounted before the kernel ran, and a cell cannot change
 /// mounts). Threads are not listed; zombies are, and are left out.
 fn namespace_members(init: u32) -> usize {
-    let proc = PathBuf::from(format!("/proc/{init}/root/proc"));
-    let Ok(entries) = std::fs::read_dir(&proc) else {
-        return 0;
-    };
-    entries
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+    process_stats(&PathBuf::from(format!("/proc/{init}/root/proc")))
         .filter(|stat| state(stat).is_some_and(|s| s != "Z"))
         .count()
 }
 
-/// Live members of session `sid` (zombies excluded).
-pub fn session_members(sid: u32) -> usize {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    entries
+/// The `stat` line of every process a `/proc` lists (threads are not listed).
+fn process_stats(proc: &Path) -> impl Iterator<Item = String> {
+    std::fs::read_dir(proc)
+        .into_iter()
+        .flatten()
         .filter_map(|e| e.ok())
         .filter(|e| {
             e.file_name()
@@ -88,6 +76,11 @@ pub fn session_members(sid: u32) -> usize {
                 .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
         })
         .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+}
+
+/// Live members of session `sid` (zombies excluded).
+pub fn session_members(sid: u32) -> usize {
+    process_stats(Path::new("/proc"))
         .filter(|stat| {
             // After the state: ppid pgrp session ...
             let fields: Vec<&str> = after_command(stat).split(' ').collect();
