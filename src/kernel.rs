@@ -741,6 +741,12 @@ impl Kernel {
         // A dead pipe shows up below as the end of the frame stream. A write that failed
         // delivered no whole line, so the runner cannot have started the cell.
         collector.outcome.not_started = self.send(&frame).await.is_err();
+        // The napi layer polls this future first on the JavaScript thread (`eager`), so the
+        // request is written without a thread hop. It must stop there: frames may already
+        // be waiting (the runtime's thread routes them meanwhile), and delivering more than
+        // `onEvent`'s queue holds from the JavaScript thread would wait for that same thread
+        // to drain the queue, forever (seen once as a frozen host in the benchmark).
+        tokio::task::yield_now().await;
 
         let mut watchdog = Watchdog::new(request.timeout, std::time::Instant::now());
         // Calls that paused the watchdog report here when their reply is sent.

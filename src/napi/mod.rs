@@ -123,7 +123,9 @@ pub(crate) const EAGER_MAX_SOURCE: usize = 256 << 10;
 static RUNTIME: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
 
 /// Runs `fut` on the calling JavaScript thread until it first waits, then lets the
-/// runtime carry on with it. A cell's request is then written to the kernel's pipe by
+/// runtime carry on with it. `fut` must not deliver events to JavaScript before that
+/// first wait (a full `onEvent` queue would then wait for this very thread):
+/// `Kernel::execute_holding` yields right after writing the request. A cell's request is then written to the kernel's pipe by
 /// the call itself: the runner starts on it at once, while the runtime's worker wakes
 /// up in parallel instead of in front of it. The first poll never blocks: everything
 /// it can wait for (the kernel's turn, a pipe with no room, a reply) is a tokio future,
