@@ -157,31 +157,39 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
     }
 }
 
+/// Test helper: runs a [`FrameReader`] over `input`, read `read_size` bytes at a time, and
+/// checks at every line that it never holds more than `limit`.
+#[cfg(test)]
+pub(crate) fn read_all(input: &[u8], read_size: usize, limit: usize) -> (Vec<Vec<u8>>, bool) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let reader = tokio::io::BufReader::with_capacity(read_size, input);
+        let mut frames = FrameReader::new(reader, limit);
+        let mut lines = Vec::new();
+        loop {
+            let step = match frames.next_line().await {
+                Next::Line(line) => Some(line.to_vec()),
+                Next::TooLong => return (lines, true),
+                Next::End => None,
+            };
+            assert!(frames.held() <= limit, "holds {} > {limit}", frames.held());
+            match step {
+                Some(line) => lines.push(line),
+                None => return (lines, false),
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn lines_of(input: &[u8], limit: usize, read_size: usize) -> (Vec<Vec<u8>>, bool) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let reader = tokio::io::BufReader::with_capacity(read_size, input);
-            let mut frames = FrameReader::new(reader, limit);
-            let mut lines = Vec::new();
-            loop {
-                match frames.next_line().await {
-                    Next::Line(line) => lines.push(line.to_vec()),
-                    Next::TooLong => return (lines, true),
-                    Next::End => return (lines, false),
-                }
-            }
-        })
-    }
-
     #[test]
     fn splits_lines_across_reads_and_keeps_an_unterminated_last_one() {
-        let (lines, too_long) = lines_of(b"one\ntwo\n\nthree", 16, 2);
+        let (lines, too_long) = read_all(b"one\ntwo\n\nthree", 2, 16);
         assert!(!too_long);
         assert_eq!(lines, [&b"one"[..], b"two", b"", b"three"]);
     }
@@ -191,11 +199,11 @@ mod tests {
         let mut input = b"ok\n".to_vec();
         input.extend(std::iter::repeat_n(b'x', 1000));
         input.extend(b"\nafter\n");
-        let (lines, too_long) = lines_of(&input, 100, 7);
+        let (lines, too_long) = read_all(&input, 7, 100);
         assert!(too_long);
         assert_eq!(lines, [b"ok"]);
         // A line of exactly the limit is fine.
-        let (lines, too_long) = lines_of(&[b'y'; 100], 100, 7);
+        let (lines, too_long) = read_all(&[b'y'; 100], 7, 100);
         assert!(!too_long);
         assert_eq!(lines[0].len(), 100);
     }

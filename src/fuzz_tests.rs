@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 
-use crate::frame_reader::{Fed, FrameReader, LineBuffer, Next};
+use crate::frame_reader::{Fed, LineBuffer};
 use crate::output::{clamp_line, sanitize, truncate_output, OutputLimits, Sanitizer};
 use crate::protocol::{decode, decode_line, RunnerFrame};
 
@@ -290,30 +290,6 @@ fn split_lines(input: &[u8], reads: &[usize], limit: usize, kept: usize) -> (Vec
     (lines, false)
 }
 
-/// Runs the async [`FrameReader`] over `input`, read `read_size` bytes at a time.
-fn read_lines(input: &[u8], read_size: usize, limit: usize) -> (Vec<Vec<u8>>, bool) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let reader = tokio::io::BufReader::with_capacity(read_size, input);
-        let mut frames = FrameReader::new(reader, limit);
-        let mut lines = Vec::new();
-        loop {
-            let step = match frames.next_line().await {
-                Next::Line(line) => Some(line.to_vec()),
-                Next::TooLong => return (lines, true),
-                Next::End => None,
-            };
-            assert!(frames.held() <= limit, "holds {} > {limit}", frames.held());
-            match step {
-                Some(line) => lines.push(line),
-                None => return (lines, false),
-            }
-        }
-    })
-}
-
 /// Bytes with newlines now and then, and runs long enough to pass a small limit.
 fn lines_input() -> impl Strategy<Value = Vec<u8>> {
     let piece = prop_oneof![
@@ -452,7 +428,7 @@ proptest! {
                 stopped = true;
             }
         }
-        let (lines, too_long) = read_lines(&stream, read_size, limit);
+        let (lines, too_long) = crate::frame_reader::read_all(&stream, read_size, limit);
         prop_assert_eq!(too_long, stopped);
         let frames: Vec<RunnerFrame> = lines.iter().map(|l| decode_line(l).unwrap()).collect();
         prop_assert_eq!(frames, expected);
