@@ -18,6 +18,9 @@
 //   npm run compat -- --session pandas  only sessions whose name contains "pandas"
 //   npm run compat -- --no-write        write nothing (report to stdout only)
 //   npm run compat -- --python PATH     pykernel's interpreter for --pykernel-only
+//   npm run compat -- --accept          let a cell that matched Jupyter be marked as differing
+//                                       (without it such a regression fails the run and the
+//                                       record keeps holding the cell in CI)
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -38,6 +41,7 @@ function parseArgs(argv) {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     if (a === '--record') args.record = true
+    else if (a === '--accept') args.accept = true
     else if (a === '--pykernel-only' || a === '--ci') args.pykernelOnly = true
     else if (a === '--no-write') args.write = false
     else if (a === '--session') args.sessions.push(argv[++i])
@@ -163,6 +167,7 @@ async function main() {
     partial: args.sessions.length > 0,
   }
 
+  const regressed = []
   if (args.write) {
     if (!args.pykernelOnly) {
       for (const r of rows) {
@@ -170,6 +175,13 @@ async function main() {
         if (r.raw.jupyter && (args.record || !entry.jupyter)) entry.jupyter = jupyter.get(r.cell.key)
         if (entry.jupyter && r.pykernel) {
           const d = differences(entry.jupyter, r.pykernel)
+          if (entry.matches && d.length && !args.accept) {
+            // A regression: the record keeps the cell held (CI fails on it) until it is
+            // fixed, or accepted with --accept.
+            regressed.push(`${r.cell.key} (${d.join(', ')})`)
+            expected.cells[r.cell.key] = entry
+            continue
+          }
           entry.matches = d.length === 0
           if (d.length) entry.differs = d
           else delete entry.differs
@@ -182,6 +194,10 @@ async function main() {
       }
       writeExpected(expected, loadSessions())
       log(`wrote ${path.relative(process.cwd(), EXPECTED)}`)
+      if (regressed.length) {
+        log(`cells that matched Jupyter and no longer do (kept as matching; --accept to mark them): ${regressed.join('; ')}`)
+        process.exitCode = 1
+      }
     }
     if (!info.partial && !args.pykernelOnly) {
       writeReport(REPORT, { rows, summary, info, sessions })
