@@ -179,8 +179,9 @@ pub struct DisplayBudget {
     kept: usize,
     kept_bytes: usize,
     full: bool,
-    /// The size of the latest state of each kept display id.
-    ids: HashMap<String, usize>,
+    /// Per kept display id: how many kept displays show it and their size together (an
+    /// update replaces each of them, so it costs that many times its own size).
+    ids: HashMap<String, (usize, usize)>,
 }
 
 /// What to do with a display, by [`DisplayBudget::admit_display`].
@@ -213,15 +214,16 @@ impl DisplayBudget {
     pub fn admit_display(&mut self, id: Option<&str>, update: bool, bytes: usize) -> Admission {
         match (id, update) {
             (Some(id), true) => {
-                let Some(old) = self.ids.get(id).copied() else {
+                let Some(&(shown, shown_bytes)) = self.ids.get(id) else {
                     return Admission::Ignore;
                 };
-                let total = self.kept_bytes - old + bytes;
+                let replaced = bytes.saturating_mul(shown);
+                let total = (self.kept_bytes - shown_bytes).saturating_add(replaced);
                 if total > KEPT_DISPLAY_BYTES {
                     return Admission::Drop;
                 }
                 self.kept_bytes = total;
-                self.ids.insert(id.to_string(), bytes);
+                self.ids.insert(id.to_string(), (shown, replaced));
                 Admission::Replace
             }
             _ => {
@@ -229,7 +231,9 @@ impl DisplayBudget {
                     return Admission::Drop;
                 }
                 if let Some(id) = id {
-                    self.ids.insert(id.to_string(), bytes);
+                    let (shown, shown_bytes) = self.ids.get(id).copied().unwrap_or_default();
+                    self.ids
+                        .insert(id.to_string(), (shown + 1, shown_bytes + bytes));
                 }
                 Admission::Keep
             }
@@ -493,6 +497,28 @@ mod tests {
             .collect();
         assert_eq!(texts, ["first", "300%", "last"]);
         assert_eq!(o.displays_dropped, 0);
+    }
+
+    /// A display shown 100 times under one id, then updated with a big bundle, must not
+    /// keep 100 copies of it past the byte budget.
+    #[test]
+    fn an_update_costs_its_size_once_per_display_it_replaces() {
+        let mut budget = DisplayBudget::default();
+        for _ in 0..KEPT_DISPLAYS {
+            assert_eq!(budget.admit_display(Some("x"), false, 10), Admission::Keep);
+        }
+        let big = KEPT_DISPLAY_BYTES / 10;
+        assert_eq!(budget.admit_display(Some("x"), true, big), Admission::Drop);
+        let fits = KEPT_DISPLAY_BYTES / KEPT_DISPLAYS;
+        assert_eq!(
+            budget.admit_display(Some("x"), true, fits),
+            Admission::Replace
+        );
+        assert_eq!(
+            budget.admit_display(Some("x"), true, 10),
+            Admission::Replace
+        );
+        assert_eq!(budget.kept_bytes, 10 * KEPT_DISPLAYS);
     }
 
     #[test]

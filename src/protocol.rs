@@ -200,20 +200,32 @@ pub struct DecodeError {
 
 /// Decodes one line (without its newline). Blank lines are the caller's to skip.
 pub fn decode(line: &[u8]) -> Result<RunnerFrame, DecodeError> {
-    serde_json::from_slice::<RunnerFrame>(line).map_err(|err| {
-        let frame_type = match serde_json::from_slice::<Value>(line) {
-            Ok(Value::Object(map)) => match map.get("type") {
-                Some(Value::String(t)) => t.clone(),
-                _ => "<none>".to_string(),
-            },
-            Ok(_) => "<not an object>".to_string(),
-            Err(_) => "<not json>".to_string(),
-        };
-        DecodeError {
-            frame_type,
-            reason: err.to_string(),
-        }
+    serde_json::from_slice::<RunnerFrame>(line).map_err(|err| DecodeError {
+        frame_type: claimed_type(line),
+        reason: err.to_string(),
     })
+}
+
+/// The `type` a line that failed to decode claims, for the error. Read without building
+/// the rest of the line: a 64 MiB line of `[0,0,...]` as a `Value` would take a gigabyte.
+fn claimed_type(line: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct TypeOnly<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    match serde_json::from_slice::<TypeOnly>(line) {
+        Ok(TypeOnly { kind: Some(kind) }) => kind.into_owned(),
+        Ok(TypeOnly { kind: None }) => "<none>".to_string(),
+        Err(err) if err.is_data() => {
+            if line.trim_ascii_start().starts_with(b"{") {
+                "<none>".to_string() // an object whose `type` is not a string
+            } else {
+                "<not an object>".to_string()
+            }
+        }
+        Err(_) => "<not json>".to_string(),
+    }
 }
 
 /// Decodes one line as [`decode`] does, or, when that fails, the frame that starts last in
@@ -325,6 +337,7 @@ mod tests {
         assert_eq!(decode(b"hello world").unwrap_err().frame_type, "<not json>");
         assert_eq!(decode(b"[1,2]").unwrap_err().frame_type, "<not an object>");
         assert_eq!(decode(br#"{"id":"x"}"#).unwrap_err().frame_type, "<none>");
+        assert_eq!(decode(br#"{"type":5}"#).unwrap_err().frame_type, "<none>");
         // Invalid UTF-8 and lone surrogate escapes are errors, never panics.
         assert!(decode(b"{\"type\":\"stdout\",\"data\":\"\xff\"}").is_err());
         let _ = decode(br#"{"type":"stdout","id":"r","data":"\ud800"}"#);
