@@ -274,3 +274,26 @@ test('a non-daemon threading.Thread still running at shutdown: shutdown confirme
   assert.equal(groupMembers(kernel.pid).length, 0)
   await assertResponsive(probe)
 })
+
+test('a background child writing between cells: its output arrives with the next cell, marked late', { timeout: 20_000 }, async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  await kernel.execute("import subprocess\nsubprocess.Popen(['sh', '-c', 'sleep 0.3; echo CHILD-LATE'])")
+  await new Promise((r) => setTimeout(r, 800)) // the child writes while no cell runs
+  const events = []
+  const r = await kernel.execute("print('own')", { onEvent: (e) => events.push(e) })
+  assert.equal(r.stdout, 'own\n')
+  assert.deepEqual(events.filter((e) => e.late).map((e) => e.text), ['CHILD-LATE\n'])
+})
+
+test('stream text cut at a slice boundary just before a lone high surrogate is sent whole and the kernel lives', { timeout: 30_000 }, async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  // One flush of two writes: the first fills a slice exactly (256 Ki characters), the
+  // second ends in a high surrogate.
+  const r = await kernel.execute("import sys\nsys.stdout.write('a' * (1 << 18)); sys.stdout.write('x' * (3 << 20) + '\\ud800')\nsys.stdout.flush()\n6*7")
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.equal(r.result['text/plain'], '42')
+  assert.equal(r.stdout.length, (1 << 18) + (3 << 20) + 1)
+  assert.equal((await kernel.execute('1+1')).result['text/plain'], '2')
+})

@@ -297,8 +297,8 @@ class Channel:
                 if self._fd is None:
                     return
                 data = frame_bytes(dict(frame, data=piece))
-                parts = [self._held, data, b"\n"] if self._held else [data, b"\n"]
-                self._held = b""
+                parts = self._held + [data, b"\n"]
+                self._held = []
                 self._write(parts)
 
     def release(self):

@@ -33,7 +33,7 @@ def _slices(texts):
         start = 0
         while len(text) - start > _SLICE_CHARS - size:
             end = start + _SLICE_CHARS - size
-            if "\ud800" <= text[end - 1] <= "\udbff":
+            if end > start and "\ud800" <= text[end - 1] <= "\udbff":
                 end -= 1    # keep a surrogate pair in one frame, where it is mended
             batch.append(text[start:end])
             yield "".join(batch)
@@ -81,13 +81,13 @@ class Forwarder:
         """Send *texts* (strings, in order) as frames of request *run*; as late
         output if *run* is not the request running now."""
         current = self._running()
+        if current is None:     # nobody to give it to yet (a child writing between cells)
+            self._hold_late(texts)
+            return
         late = run != current
-        if late:
-            if current is None:
-                self._hold_late(texts)
-                return
-            self.deliver_late()
-            run = current
+        if late or self._late or self._late_dropped:
+            self.deliver_late()     # what was held goes first, in order
+        run = current
         if self.dropped:
             self.report_drops()     # a notice still owed goes before later text
         total = sent = 0
