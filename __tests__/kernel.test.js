@@ -200,6 +200,12 @@ test('kernel basics', async (t) => {
     assert.equal(kernel.executionCount, before)
   })
 
+  await t.test('a request env that cannot be set leaves nothing of itself behind', async () => {
+    const bad = await run(kernel, '1', { env: { PK_A_FIRST: 'set', 'PK_Z=BAD': 'x' } })
+    assert.equal(bad.result.status, 'error')
+    assert.equal((await run(kernel, 'import os; os.environ.get("PK_A_FIRST")')).result.result, undefined)
+  })
+
   await t.test('per-request cwd persists; per-request env is for that request only', async () => {
     const { result } = await run(kernel, 'import os; (os.getcwd(), os.environ.get("PK_A"))', {
       cwd: '/tmp',
@@ -292,4 +298,17 @@ test('shutdown runs the atexit handlers cells registered, as Jupyter does; a fai
   assert.equal(outcome.confirmed, true)
   assert.equal(outcome.exitCode, 0)
   assert.equal(fs.readFileSync(marker, 'utf8'), 'flushed')
+})
+
+test('an atexit handler that never returns does not keep the kernel alive past its bound', { timeout: 30_000 }, async () => {
+  const kernel = await startKernel()
+  const pid = kernel.pid
+  await run(kernel, 'import atexit, time\natexit.register(lambda: time.sleep(1e9))')
+  const started = Date.now()
+  // A long grace: the kernel must end on its own, not by the host's SIGTERM.
+  const outcome = await kernel.shutdown({ graceMs: 20_000 })
+  assert.equal(outcome.confirmed, true)
+  assert.equal(outcome.exitCode, 0)
+  assert.ok(Date.now() - started < 9000, `shutdown took ${Date.now() - started} ms`)
+  assert.equal(isAlive(pid), false)
 })

@@ -27,6 +27,7 @@ from .signals import interrupts
 from .stdin import NoStdin, StdinNotImplementedError, refuse_getpass
 
 _EXIT_DRAIN_TIMEOUT = 0.5   # bound on waiting for fd output when the cell calls os._exit()
+_ATEXIT_TIMEOUT = 5.0       # bound on the atexit handlers run at a shutdown the host asked for
 _WATCHDOG_INTERVAL = 0.25
 _WARM_UP_WHEN_IDLE = 0.05   # seconds without a request before the warm-up
 _UNSET = object()
@@ -200,10 +201,16 @@ class Kernel:
         """
         if host_present and "atexit" in sys.modules:
             # A shutdown the host asked for is a normal exit, so atexit handlers run
-            # as they would in Jupyter (files flushed, temporary state removed); the
-            # host's grace period bounds them.  Their failures are printed by atexit.
+            # as they would in Jupyter (files flushed, temporary state removed).  On
+            # a thread of their own, for at most _ATEXIT_TIMEOUT: this may be the
+            # request reader, and a handler that never returns must not keep the
+            # runner alive (the host's grace period ends it too, if the host lives).
+            # Their failures are printed by atexit.
+            handlers = threading.Thread(target=sys.modules["atexit"]._run_exitfuncs,
+                                        name="pykernel-atexit", daemon=True)
             try:
-                sys.modules["atexit"]._run_exitfuncs()
+                handlers.start()
+                handlers.join(_ATEXIT_TIMEOUT)
             except BaseException:
                 pass
         try:
@@ -462,13 +469,16 @@ class Kernel:
             self._load_prelude(self._prelude_path)
 
     @staticmethod
-    def _apply_cwd_env(request):
-        """Apply a request's cwd and env; return what the env was before, as
-        {name: (before, set)}, for `_restore_env`."""
+    def _apply_cwd_env(request, changed=None):
+        """Apply a request's cwd and env, noting in *changed* what the env was
+        before, as {name: (before, set)}, for `_restore_env`: filled as it goes,
+        so a variable that cannot be set (a name with '=') leaves the ones set
+        before it to be undone."""
         cwd = request.get("cwd")
         if cwd:
             os.chdir(cwd)
-        changed = {}
+        if changed is None:
+            changed = {}
         for key, value in (request.get("env") or {}).items():
             if value is not None and not isinstance(value, str):
                 value = str(value)
@@ -477,7 +487,6 @@ class Kernel:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        return changed
 
     @staticmethod
     def _restore_env(changed):
@@ -578,7 +587,8 @@ class Kernel:
                 # Informational; it leaves with the next frame, not in a write of its own.
                 self._channel.send({"type": "started", "id": request.get("id")}, hold=True)
                 self._output.deliver_late()
-                self._request_env = self._apply_cwd_env(request)
+                self._request_env = {}
+                self._apply_cwd_env(request, self._request_env)
                 source = request.get("code") or ""
                 body, last, show = self._cells.compile(source, filename)
                 if body is not None:
