@@ -933,7 +933,7 @@ impl Kernel {
     async fn interrupt_request(&self, id: &str) {
         let frame = HostFrame::Interrupt { id: id.to_string() };
         // Never let a full pipe hold back the signal.
-        let _ = timeout(Duration::from_millis(200), self.send(&frame)).await;
+        let _ = timeout(FRAME_WRITE_WAIT, self.send(&frame)).await;
         self.interrupt();
     }
 
@@ -941,8 +941,11 @@ impl Kernel {
     pub async fn shutdown(&self, grace: Duration) -> ShutdownOutcome {
         self.shut_down_by_host.store(true, Ordering::SeqCst);
         if self.alive() {
-            let _ = self.send(&HostFrame::Exit).await;
-            self.writer.close().await;
+            // Bounded: a kernel that stopped reading its stdin (stopped, or a cell that
+            // never reads) leaves a write of ours stuck holding the pipe; the signals
+            // below end it all the same.
+            let _ = timeout(FRAME_WRITE_WAIT, self.send(&HostFrame::Exit)).await;
+            let _ = timeout(FRAME_WRITE_WAIT, self.writer.close()).await;
             if self.wait_for_exit(grace).await.is_none() {
                 self.terminate(grace).await;
             }
@@ -970,11 +973,10 @@ impl Kernel {
     pub async fn ping(&self, wait: Duration) -> bool {
         let id = self.request_id('p');
         let (mut rx, _route) = open_route(&self.routes, &id);
-        if self
-            .send(&HostFrame::Ping { id: id.clone() })
-            .await
-            .is_err()
-        {
+        if !matches!(
+            timeout(wait, self.send(&HostFrame::Ping { id: id.clone() })).await,
+            Ok(Ok(()))
+        ) {
             return false;
         }
         matches!(
@@ -1116,6 +1118,10 @@ impl Drop for RouteGuard<'_> {
         self.routes.lock().unwrap().routes.remove(self.id);
     }
 }
+
+/// How long a control frame (interrupt, exit) may wait for a pipe the kernel does not read
+/// before the host goes on with signals.
+const FRAME_WRITE_WAIT: Duration = Duration::from_millis(200);
 
 /// Room for a quarter megabyte in the runner's output pipe (Linux; 64 KiB otherwise): a
 /// big frame then crosses in a few writes, each waking this side once, not hundreds.

@@ -650,7 +650,8 @@ impl PoolInner {
                 if let Ok(Some(slot)) = ended.await {
                     return Ok(Room::Slot(slot));
                 }
-                continue; // not confirmed gone: it keeps its room
+                // Not confirmed gone: it keeps its room, and the next victim waits for a
+                // change, so a kernel that never confirms cannot cost every idle session.
             }
             tokio::select! {
                 _ = changed => {}

@@ -73,3 +73,19 @@ test('output past the capture cap is cut visibly, never a rejected result', asyn
   assert.equal(r.stderr, 'e'.repeat(10))
   await assert.rejects(kernel.execute('1', { maxCapturedBytes: -1 }), { code: 'ERR_INVALID_ARG', message: /maxCapturedBytes/ })
 })
+
+test('a kernel that stops reading its stdin (SIGSTOP) with a write of ours stuck: shutdown still ends it', { timeout: 30_000 }, async (t) => {
+  const kernel = await startKernel()
+  // The cell returns at once; 0.3 s later its thread stops the whole kernel process.
+  await kernel.execute('import os, signal, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os.kill(os.getpid(), signal.SIGSTOP))).start()')
+  await new Promise((r) => setTimeout(r, 800))
+  // A 1 MB cell: its write fills the pipe and waits, holding the kernel's stdin.
+  const stuck = kernel.execute(`x = "${'a'.repeat(1 << 20)}"`).catch((e) => e)
+  await new Promise((r) => setTimeout(r, 300))
+  const started = Date.now()
+  const outcome = await kernel.shutdown({ graceMs: 500 })
+  assert.equal(outcome.confirmed, true)
+  assert.ok(Date.now() - started < 5000, `shutdown took ${Date.now() - started} ms`)
+  const result = await stuck
+  assert.equal(result.kernelDied ?? true, true)
+})
