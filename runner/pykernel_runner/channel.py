@@ -28,10 +28,8 @@ _os_writev = os.writev
 # kernel killed.  The host's MAX_FRAME_BYTES (src/frame_reader.rs) is the same.
 MAX_FRAME_BYTES = 64 << 20
 
-# Stream text leaves in frames of at most this many characters: at most 6 bytes
-# each as JSON (\u001f), so no print is too long for a frame.
-_STREAM_PIECE_CHARS = 1 << 20
-_STREAMS = ("stdout", "stderr")
+# Stream text comes here already cut into frames short enough (forward.py's
+# slices), so only other frames can be too long for a line.
 
 
 # -- diagnostics --------------------------------------------------------------
@@ -203,18 +201,6 @@ def frame_bytes(frame):
 
 # -- frames too long for a line ----------------------------------------------
 
-def _stream_pieces(text, size=_STREAM_PIECE_CHARS):
-    """*text* in pieces of about *size* characters; a surrogate pair (text from
-    surrogateescape or a C extension) stays in one piece, so it still pairs."""
-    start = 0
-    while start < len(text):
-        end = start + size
-        if end < len(text) and "\ud800" <= text[end - 1] <= "\udbff":
-            end += 1
-        yield text[start:end]
-        start = end
-
-
 def _within_limit(frame, data):
     """*data* (the frame encoded), or a stand-in that fits when it is too long:
     the host would kill the kernel for it.  None when nothing can stand in."""
@@ -272,11 +258,6 @@ class Channel:
         divert = self.divert
         if divert is not None and divert(frame):
             return
-        text = frame.get("data")
-        if frame.get("type") in _STREAMS and isinstance(text, str) \
-                and len(text) > _STREAM_PIECE_CHARS:
-            self._send_pieces(frame, text)
-            return
         data = _within_limit(frame, frame_bytes(frame))
         if data is None:
             return
@@ -286,18 +267,6 @@ class Channel:
             if hold:
                 self._held = parts
             else:
-                self._held = []
-                self._write(parts)
-
-    def _send_pieces(self, frame, text):
-        """Send long stream text as several frames, in a row: no other frame
-        gets between its pieces."""
-        with interrupts, self._lock:
-            for piece in _stream_pieces(text):
-                if self._fd is None:
-                    return
-                data = frame_bytes(dict(frame, data=piece))
-                parts = self._held + [data, b"\n"]
                 self._held = []
                 self._write(parts)
 

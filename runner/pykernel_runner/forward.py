@@ -90,6 +90,13 @@ class Forwarder:
         run = current
         if self.dropped:
             self.report_drops()     # a notice still owed goes before later text
+        if len(texts) == 1 and len(texts[0]) <= _SLICE_CHARS:
+            # The common case, a print's worth: one frame, no slicing.
+            try:
+                self._send_frame(run, texts[0], late)
+            except Exception as exc:
+                self.drop(run, len(texts[0]), exc)
+            return
         total = sent = 0
         try:
             total = sum(map(len, texts))
