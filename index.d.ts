@@ -32,6 +32,7 @@ export type ErrorCode =
   | 'ERR_KV_CORRUPT'
   | 'ERR_KV_KEY'
   | 'ERR_KV_LIMIT'
+  | 'ERR_NO_BINDING'
   | 'ERR_POOL_DISPOSED'
   | 'ERR_POOL_FULL'
   | 'ERR_PYTHON_INVALID'

@@ -11,7 +11,40 @@
 // `ERR_INTERNAL`. Classes and their instances are seen through Proxies (napi-rs makes
 // their properties read-only), so `instanceof` and the types in `index.d.ts` are those of
 // the binding.
-const binding = require('./index.js')
+/** The platform packages published beside this one (`npm/<target>/`). */
+const SUPPORTED = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-arm64', 'darwin-x64']
+
+const binding = loadBinding()
+
+/** The generated loader, with an error that says what to do when no addon fits. */
+function loadBinding() {
+  try {
+    return require('./index.js')
+  } catch (error) {
+    const target = nativeTarget()
+    const wrapped = new Error(
+      `pykernel has no native addon for this machine (${target}). ` +
+        (SUPPORTED.includes(target)
+          ? `Its package \`pykernel-${target}\` is not installed: npm leaves it out when optional ` +
+            'dependencies are omitted (--omit=optional) or the lockfile was made on another platform. ' +
+            'Reinstall with optional dependencies (`npm install pykernel`); in a clone of the repository, ' +
+            'build it with `npm run build` (needs Rust).'
+          : `Prebuilt addons exist for ${SUPPORTED.join(', ')}; on this platform build it from a clone ` +
+            'with `npm run build` (needs Rust).'),
+    )
+    wrapped.code = 'ERR_NO_BINDING'
+    wrapped.cause = error
+    throw wrapped
+  }
+}
+
+/** This machine as the platform packages name it: `linux-x64-gnu`, `darwin-arm64`, ... */
+function nativeTarget() {
+  if (process.platform !== 'linux') return `${process.platform}-${process.arch}`
+  const report = typeof process.report?.getReport === 'function' ? process.report.getReport() : null
+  const glibc = report?.header?.glibcVersionRuntime
+  return `linux-${process.arch}-${glibc ? 'gnu' : 'musl'}`
+}
 
 const ARGUMENT_STATUSES = new Set([
   'InvalidArg',
@@ -117,20 +150,34 @@ const Kernel = totalClass(binding.Kernel, KERNEL_METHODS, {
 const KernelPool = totalClass(binding.KernelPool, POOL_METHODS)
 const KvStore = totalClass(binding.KvStore, KV_METHODS)
 
+const checkPythonKernelAvailability = totalAsync(binding.checkPythonKernelAvailability)
+const evalBackends = totalAsync(binding.evalBackends)
+const resolvePython = totalAsync(binding.resolvePython)
+const clampLine = totalSync(binding.clampLine)
+const collapsedPreview = totalSync(binding.collapsedPreview)
+const filterEnv = totalSync(binding.filterEnv)
+const renderBundle = totalSync(binding.renderBundle)
+const streamingPreview = totalSync(binding.streamingPreview)
+const JsKernel = Kernel
+const JsKernelPool = KernelPool
+const JsKvStore = KvStore
+
+// Names only, no spread: Node's ESM loader reads a CommonJS module's named exports from
+// this literal without running it, so `import { Kernel } from 'pykernel'` works
+// (`__tests__/package.test.js` checks that every export of the binding is here).
 module.exports = {
-  ...binding,
   Kernel,
-  JsKernel: Kernel,
+  JsKernel,
   KernelPool,
-  JsKernelPool: KernelPool,
+  JsKernelPool,
   KvStore,
-  JsKvStore: KvStore,
-  checkPythonKernelAvailability: totalAsync(binding.checkPythonKernelAvailability),
-  evalBackends: totalAsync(binding.evalBackends),
-  resolvePython: totalAsync(binding.resolvePython),
-  clampLine: totalSync(binding.clampLine),
-  collapsedPreview: totalSync(binding.collapsedPreview),
-  filterEnv: totalSync(binding.filterEnv),
-  renderBundle: totalSync(binding.renderBundle),
-  streamingPreview: totalSync(binding.streamingPreview),
+  JsKvStore,
+  checkPythonKernelAvailability,
+  evalBackends,
+  resolvePython,
+  clampLine,
+  collapsedPreview,
+  filterEnv,
+  renderBundle,
+  streamingPreview,
 }

@@ -405,7 +405,7 @@ unsafe fn loopback_up() -> io::Result<()> {
         req.ifr_name[i] = *b as libc::c_char;
     }
     req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as i16;
-    let result = libc::ioctl(sock, libc::SIOCSIFFLAGS, &req);
+    let result = libc::ioctl(sock, libc::SIOCSIFFLAGS as _, &req);
     libc::close(sock);
     check(result)
 }
@@ -437,24 +437,29 @@ fn c_path(path: &Path) -> io::Result<CString> {
 
 /// The flags of the mount holding `dir` that a remount inside a user namespace must keep.
 fn kept_mount_flags(dir: &Path) -> io::Result<libc::c_ulong> {
-    let stat = nix::sys::statvfs::statvfs(dir)?;
-    use nix::sys::statvfs::FsFlags;
-    let flags = stat.flags();
+    // Linux's statvfs f_flag bits (the kernel's ST_* values; musl's headers lack some).
+    const ST_NOSUID: libc::c_ulong = 0x2;
+    const ST_NODEV: libc::c_ulong = 0x4;
+    const ST_NOEXEC: libc::c_ulong = 0x8;
+    const ST_NOATIME: libc::c_ulong = 0x400;
+    const ST_NODIRATIME: libc::c_ulong = 0x800;
+    const ST_RELATIME: libc::c_ulong = 0x1000;
+    let flags = nix::sys::statvfs::statvfs(dir)?.flags().bits() as libc::c_ulong;
     let mut kept = 0;
     for (has, flag) in [
-        (FsFlags::ST_NOSUID, libc::MS_NOSUID),
-        (FsFlags::ST_NODEV, libc::MS_NODEV),
-        (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
-        (FsFlags::ST_NOATIME, libc::MS_NOATIME),
-        (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, libc::MS_RELATIME),
+        (ST_NOSUID, libc::MS_NOSUID),
+        (ST_NODEV, libc::MS_NODEV),
+        (ST_NOEXEC, libc::MS_NOEXEC),
+        (ST_NOATIME, libc::MS_NOATIME),
+        (ST_NODIRATIME, libc::MS_NODIRATIME),
+        (ST_RELATIME, libc::MS_RELATIME),
     ] {
-        if flags.contains(has) {
+        if flags & has != 0 {
             kept |= flag;
         }
     }
     // No atime flag reported means strictatime, which a remount must then ask for.
-    if !flags.intersects(FsFlags::ST_NOATIME | FsFlags::ST_RELATIME) {
+    if flags & (ST_NOATIME | ST_RELATIME) == 0 {
         kept |= libc::MS_STRICTATIME;
     }
     Ok(kept)
