@@ -143,6 +143,17 @@ test('images go to a new temporary folder by default', async () => {
   fs.rmSync(path.dirname(m[1]), { recursive: true, force: true })
 })
 
+test('displays are rendered by the addon: HTML shows as Markdown, an image drops its text stand-in', async () => {
+  const dir = tmpdir()
+  const code = [
+    'display({"text/html": "<b>bold</b>"}, raw=True)',
+    `display({"image/png": "${TINY_PNG}", "text/plain": "<Figure>"}, raw=True)`,
+  ].join('\n')
+  const r = await cli(['exec', code, '--images-dir', dir, ...pythonArgs])
+  assert.equal(r.code, 0, r.stderr)
+  assert.equal(r.stdout, `**bold**\n[image saved: ${path.join(dir, 'pykernel-image-1.png')}]\n`)
+})
+
 test('REPL with piped stdin runs cells and shows Out[N]', async () => {
   const r = await cli([...pythonArgs], { input: 'x = 5\nx * 2\n' })
   assert.equal(r.code, 0, r.stderr)

@@ -156,48 +156,31 @@ class ImageSaver {
   }
 }
 
-const IMAGE_TYPES = [
-  ['image/png', 'png'],
-  ['image/jpeg', 'jpg'],
-]
-
-/** Text of a bundle: text/markdown, then text/plain. */
-function bundleText(bundle) {
-  for (const mime of ['text/markdown', 'text/plain']) {
-    const value = bundle[mime]
-    if (typeof value === 'string') return { mime, text: value }
-    if (Array.isArray(value)) return { mime, text: value.join('') }
-  }
-  return undefined
-}
+const IMAGE_EXTENSIONS = { 'image/png': 'png', 'image/jpeg': 'jpg' }
 
 /**
- * Renders a display/result bundle for a person. Images are saved and their paths printed;
- * with an image present, a plain-text fallback (e.g. "<Figure ...>") is not printed.
- * Returns the text lines to print (the caller adds an Out[N] prefix for REPL results).
+ * A display/result bundle as lines for a person, rendered by the addon's `renderBundle`.
+ * Images are saved and their paths printed; next to an image, plain text is only its
+ * stand-in (`<Figure ...>`) and is left out, as `evaluate` does. The caller adds an
+ * Out[N] prefix for REPL results.
  */
-function renderBundle(bundle, images) {
-  const parts = []
-  let sawImage = false
-  for (const [mime, ext] of IMAGE_TYPES) {
-    if (bundle[mime] === undefined || bundle[mime] === null) continue
-    sawImage = true
+function bundleLines(bundle, images) {
+  const rendered = loadAddon().renderBundle(bundle)
+  const lines = []
+  const text = rendered.text.replace(/\n+$/, '')
+  if (text && (rendered.markdown || !rendered.images.length)) lines.push(text)
+  for (const image of rendered.images) {
     try {
-      parts.push(`[image saved: ${images.save(bundle[mime], ext)}]`)
+      lines.push(`[image saved: ${images.save(image.data, IMAGE_EXTENSIONS[image.mime])}]`)
     } catch (err) {
-      parts.push(`[image (${mime}) could not be saved: ${err.message}]`)
+      lines.push(`[image (${image.mime}) could not be saved: ${err.message}]`)
     }
   }
-  const text = bundleText(bundle)
-  if (text && !(sawImage && text.mime === 'text/plain')) parts.unshift(text.text)
-  if (!parts.length) {
-    if (bundle['application/json'] !== undefined) parts.push(JSON.stringify(bundle['application/json']))
-    else {
-      const mimes = Object.keys(bundle)
-      if (mimes.length) parts.push(`[output: ${mimes.join(', ')}]`)
-    }
+  if (!lines.length && rendered.json !== undefined) lines.push(JSON.stringify(rendered.json))
+  else if (!lines.length && rendered.status === undefined && Object.keys(bundle).length) {
+    lines.push(`[output: ${Object.keys(bundle).join(', ')}]`)
   }
-  return parts
+  return lines
 }
 
 /** Event printer for one cell. `repl` prefixes the result with Out[N]. */
@@ -224,7 +207,7 @@ function makePrinter({ json, images, repl }) {
           process.stderr.write(event.text)
           break
         case 'display':
-          for (const part of renderBundle(event.bundle || {}, images)) out.line(part)
+          for (const line of bundleLines(event.bundle || {}, images)) out.line(line)
           break
         case 'result':
           // Printed after the cell's output, when the promise resolves.
@@ -243,13 +226,13 @@ function makePrinter({ json, images, repl }) {
     done(result) {
       const bundle = resultBundle || result.result
       if (bundle) {
-        const parts = renderBundle(bundle, images)
+        const lines = bundleLines(bundle, images)
         if (repl) {
-          const text = parts.join('\n')
+          const text = lines.join('\n')
           const prefix = `Out[${result.executionCount}]: `
           out.line(text.includes('\n') ? prefix + '\n' + text : prefix + text)
         } else {
-          for (const part of parts) out.line(part)
+          for (const line of lines) out.line(line)
         }
       }
       out.freshLine()
