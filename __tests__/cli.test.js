@@ -212,10 +212,27 @@ test('SIGINT interrupts the running cell and exits 130', async () => {
   assert.match(stderr, /KeyboardInterrupt/)
 })
 
-test('a dying kernel exits 1 with a clear message', async () => {
-  const r = await cli(['exec', 'import os\nos._exit(3)', ...pythonArgs])
-  assert.equal(r.code, 1)
-  assert.match(r.stderr, /pykernel: the Python kernel died/)
+test('a dying kernel is reported in exactly one line, with its exit code or signal, and exits 1', async () => {
+  const [exited, killed, crashed] = await Promise.all(
+    [
+      'import os\nos._exit(3)',
+      'import os, signal\nos.kill(os.getpid(), signal.SIGKILL)',
+      'import ctypes\nctypes.string_at(0)',
+    ].map((code) => cli(['exec', code, ...pythonArgs])),
+  )
+  assert.equal(exited.stderr, 'pykernel: the Python kernel died during the cell (exit code 3)\n')
+  const deathLines = (r) => r.stderr.split('\n').filter((line) => /died/.test(line))
+  assert.deepEqual(deathLines(killed), [
+    'pykernel: the Python kernel died during the cell (killed by signal 9 (SIGKILL); possibly out of memory)',
+  ])
+  assert.deepEqual(deathLines(crashed), ['pykernel: the Python kernel died during the cell (killed by signal 11 (SIGSEGV))'])
+  // Before it, the crash's fault report from the kernel's stderr, one line per line.
+  assert.match(crashed.stderr, /^Fatal Python error: Segmentation fault\n\n/)
+  assert.ok(crashed.stderr.endsWith('\npykernel: the Python kernel died during the cell (killed by signal 11 (SIGSEGV))\n'))
+  for (const r of [exited, killed, crashed]) {
+    assert.equal(r.code, 1)
+    assert.equal(r.stdout, '')
+  }
 })
 
 test('check reports the interpreter and its source', async () => {

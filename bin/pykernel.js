@@ -156,6 +156,9 @@ class ImageSaver {
   }
 }
 
+/** The `ename` of the error a cell gets when its kernel process ends under it. */
+const KERNEL_DIED = 'KernelDied'
+
 const IMAGE_EXTENSIONS = { 'image/png': 'png', 'image/jpeg': 'jpg' }
 
 /**
@@ -214,6 +217,8 @@ function makePrinter({ json, images, repl }) {
           resultBundle = event.bundle
           break
         case 'error': {
+          // A dead kernel is reported once, when the cell's promise resolves.
+          if (event.ename === KERNEL_DIED) break
           const tb = Array.isArray(event.traceback) ? event.traceback.join('') : ''
           errLine(tb || `${event.ename}: ${event.evalue}`)
           break
@@ -240,15 +245,18 @@ function makePrinter({ json, images, repl }) {
   }
 }
 
-/** Notices about how a cell ended, on stderr. Error events were already printed. */
+/**
+ * Notices about how a cell ended, on stderr. Error events were already printed, except a
+ * dead kernel's: its last stderr lines (a crash's fault report), then one line saying so.
+ */
 function reportEnding(result, { timeoutMs }) {
+  if (result.timedOut) errLine(`pykernel: the cell timed out after ${timeoutMs / 1000} s and was interrupted`)
   if (result.kernelDied) {
-    const why = (result.error && result.error.evalue) || 'the Python kernel died during the cell'
-    errLine(`pykernel: ${why}`)
-  } else if (result.timedOut) {
-    errLine(`pykernel: the cell timed out after ${timeoutMs / 1000} s and was interrupted`)
+    const { evalue, traceback } = result.error || {}
+    // The kernel's stderr tail comes as lines without their newlines.
+    if (traceback && traceback.length) errLine(traceback.join('\n'))
+    errLine(`pykernel: ${evalue || 'the Python kernel died during the cell'}`)
   }
-  // Error events were printed (or emitted as JSON) as they arrived.
 }
 
 function exitCodeOf(result) {
