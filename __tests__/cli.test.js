@@ -116,7 +116,7 @@ test('run with a missing file exits 2', async () => {
   const r = await cli(['run', path.join(os.tmpdir(), 'pykernel-no-such-file.py'), ...pythonArgs])
   assert.equal(r.code, 2)
   assert.equal(r.stdout, '')
-  assert.match(r.stderr, /pykernel: cannot read .*pykernel-no-such-file\.py: no such file/)
+  assert.match(r.stderr, /^pykernel: cannot read .*pykernel-no-such-file\.py: no such file; see pykernel --help\n$/)
 })
 
 test('displayed images are saved to files and their paths printed', async () => {
@@ -263,14 +263,35 @@ test('a start-up error prints pykernel: <message> and exits 2', async () => {
   assert.equal(r.stdout, '')
 })
 
-test('--help prints usage; an unknown flag prints usage and exits 2', async () => {
+test('--help prints usage', async () => {
   const help = await cli(['--help'])
   assert.equal(help.code, 0)
   assert.match(help.stdout, /^Usage:/)
-  const bad = await cli(['exec', '--frobnicate', 'print(1)'])
-  assert.equal(bad.code, 2)
-  assert.match(bad.stderr, /unknown option '--frobnicate'/)
-  assert.match(bad.stderr, /Usage:/)
-  const badTimeout = await cli(['exec', 'print(1)', '--timeout', 'soon'])
-  assert.equal(badTimeout.code, 2)
+  assert.equal(help.stderr, '')
+})
+
+test('--version and -V print the package version and exit 0', async () => {
+  const { version } = require('../package.json')
+  for (const flag of ['--version', '-V']) {
+    const r = await cli([flag])
+    assert.equal(r.code, 0)
+    assert.equal(r.stdout, `pykernel ${version}\n`)
+    assert.equal(r.stderr, '')
+  }
+})
+
+test('a usage error is one line on stderr and exits 2', async () => {
+  const cases = [
+    [['exec', '--frobnicate', 'print(1)'], "unknown option '--frobnicate'"],
+    [['exec', 'print(1)', '--timeout', 'soon'], "--timeout must be a positive number of seconds, got 'soon'"],
+    [['exec', 'print(1)', '--python'], '--python needs a value'],
+    [['exec'], 'exec takes exactly one argument: the code to run (quote it)'],
+    [['frobnicate'], "unknown command 'frobnicate'"],
+  ]
+  const results = await Promise.all(cases.map(([args]) => cli(args)))
+  results.forEach((r, i) => {
+    assert.equal(r.stderr, `pykernel: ${cases[i][1]}; see pykernel --help\n`)
+    assert.equal(r.stdout, '')
+    assert.equal(r.code, 2)
+  })
 })

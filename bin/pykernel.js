@@ -40,7 +40,7 @@ class UsageError extends Error {}
 // Arguments
 
 function parseArgs(argv) {
-  const opts = { json: false, help: false, python: undefined, timeoutMs: undefined, imagesDir: undefined }
+  const opts = { json: false, help: false, version: false, python: undefined, timeoutMs: undefined, imagesDir: undefined }
   const positional = []
   const takeValue = (name, i, inline) => {
     if (inline !== undefined) return [inline, i]
@@ -65,6 +65,10 @@ function parseArgs(argv) {
       case '-h':
       case '--help':
         opts.help = true
+        break
+      case '-V':
+      case '--version':
+        opts.version = true
         break
       case '--json':
         if (inline !== undefined) throw new UsageError('--json takes no value')
@@ -632,25 +636,30 @@ async function cmdRepl(addon, opts) {
 
 // ---------------------------------------------------------------------------
 
+/** A usage error: one line naming what is wrong, and where to look. Exit code 2. */
+function usageError(message) {
+  process.stderr.write(`pykernel: ${message}; see pykernel --help\n`)
+  return 2
+}
+
 async function main(argv) {
   let parsed
   try {
     parsed = parseArgs(argv)
   } catch (err) {
     if (!(err instanceof UsageError)) throw err
-    process.stderr.write(`pykernel: ${err.message}\n\n${USAGE}\n`)
-    return 2
+    return usageError(err.message)
   }
   const { opts, positional } = parsed
   if (opts.help) {
     process.stdout.write(USAGE + '\n')
     return 0
   }
-  const [command, ...args] = positional
-  const usageError = (message) => {
-    process.stderr.write(`pykernel: ${message}\n\n${USAGE}\n`)
-    return 2
+  if (opts.version) {
+    process.stdout.write(`pykernel ${require('../package.json').version}\n`)
+    return 0
   }
+  const [command, ...args] = positional
 
   switch (command) {
     case undefined:
@@ -668,8 +677,7 @@ async function main(argv) {
       } catch (err) {
         const why =
           err.code === 'ENOENT' ? 'no such file' : err.code === 'EISDIR' ? 'is a directory' : err.message
-        process.stderr.write(`pykernel: cannot read ${args[0]}: ${why}\n`)
-        return 2
+        return usageError(`cannot read ${args[0]}: ${why}`)
       }
       return cmdCell(loadAddon(), code, opts)
     }
