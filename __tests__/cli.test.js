@@ -17,9 +17,9 @@ const TINY_PNG =
 const PNG_MAGIC = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
 
 /** Runs the CLI to completion: { code, signal, stdout, stderr }. `input` is piped to stdin. */
-function cli(args, { input = '', cwd, timeout = 30000 } = {}) {
+function cli(args, { input = '', cwd, env, timeout = 30000 } = {}) {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [bin, ...args], { cwd, timeout }, (err, stdout, stderr) => {
+    const child = execFile(process.execPath, [bin, ...args], { cwd, env, timeout }, (err, stdout, stderr) => {
       resolve({ code: err ? err.code : 0, signal: err ? err.signal : null, stdout, stderr })
     })
     child.stdin.end(input)
@@ -256,11 +256,29 @@ test('check with an unusable interpreter exits 1', async () => {
   assert.match(r.stderr, /pykernel: .*\/nonexistent\/python3/)
 })
 
-test('a start-up error prints pykernel: <message> and exits 2', async () => {
+test('a start-up error prints pykernel: <message> naming --python, and exits 2', async () => {
   const r = await cli(['exec', 'print(1)', '--python', '/nonexistent/python3'])
   assert.equal(r.code, 2)
-  assert.match(r.stderr, /^pykernel: .*\/nonexistent\/python3/)
+  assert.equal(
+    r.stderr,
+    'pykernel: interpreter /nonexistent/python3 is not usable: /nonexistent/python3 does not exist. ' +
+      'Pass a Python 3.8+ executable as --python <path>.\n',
+  )
   assert.equal(r.stdout, '')
+})
+
+test('with no Python to be found, the error says to pass --python', async () => {
+  // No venv in cwd, nothing on PATH, no HOME: discovery finds nothing.
+  const env = { PATH: '/nonexistent' }
+  const [run, check] = await Promise.all([
+    cli(['exec', 'print(1)'], { cwd: tmpdir(), env }),
+    cli(['check'], { cwd: tmpdir(), env }),
+  ])
+  assert.equal(run.code, 2)
+  assert.match(run.stderr, /^pykernel: no usable Python found \(tried: .*\)\. Install Python 3\.8\+ or pass --python <path>/)
+  assert.equal(check.code, 1)
+  assert.match(check.stderr, /^pykernel: no usable Python found .* pass --python <path>/)
+  assert.doesNotMatch(run.stderr + check.stderr, /`interpreter`/)
 })
 
 test('--help prints usage', async () => {

@@ -120,6 +120,15 @@ const out = {
   },
 }
 
+/**
+ * A library error's message as the CLI's user reads it: the addon's advice names its
+ * `interpreter` option, which is --python here.
+ */
+function messageOf(err) {
+  const message = err && err.message ? err.message : String(err)
+  return message.replace(/`interpreter`/g, '--python <path>')
+}
+
 function errLine(text) {
   out.freshLine()
   process.stderr.write(text.endsWith('\n') ? text : text + '\n')
@@ -358,7 +367,7 @@ async function startKernel(addon, opts) {
   try {
     return await addon.Kernel.start({ cwd: process.cwd(), interpreter: opts.python })
   } catch (err) {
-    errLine(`pykernel: ${err && err.message ? err.message : String(err)}`)
+    errLine(`pykernel: ${messageOf(err)}`)
     flushAndExit(2)
     return new Promise(() => {}) // never resolves; the process is exiting
   }
@@ -417,7 +426,7 @@ async function cmdCheck(addon, opts) {
     }
   } else {
     const code = resolveError && resolveError.code ? ` [${resolveError.code}]` : ''
-    errLine(`pykernel: ${resolveError ? resolveError.message : 'no interpreter found'}${code}`)
+    errLine(`pykernel: ${resolveError ? messageOf(resolveError) : 'no interpreter found; pass --python <path>'}${code}`)
   }
   const isolation = availability.isolation
   out.line(`sandbox:     ${isolation.mode}${isolation.enforced.length ? ` (${isolation.enforced.join(', ')})` : ''}`)
@@ -425,7 +434,7 @@ async function cmdCheck(addon, opts) {
   if (availability.ok) {
     out.line(`kernel:      ok${availability.path ? ` (${availability.path})` : ''}`)
   } else if (resolved || availability.reason !== (resolveError && resolveError.message)) {
-    errLine(`pykernel: a kernel cannot start: ${availability.reason || 'unknown reason'}`)
+    errLine(`pykernel: a kernel cannot start: ${messageOf(availability.reason || 'unknown reason')}`)
   }
   return ok ? 0 : 1
 }
@@ -442,7 +451,7 @@ async function cmdCell(addon, code, opts) {
   try {
     return exitCodeOf(await runCell(code, opts, printer))
   } catch (err) {
-    errLine(`pykernel: ${err && err.message ? err.message : String(err)}`)
+    errLine(`pykernel: ${messageOf(err)}`)
     return 1
   }
 }
@@ -550,7 +559,7 @@ async function cmdRepl(addon, opts) {
     try {
       result = await runCell(code, opts, printer)
     } catch (err) {
-      errLine(`pykernel: ${err && err.message ? err.message : String(err)}`)
+      errLine(`pykernel: ${messageOf(err)}`)
       result = { kernelDied: !kernel || !kernel.alive }
     }
     if (result.status !== 'ok') anyFailed = true
