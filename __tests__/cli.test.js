@@ -112,11 +112,112 @@ test('run executes a file without changing the working directory', async () => {
   assert.equal(r.stdout, `from file\n${fs.realpathSync(cwd)}\n`)
 })
 
-test('run with a missing file exits 2', async () => {
-  const r = await cli(['run', path.join(os.tmpdir(), 'pykernel-no-such-file.py'), ...pythonArgs])
+/** A script that prints what python gives a script: its names, argv and import path. */
+function writeIntrospectingScript(dir) {
+  fs.writeFileSync(path.join(dir, 'helper.py'), 'WHERE = "beside the script"\n')
+  const script = path.join(dir, 'show.py')
+  fs.writeFileSync(
+    script,
+    'import json, sys\nimport helper\n' +
+      'print(json.dumps([__name__, __file__, sys.argv, sys.path[0], helper.WHERE]))\n' +
+      'import __main__\nassert __main__.__dict__ is globals()\n' +
+      '1 + 1\n', // not echoed: a script, not a cell
+  )
+  return script
+}
+
+test('run gives the script what python gives it: __main__, __file__, sys.argv, sys.path[0]', async () => {
+  const dir = fs.realpathSync(tmpdir()) // what os.getcwd() gives
+  const script = writeIntrospectingScript(dir)
+  // A relative path, and arguments that look like pykernel's own options.
+  const r = await cli([...pythonArgs, 'run', 'show.py', '--python', 'x', '--json', '-c', '--', 'y'], { cwd: dir })
+  assert.equal(r.stderr, '')
+  assert.deepEqual(JSON.parse(r.stdout), [
+    '__main__',
+    script,
+    ['show.py', '--python', 'x', '--json', '-c', '--', 'y'],
+    dir,
+    'beside the script',
+  ])
+  assert.equal(r.code, 0)
+})
+
+test("run: pykernel's options go before the script", async () => {
+  const dir = tmpdir()
+  const script = writeIntrospectingScript(dir)
+  const r = await cli(['--json', 'run', ...pythonArgs, script, 'arg'], { cwd: dir })
+  assert.equal(r.code, 0, r.stderr)
+  const events = r.stdout.trimEnd().split('\n').map((line) => JSON.parse(line))
+  assert.deepEqual(JSON.parse(events[0].text)[2], [script, 'arg'])
+  assert.equal(events.at(-1).type, 'done')
+})
+
+test("a script's traceback names its file and lines, not the cell that ran it", async () => {
+  const dir = tmpdir()
+  const script = path.join(dir, 'fails.py')
+  fs.writeFileSync(script, 'def f():\n    return 1 / 0\n\nf()\n')
+  const broken = path.join(dir, 'broken.py')
+  fs.writeFileSync(broken, 'x = 1\ny = (\n')
+  const [r, syntax] = await Promise.all([cli(['run', script, ...pythonArgs]), cli(['run', broken, ...pythonArgs])])
+  assert.equal(r.code, 1)
+  assert.equal(
+    r.stderr,
+    'Traceback (most recent call last):\n' +
+      `  File "${script}", line 4, in <module>\n    f()\n` +
+      `  File "${script}", line 2, in f\n    return 1 / 0\n           ~~^~~\n` +
+      'ZeroDivisionError: division by zero\n',
+  )
+  assert.equal(syntax.code, 1)
+  assert.match(syntax.stderr, new RegExp(`^  File "${broken}", line 2\\n    y = \\(\\n.*\\nSyntaxError: `))
+  assert.doesNotMatch(r.stderr + syntax.stderr, /<cell/)
+})
+
+test('sys.exit in a script is the exit status, as python gives it', async () => {
+  const cases = [
+    ['import sys\nsys.exit(3)', 3, ''],
+    ['import sys\nsys.exit()', 0, ''],
+    ['import sys\nsys.exit(0)', 0, ''],
+    ['raise SystemExit(256 + 4)', 4, ''],
+    ['import sys\nsys.exit("no input given")', 1, 'no input given\n'],
+    ['exit(5)', 5, ''],
+  ]
+  const results = await Promise.all(cases.map(([code]) => cli([...pythonArgs, '-c', code])))
+  results.forEach((r, i) => {
+    assert.deepEqual([r.code, r.stderr], [cases[i][1], cases[i][2]], cases[i][0])
+  })
+})
+
+test("-c runs code as one script: sys.argv[0] is '-c', tracebacks name <string>", async () => {
+  const r = await cli([...pythonArgs, '-c', 'import sys\nprint(sys.argv, __name__)\n1 / 0', 'a', '--json'])
+  assert.equal(r.stdout, "['-c', 'a', '--json'] __main__\n")
+  assert.equal(
+    r.stderr,
+    'Traceback (most recent call last):\n  File "<string>", line 3, in <module>\nZeroDivisionError: division by zero\n',
+  )
+  assert.equal(r.code, 1)
+})
+
+test('-, run - and plain pykernel with piped stdin run stdin as one script', async () => {
+  const input = 'import sys\nprint(sys.argv)\n2 + 2\nraise KeyError("k")\nprint("not reached")\n'
+  const [dash, runDash, plain] = await Promise.all([
+    cli([...pythonArgs, '-', 'a'], { input }),
+    cli([...pythonArgs, 'run', '-', 'b'], { input }),
+    cli([...pythonArgs], { input }),
+  ])
+  assert.equal(dash.stdout, "['-', 'a']\n")
+  assert.equal(runDash.stdout, "['-', 'b']\n")
+  assert.equal(plain.stdout, "['']\n")
+  for (const r of [dash, runDash, plain]) {
+    assert.equal(r.stderr, 'Traceback (most recent call last):\n  File "<stdin>", line 4, in <module>\nKeyError: \'k\'\n')
+    assert.equal(r.code, 1)
+  }
+})
+
+test('run with a missing file names it, in one line, and exits 2', async () => {
+  const r = await cli(['run', 'pykernel-no-such-file.py', 'arg', ...pythonArgs], { cwd: tmpdir() })
   assert.equal(r.code, 2)
   assert.equal(r.stdout, '')
-  assert.match(r.stderr, /^pykernel: cannot read .*pykernel-no-such-file\.py: no such file; see pykernel --help\n$/)
+  assert.equal(r.stderr, 'pykernel: cannot read pykernel-no-such-file.py: no such file; see pykernel --help\n')
 })
 
 test('displayed images are saved to files and their paths printed', async () => {
@@ -154,13 +255,13 @@ test('displays are rendered by the addon: HTML shows as Markdown, an image drops
   assert.equal(r.stdout, `**bold**\n[image saved: ${path.join(dir, 'pykernel-image-1.png')}]\n`)
 })
 
-test('REPL with piped stdin runs cells and shows Out[N]', async () => {
-  const r = await cli([...pythonArgs], { input: 'x = 5\nx * 2\n' })
+test('repl with piped stdin runs cells and shows Out[N]', async () => {
+  const r = await cli(['repl', ...pythonArgs], { input: 'x = 5\nx * 2\n' })
   assert.equal(r.code, 0, r.stderr)
   assert.equal(r.stdout, 'Out[2]: 10\n')
 })
 
-test('REPL splits blocks: colon lines wait for a blank line, brackets for closing', async () => {
+test('repl splits blocks: colon lines wait for a blank line, brackets for closing', async () => {
   const input = [
     'for i in range(2):',
     '    print(i)',
@@ -175,13 +276,13 @@ test('REPL splits blocks: colon lines wait for a blank line, brackets for closin
     'exit',
     'print("not reached")',
   ].join('\n')
-  const r = await cli([...pythonArgs], { input })
+  const r = await cli(['repl', ...pythonArgs], { input })
   assert.equal(r.code, 0, r.stderr)
   assert.equal(r.stdout, '0\n1\nOut[3]: 3\nOut[5]: 9\n')
 })
 
-test('REPL keeps going after an error and exits 1', async () => {
-  const r = await cli([...pythonArgs], { input: 'raise KeyError("k")\n"still here"\n' })
+test('repl keeps going after an error and exits 1', async () => {
+  const r = await cli(['repl', ...pythonArgs], { input: 'raise KeyError("k")\n"still here"\n' })
   assert.equal(r.code, 1)
   assert.match(r.stderr, /KeyError: 'k'/)
   assert.equal(r.stdout, "Out[2]: 'still here'\n")

@@ -39,6 +39,23 @@ class UsageError extends Error {}
 // ---------------------------------------------------------------------------
 // Arguments
 
+/**
+ * The script a command line names: `run <file>`, `run -` or `-` (stdin). Arguments after
+ * it are the script's, like python's; `-c <code>` is handled where options are.
+ */
+function scriptNamedBy(positional) {
+  const [command, file] = positional
+  if (command === '-' && positional.length === 1) return { kind: 'stdin', argv0: '-' }
+  if (command === 'run' && positional.length === 2) {
+    return file === '-' ? { kind: 'stdin', argv0: '-' } : { kind: 'file', file, argv0: file }
+  }
+  return undefined
+}
+
+/**
+ * `{ opts, positional, script? }`. pykernel's options may come anywhere before a script
+ * (`run <file>`, `-c <code>`, `-`); everything after it is the script's `sys.argv[1:]`.
+ */
 function parseArgs(argv) {
   const opts = { json: false, help: false, version: false, python: undefined, timeoutMs: undefined, imagesDir: undefined }
   const positional = []
@@ -47,14 +64,17 @@ function parseArgs(argv) {
     if (i + 1 >= argv.length) throw new UsageError(`${name} needs a value`)
     return [argv[i + 1], i + 1]
   }
+  let optionsEnded = false
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
-    if (arg === '--') {
-      positional.push(...argv.slice(i + 1))
-      break
+    if (arg === '--' && !optionsEnded) {
+      optionsEnded = true
+      continue
     }
-    if (!arg.startsWith('-') || arg === '-') {
+    if (optionsEnded || !arg.startsWith('-') || arg === '-') {
       positional.push(arg)
+      const script = scriptNamedBy(positional)
+      if (script) return { opts, positional, script: { ...script, args: argv.slice(i + 1) } }
       continue
     }
     const eq = arg.startsWith('--') ? arg.indexOf('=') : -1
@@ -62,6 +82,10 @@ function parseArgs(argv) {
     const inline = eq >= 0 ? arg.slice(eq + 1) : undefined
     let value
     switch (name) {
+      case '-c':
+        if (positional.length) throw new UsageError(`-c cannot follow '${positional[0]}'`)
+        ;[value, i] = takeValue(name, i, inline)
+        return { opts, positional, script: { kind: 'code', code: value, argv0: '-c', args: argv.slice(i + 1) } }
       case '-h':
       case '--help':
         opts.help = true
@@ -199,8 +223,11 @@ function bundleLines(bundle, images) {
   return lines
 }
 
-/** Event printer for one cell. `repl` prefixes the result with Out[N]. */
-function makePrinter({ json, images, repl }) {
+/**
+ * Event printer for one cell. `repl` prefixes the result with Out[N]. A `script`'s
+ * SystemExit is its exit status, not an error to show (run_script.py printed any message).
+ */
+function makePrinter({ json, images, repl, script }) {
   if (json) {
     return {
       onEvent(event) {
@@ -232,6 +259,7 @@ function makePrinter({ json, images, repl }) {
         case 'error': {
           // A dead kernel is reported once, when the cell's promise resolves.
           if (event.ename === KERNEL_DIED) break
+          if (script && event.ename === 'SystemExit') break
           const tb = Array.isArray(event.traceback) ? event.traceback.join('') : ''
           errLine(tb || `${event.ename}: ${event.evalue}`)
           break
@@ -272,10 +300,12 @@ function reportEnding(result, { timeoutMs }) {
   }
 }
 
-function exitCodeOf(result) {
+function exitCodeOf(result, { script }) {
   if (result.kernelDied) return 1
   if (result.timedOut) return 1
   if (result.cancelled) return 130
+  // run_script.py leaves sys.exit(n) as SystemExit(status) with status from 1 to 255.
+  if (script && result.error && result.error.ename === 'SystemExit') return Number(result.error.evalue) || 1
   return result.status === 'ok' ? 0 : 1
 }
 
@@ -439,7 +469,8 @@ async function cmdCheck(addon, opts) {
   return ok ? 0 : 1
 }
 
-async function cmdCell(addon, code, opts) {
+/** Runs one cell: `exec`, or a script's cell (`script`: the cell of run_script.py). */
+async function cmdCell(addon, code, opts, { script = false } = {}) {
   const images = new ImageSaver(opts.imagesDir)
   installSignalHandlers(() => {
     // Ctrl-C while the kernel starts: stop once it is up.
@@ -447,13 +478,55 @@ async function cmdCell(addon, code, opts) {
   })
   kernel = await startKernel(addon, opts)
   if (exiting) return new Promise(() => {})
-  const printer = makePrinter({ json: opts.json, images, repl: false })
+  const printer = makePrinter({ json: opts.json, images, repl: false, script })
   try {
-    return exitCodeOf(await runCell(code, opts, printer))
+    return exitCodeOf(await runCell(code, opts, printer), { script })
   } catch (err) {
     errLine(`pykernel: ${messageOf(err)}`)
     return 1
   }
+}
+
+const RUN_SCRIPT_PY = path.join(__dirname, 'run_script.py')
+
+/** `run <file>`, `-c <code>`, `-`: the script as one cell that runs it as python would. */
+async function cmdScript(addon, script, opts) {
+  let filename = script.file
+  let source // none: the kernel reads the file, as python does (coding cookies)
+  if (script.kind === 'file') {
+    const why = unreadable(script.file)
+    if (why) return usageError(`cannot read ${script.file}: ${why}`)
+  } else if (script.kind === 'code') {
+    filename = '<string>'
+    source = script.code
+  } else {
+    filename = '<stdin>'
+    source = await readStdin()
+  }
+  // JSON strings and arrays of strings are Python literals too.
+  const literal = (value) => (value === undefined ? 'None' : JSON.stringify(value))
+  const argv = [script.argv0, ...script.args]
+  const cell =
+    fs.readFileSync(RUN_SCRIPT_PY, 'utf8') +
+    `\n_pykernel_run_script(${literal(filename)}, ${literal(source)}, ${literal(argv)})\n`
+  return cmdCell(addon, cell, opts, { script: true })
+}
+
+/** Why `file` cannot be run as a script, or undefined. */
+function unreadable(file) {
+  try {
+    if (fs.statSync(file).isDirectory()) return 'is a directory'
+    fs.accessSync(file, fs.constants.R_OK)
+    return undefined
+  } catch (err) {
+    return err.code === 'ENOENT' ? 'no such file' : err.code === 'EACCES' ? 'permission denied' : err.message
+  }
+}
+
+async function readStdin() {
+  const chunks = []
+  for await (const chunk of process.stdin) chunks.push(chunk)
+  return Buffer.concat(chunks).toString('utf8')
 }
 
 // -- REPL ---------------------------------------------------------------------
@@ -572,9 +645,7 @@ async function cmdRepl(addon, opts) {
 
   if (!interactive) {
     // Piped stdin: the whole input, split into cells like typed lines would be.
-    const chunks = []
-    for await (const chunk of process.stdin) chunks.push(chunk)
-    const input = Buffer.concat(chunks).toString('utf8').replace(/\r\n/g, '\n')
+    const input = (await readStdin()).replace(/\r\n/g, '\n')
     const lines = input.split('\n')
     if (lines.length && lines[lines.length - 1] === '') lines.pop()
     const collector = new CellCollector()
@@ -659,7 +730,7 @@ async function main(argv) {
     if (!(err instanceof UsageError)) throw err
     return usageError(err.message)
   }
-  const { opts, positional } = parsed
+  const { opts, positional, script } = parsed
   if (opts.help) {
     process.stdout.write(USAGE + '\n')
     return 0
@@ -668,28 +739,22 @@ async function main(argv) {
     process.stdout.write(`pykernel ${require('../package.json').version}\n`)
     return 0
   }
+  if (script) return cmdScript(loadAddon(), script, opts)
   const [command, ...args] = positional
 
   switch (command) {
     case undefined:
+      // As python: a terminal gets the REPL, piped input runs as one script.
+      if (!process.stdin.isTTY) return cmdScript(loadAddon(), { kind: 'stdin', argv0: '', args: [] }, opts)
+      return cmdRepl(loadAddon(), opts)
     case 'repl':
       if (args.length) return usageError(`unexpected argument '${args[0]}'`)
       return cmdRepl(loadAddon(), opts)
     case 'exec':
       if (args.length !== 1) return usageError('exec takes exactly one argument: the code to run (quote it)')
       return cmdCell(loadAddon(), args[0], opts)
-    case 'run': {
-      if (args.length !== 1) return usageError('run takes exactly one argument: the file to run')
-      let code
-      try {
-        code = fs.readFileSync(args[0], 'utf8')
-      } catch (err) {
-        const why =
-          err.code === 'ENOENT' ? 'no such file' : err.code === 'EISDIR' ? 'is a directory' : err.message
-        return usageError(`cannot read ${args[0]}: ${why}`)
-      }
-      return cmdCell(loadAddon(), code, opts)
-    }
+    case 'run': // with its file, `run` is a script
+      return usageError('run needs a file to run (or - for stdin)')
     case 'check':
       if (args.length) return usageError(`unexpected argument '${args[0]}'`)
       return cmdCheck(loadAddon(), opts)
