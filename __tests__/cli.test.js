@@ -30,6 +30,38 @@ function tmpdir() {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-cli-test-'))
 }
 
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/**
+ * Runs the CLI on `code`, presses Ctrl-C (SIGINT to the CLI alone, as the terminal sends
+ * it to the foreground group, which the kernel is not in) `presses` times, 300 ms apart,
+ * once the cell printed "ready". { code, stdout, stderr, waitedMs: from the last press to the exit }.
+ */
+async function pressCtrlC(code, presses) {
+  const child = spawn(process.execPath, [bin, 'exec', code, ...pythonArgs], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (c) => (stdout += c))
+  child.stderr.on('data', (c) => (stderr += c))
+  const closed = new Promise((resolve) => child.on('close', (exitCode) => resolve([exitCode, Date.now()])))
+  while (!stdout.includes('ready') && child.exitCode === null) await sleep(25)
+  let pressedAt
+  for (let i = 0; i < presses; i++) {
+    if (i) await sleep(300)
+    child.kill('SIGINT')
+    pressedAt = Date.now()
+  }
+  const [exitCode, exitedAt] = await closed
+  return { code: exitCode, stdout, stderr, waitedMs: exitedAt - pressedAt }
+}
+
+const IGNORES_CTRL_C =
+  'import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint("ready", flush=True)\ntime.sleep(30)'
+
+// Started with the file, checked by its test below: the library's 5 s interrupt grace
+// then passes while the other tests run.
+const ignoredCtrlC = pressCtrlC(IGNORES_CTRL_C, 1)
+
 test('exec prints stdout', async () => {
   const r = await cli(['exec', 'print(1+1)', ...pythonArgs])
   assert.equal(r.stderr, '')
@@ -296,21 +328,26 @@ test('--timeout interrupts a long cell and exits 1', async () => {
   assert.ok(Date.now() - started < 10000)
 })
 
-test('SIGINT interrupts the running cell and exits 130', async () => {
-  const code = 'import time\nprint("start", flush=True)\ntime.sleep(30)'
-  const child = spawn(process.execPath, [bin, 'exec', code, ...pythonArgs], { stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (c) => (stdout += c))
-  child.stderr.on('data', (c) => (stderr += c))
-  const closed = new Promise((resolve) => child.on('close', (code) => resolve(code)))
-  // Wait until the cell runs (its first line, or at most 3 s), then press Ctrl-C.
-  const deadline = Date.now() + 3000
-  while (!stdout.includes('start') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25))
-  child.kill('SIGINT')
-  const exitCode = await closed
-  assert.equal(exitCode, 130)
-  assert.match(stderr, /KeyboardInterrupt/)
+test('Ctrl-C interrupts the running cell and exits 130', async () => {
+  const r = await pressCtrlC('import time\nprint("ready", flush=True)\ntime.sleep(30)', 1)
+  assert.equal(r.code, 130)
+  assert.match(r.stderr, /KeyboardInterrupt/)
+  assert.ok(r.waitedMs < 2000, `exited ${r.waitedMs} ms after Ctrl-C`)
+})
+
+test('Ctrl-C on a cell that ignores it: the kernel is killed after the 5 s grace, one line, exit 130', async () => {
+  const r = await ignoredCtrlC
+  assert.equal(r.stdout, 'ready\n')
+  assert.equal(r.stderr, 'pykernel: the kernel did not respond to the interrupt and was killed\n')
+  assert.equal(r.code, 130)
+  assert.ok(r.waitedMs >= 4500 && r.waitedMs < 9000, `exited ${r.waitedMs} ms after Ctrl-C`)
+})
+
+test('a second Ctrl-C exits at once', async () => {
+  const r = await pressCtrlC(IGNORES_CTRL_C, 2)
+  assert.equal(r.stderr, 'pykernel: interrupted again; exiting\n')
+  assert.equal(r.code, 130)
+  assert.ok(r.waitedMs < 1500, `exited ${r.waitedMs} ms after the second Ctrl-C`)
 })
 
 test('a dying kernel is reported in exactly one line, with its exit code or signal, and exits 1', async () => {

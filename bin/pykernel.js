@@ -301,9 +301,9 @@ function reportEnding(result, { timeoutMs }) {
 }
 
 function exitCodeOf(result, { script }) {
-  if (result.kernelDied) return 1
   if (result.timedOut) return 1
-  if (result.cancelled) return 130
+  if (result.cancelled) return 130 // Ctrl-C, even when the kernel had to be killed
+  if (result.kernelDied) return 1
   // run_script.py leaves sys.exit(n) as SystemExit(status) with status from 1 to 255.
   if (script && result.error && result.error.ename === 'SystemExit') return Number(result.error.evalue) || 1
   return result.status === 'ok' ? 0 : 1
@@ -317,8 +317,7 @@ function loadAddon() {
 }
 
 let kernel // the live kernel, if any
-let running = false // a cell is executing
-let lastInterrupt = 0
+let cellAbort // the running cell's AbortController, if a cell runs
 let exiting = false
 
 async function shutdownKernel(graceMs) {
@@ -353,32 +352,32 @@ for (const stream of [process.stdout, process.stderr]) {
   })
 }
 
-async function exitNow(code) {
+async function exitNow(code, graceMs = 200) {
   if (exiting) return
   exiting = true
-  await shutdownKernel(200)
+  await shutdownKernel(graceMs)
   flushAndExit(code)
 }
 
-/** Ctrl-C: interrupt the running cell; a second one within 1 s exits. Returns true when handled. */
+/**
+ * Ctrl-C while a cell runs. The first one aborts the cell as the library's AbortSignal
+ * does: SIGINT, and the kernel killed if the cell is still running 5 s later (it ignores
+ * SIGINT, or is stuck in C code). A second one exits at once, as does one while leaving.
+ * Returns false when no cell runs.
+ */
 function onInterrupt() {
-  const now = Date.now()
-  const double = now - lastInterrupt < 1000
-  lastInterrupt = now
-  if (double || exiting) {
-    errLine('pykernel: interrupted twice; exiting')
-    exitNow(130)
+  if (exiting) {
+    flushAndExit(130)
     return true
   }
-  if (running && kernel) {
-    try {
-      kernel.interrupt()
-    } catch {
-      // The kernel is gone; execute() reports that.
-    }
+  if (!cellAbort) return false
+  if (cellAbort.signal.aborted) {
+    errLine('pykernel: interrupted again; exiting')
+    exitNow(130, 0)
     return true
   }
-  return false
+  cellAbort.abort()
+  return true
 }
 
 function installSignalHandlers(onIdleInterrupt) {
@@ -404,15 +403,19 @@ async function startKernel(addon, opts) {
 }
 
 async function runCell(code, opts, printer) {
-  running = true
+  cellAbort = new AbortController()
   try {
-    const result = await kernel.execute(code, { timeoutMs: opts.timeoutMs, onEvent: (e) => printer.onEvent(e) })
+    const result = await kernel.execute(code, {
+      timeoutMs: opts.timeoutMs,
+      signal: cellAbort.signal,
+      onEvent: (e) => printer.onEvent(e),
+    })
     if (exiting) return result // leaving on a second Ctrl-C: no notices
     printer.done(result)
     reportEnding(result, opts)
     return result
   } finally {
-    running = false
+    cellAbort = undefined
   }
 }
 
@@ -681,8 +684,16 @@ async function cmdRepl(addon, opts) {
     closed = true
     if (wake) wake()
   })
+  let lastIdleInterrupt = 0
   rl.on('SIGINT', () => {
     if (onInterrupt()) return
+    const now = Date.now()
+    if (now - lastIdleInterrupt < 1000) {
+      errLine('pykernel: interrupted twice; exiting')
+      exitNow(130)
+      return
+    }
+    lastIdleInterrupt = now
     // Idle at the prompt: drop the partial input, like IPython.
     collector.reset()
     queue.length = 0
