@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict'
 // pykernel: run Python through a pykernel kernel from the command line.
-// Node 18+ built-ins and the addon only.
+// Node 18+ built-ins and the addon only; run_script.py beside it is the cell that runs
+// a script (`run`, `-c`, `-`).
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -9,30 +10,44 @@ const path = require('node:path')
 const readline = require('node:readline')
 
 const USAGE = `Usage:
-  pykernel exec "<code>" [options]   run one cell and print its output
-  pykernel run <file.py> [options]   run a file's contents as one cell (cwd unchanged)
-  pykernel [options]                 interactive REPL (one kernel); with stdin piped,
-                                     runs the piped text as a sequence of cells
-  pykernel check [--python <path>]   show which Python a kernel would use
+  pykernel [options] run <file.py> [args...]   run a file as python does
+  pykernel [options] -c "<code>" [args...]     run code as a script
+  pykernel [options] - [args...]               run stdin as one script (also: run -)
+  pykernel exec "<code>" [options]             run one cell; show the value of a
+                                               final expression, as a notebook does
+  pykernel [options]                           interactive REPL (one kernel); with
+                                               stdin piped, runs it as one script
+  pykernel repl [options]                      the REPL; piped lines run as if typed
+                                               (Out[N]; an error does not stop it)
+  pykernel check [--python <path>]             show which Python a kernel would use
 
-Options:
-  --python <path>      Python interpreter to use (default: discovery)
-  --timeout <seconds>  interrupt a cell that runs longer than this
+Options (for run, -c and -, before the file or code: what follows it is the script's):
+  --python <path>      Python interpreter to use (default: discovery; see check)
+  --timeout <seconds>  interrupt a cell (or script) that runs longer than this
   --images-dir <dir>   where to save image/png and image/jpeg outputs
                        (default: a new pykernel-images-* folder in the temp dir)
   --json               print every event as one NDJSON line on stdout, then
                        {"type":"done","result":<ExecuteResult>} per cell
+  -V, --version        print the version
   -h, --help           show this help
+
+Scripts (run, -c, -) run as one cell, as python runs them: __name__ is '__main__' in
+a module of their own, __file__ the file's absolute path, sys.argv [<file>|-c|-, args...],
+sys.path[0] the file's directory ('' for -c and -); tracebacks show the script's
+frames; sys.exit(n) is the exit status (sys.exit("message") prints it and exits 1).
+The working directory is unchanged.
 
 REPL input: a line is run at once unless it ends with ':' or '\\', starts with '@',
 leaves a bracket or a string open, or follows such a line; a block that had a ':'
 line (or an indented line) runs when a blank line is entered. 'exit', 'quit' or
-Ctrl-D ends the REPL.
+Ctrl-D ends the REPL; at the prompt, Ctrl-C drops the input, and twice within 1 s exits.
 
-Exit codes: 0 ok; 1 the cell raised, timed out, or the kernel died (piped REPL: any
-cell failed); 2 usage error, missing file, or the kernel could not start;
-130 interrupted (Ctrl-C). Ctrl-C interrupts the running cell; a second Ctrl-C
-within 1 s exits.`
+Ctrl-C interrupts the running cell; if it is still running 5 s later, the kernel is
+killed. A second Ctrl-C exits at once.
+
+Exit codes: 0 ok; n from a script's sys.exit(n); 1 the cell raised, timed out, or the
+kernel died (piped repl: any cell failed); 2 usage error, missing file, or the kernel
+could not start; 130 interrupted (Ctrl-C).`
 
 class UsageError extends Error {}
 
