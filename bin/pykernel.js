@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict'
 // pykernel: run Python through a pykernel kernel from the command line.
-// Node 18+ built-ins and the addon only.
+// Node 18+ built-ins and the addon only; run_script.py beside it is the cell that runs
+// a script (`run`, `-c`, `-`).
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -9,52 +10,86 @@ const path = require('node:path')
 const readline = require('node:readline')
 
 const USAGE = `Usage:
-  pykernel exec "<code>" [options]   run one cell and print its output
-  pykernel run <file.py> [options]   run a file's contents as one cell (cwd unchanged)
-  pykernel [options]                 interactive REPL (one kernel); with stdin piped,
-                                     runs the piped text as a sequence of cells
-  pykernel check [--python <path>]   show which Python a kernel would use
+  pykernel [options] run <file.py> [args...]   run a file as python does
+  pykernel [options] -c "<code>" [args...]     run code as a script
+  pykernel [options] - [args...]               run stdin as one script (also: run -)
+  pykernel exec "<code>" [options]             run one cell; show the value of a
+                                               final expression, as a notebook does
+  pykernel [options]                           interactive REPL (one kernel); with
+                                               stdin piped, runs it as one script
+  pykernel repl [options]                      the REPL; piped lines run as if typed
+                                               (Out[N]; an error does not stop it)
+  pykernel check [--python <path>]             show which Python a kernel would use
 
-Options:
-  --python <path>      Python interpreter to use (default: discovery)
-  --timeout <seconds>  interrupt a cell that runs longer than this
+Options (for run, -c and -, before the file or code: what follows it is the script's):
+  --python <path>      Python interpreter to use (default: discovery; see check)
+  --timeout <seconds>  interrupt a cell (or script) that runs longer than this
   --images-dir <dir>   where to save image/png and image/jpeg outputs
                        (default: a new pykernel-images-* folder in the temp dir)
   --json               print every event as one NDJSON line on stdout, then
                        {"type":"done","result":<ExecuteResult>} per cell
+  -V, --version        print the version
   -h, --help           show this help
+
+Scripts (run, -c, -) run as one cell, as python runs them: __name__ is '__main__' in
+a module of their own, __file__ the file's absolute path, sys.argv [<file>|-c|-, args...],
+sys.path[0] the file's directory ('' for -c and -); tracebacks show the script's
+frames; sys.exit(n) is the exit status (sys.exit("message") prints it and exits 1).
+The working directory is unchanged.
 
 REPL input: a line is run at once unless it ends with ':' or '\\', starts with '@',
 leaves a bracket or a string open, or follows such a line; a block that had a ':'
 line (or an indented line) runs when a blank line is entered. 'exit', 'quit' or
-Ctrl-D ends the REPL.
+Ctrl-D ends the REPL; at the prompt, Ctrl-C drops the input, and twice within 1 s exits.
 
-Exit codes: 0 ok; 1 the cell raised, timed out, or the kernel died (piped REPL: any
-cell failed); 2 usage error, missing file, or the kernel could not start;
-130 interrupted (Ctrl-C). Ctrl-C interrupts the running cell; a second Ctrl-C
-within 1 s exits.`
+Ctrl-C interrupts the running cell; if it is still running 5 s later, the kernel is
+killed. A second Ctrl-C exits at once.
+
+Exit codes: 0 ok; n from a script's sys.exit(n); 1 the cell raised, timed out, or the
+kernel died (piped repl: any cell failed); 2 usage error, missing file, or the kernel
+could not start; 130 interrupted (Ctrl-C).`
 
 class UsageError extends Error {}
 
 // ---------------------------------------------------------------------------
 // Arguments
 
+/**
+ * The script a command line names: `run <file>`, `run -` or `-` (stdin). Arguments after
+ * it are the script's, like python's; `-c <code>` is handled where options are.
+ */
+function scriptNamedBy(positional) {
+  const [command, file] = positional
+  if (command === '-' && positional.length === 1) return { kind: 'stdin', argv0: '-' }
+  if (command === 'run' && positional.length === 2) {
+    return file === '-' ? { kind: 'stdin', argv0: '-' } : { kind: 'file', file, argv0: file }
+  }
+  return undefined
+}
+
+/**
+ * `{ opts, positional, script? }`. pykernel's options may come anywhere before a script
+ * (`run <file>`, `-c <code>`, `-`); everything after it is the script's `sys.argv[1:]`.
+ */
 function parseArgs(argv) {
-  const opts = { json: false, help: false, python: undefined, timeoutMs: undefined, imagesDir: undefined }
+  const opts = { json: false, help: false, version: false, python: undefined, timeoutMs: undefined, imagesDir: undefined }
   const positional = []
   const takeValue = (name, i, inline) => {
     if (inline !== undefined) return [inline, i]
     if (i + 1 >= argv.length) throw new UsageError(`${name} needs a value`)
     return [argv[i + 1], i + 1]
   }
+  let optionsEnded = false
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
-    if (arg === '--') {
-      positional.push(...argv.slice(i + 1))
-      break
+    if (arg === '--' && !optionsEnded) {
+      optionsEnded = true
+      continue
     }
-    if (!arg.startsWith('-') || arg === '-') {
+    if (optionsEnded || !arg.startsWith('-') || arg === '-') {
       positional.push(arg)
+      const script = scriptNamedBy(positional)
+      if (script) return { opts, positional, script: { ...script, args: argv.slice(i + 1) } }
       continue
     }
     const eq = arg.startsWith('--') ? arg.indexOf('=') : -1
@@ -62,9 +97,17 @@ function parseArgs(argv) {
     const inline = eq >= 0 ? arg.slice(eq + 1) : undefined
     let value
     switch (name) {
+      case '-c':
+        if (positional.length) throw new UsageError(`-c cannot follow '${positional[0]}'`)
+        ;[value, i] = takeValue(name, i, inline)
+        return { opts, positional, script: { kind: 'code', code: value, argv0: '-c', args: argv.slice(i + 1) } }
       case '-h':
       case '--help':
         opts.help = true
+        break
+      case '-V':
+      case '--version':
+        opts.version = true
         break
       case '--json':
         if (inline !== undefined) throw new UsageError('--json takes no value')
@@ -116,6 +159,15 @@ const out = {
   },
 }
 
+/**
+ * A library error's message as the CLI's user reads it: the addon's advice names its
+ * `interpreter` option, which is --python here.
+ */
+function messageOf(err) {
+  const message = err && err.message ? err.message : String(err)
+  return message.replace(/`interpreter`/g, '--python <path>')
+}
+
 function errLine(text) {
   out.freshLine()
   process.stderr.write(text.endsWith('\n') ? text : text + '\n')
@@ -156,52 +208,41 @@ class ImageSaver {
   }
 }
 
-const IMAGE_TYPES = [
-  ['image/png', 'png'],
-  ['image/jpeg', 'jpg'],
-]
+/** The `ename` of the error a cell gets when its kernel process ends under it. */
+const KERNEL_DIED = 'KernelDied'
 
-/** Text of a bundle: text/markdown, then text/plain. */
-function bundleText(bundle) {
-  for (const mime of ['text/markdown', 'text/plain']) {
-    const value = bundle[mime]
-    if (typeof value === 'string') return { mime, text: value }
-    if (Array.isArray(value)) return { mime, text: value.join('') }
+const IMAGE_EXTENSIONS = { 'image/png': 'png', 'image/jpeg': 'jpg' }
+
+/**
+ * A display/result bundle as lines for a person, rendered by the addon's `renderBundle`.
+ * Images are saved and their paths printed; next to an image, plain text is only its
+ * stand-in (`<Figure ...>`) and is left out, as `evaluate` does. The caller adds an
+ * Out[N] prefix for REPL results.
+ */
+function bundleLines(bundle, images) {
+  const rendered = loadAddon().renderBundle(bundle)
+  const lines = []
+  const text = rendered.text.replace(/\n+$/, '')
+  if (text && (rendered.markdown || !rendered.images.length)) lines.push(text)
+  for (const image of rendered.images) {
+    try {
+      lines.push(`[image saved: ${images.save(image.data, IMAGE_EXTENSIONS[image.mime])}]`)
+    } catch (err) {
+      lines.push(`[image (${image.mime}) could not be saved: ${err.message}]`)
+    }
   }
-  return undefined
+  if (!lines.length && rendered.json !== undefined) lines.push(JSON.stringify(rendered.json))
+  else if (!lines.length && rendered.status === undefined && Object.keys(bundle).length) {
+    lines.push(`[output: ${Object.keys(bundle).join(', ')}]`)
+  }
+  return lines
 }
 
 /**
- * Renders a display/result bundle for a person. Images are saved and their paths printed;
- * with an image present, a plain-text fallback (e.g. "<Figure ...>") is not printed.
- * Returns the text lines to print (the caller adds an Out[N] prefix for REPL results).
+ * Event printer for one cell. `repl` prefixes the result with Out[N]. A `script`'s
+ * SystemExit is its exit status, not an error to show (run_script.py printed any message).
  */
-function renderBundle(bundle, images) {
-  const parts = []
-  let sawImage = false
-  for (const [mime, ext] of IMAGE_TYPES) {
-    if (bundle[mime] === undefined || bundle[mime] === null) continue
-    sawImage = true
-    try {
-      parts.push(`[image saved: ${images.save(bundle[mime], ext)}]`)
-    } catch (err) {
-      parts.push(`[image (${mime}) could not be saved: ${err.message}]`)
-    }
-  }
-  const text = bundleText(bundle)
-  if (text && !(sawImage && text.mime === 'text/plain')) parts.unshift(text.text)
-  if (!parts.length) {
-    if (bundle['application/json'] !== undefined) parts.push(JSON.stringify(bundle['application/json']))
-    else {
-      const mimes = Object.keys(bundle)
-      if (mimes.length) parts.push(`[output: ${mimes.join(', ')}]`)
-    }
-  }
-  return parts
-}
-
-/** Event printer for one cell. `repl` prefixes the result with Out[N]. */
-function makePrinter({ json, images, repl }) {
+function makePrinter({ json, images, repl, script }) {
   if (json) {
     return {
       onEvent(event) {
@@ -224,13 +265,16 @@ function makePrinter({ json, images, repl }) {
           process.stderr.write(event.text)
           break
         case 'display':
-          for (const part of renderBundle(event.bundle || {}, images)) out.line(part)
+          for (const line of bundleLines(event.bundle || {}, images)) out.line(line)
           break
         case 'result':
           // Printed after the cell's output, when the promise resolves.
           resultBundle = event.bundle
           break
         case 'error': {
+          // A dead kernel is reported once, when the cell's promise resolves.
+          if (event.ename === KERNEL_DIED) break
+          if (script && event.ename === 'SystemExit') break
           const tb = Array.isArray(event.traceback) ? event.traceback.join('') : ''
           errLine(tb || `${event.ename}: ${event.evalue}`)
           break
@@ -243,13 +287,13 @@ function makePrinter({ json, images, repl }) {
     done(result) {
       const bundle = resultBundle || result.result
       if (bundle) {
-        const parts = renderBundle(bundle, images)
+        const lines = bundleLines(bundle, images)
         if (repl) {
-          const text = parts.join('\n')
+          const text = lines.join('\n')
           const prefix = `Out[${result.executionCount}]: `
           out.line(text.includes('\n') ? prefix + '\n' + text : prefix + text)
         } else {
-          for (const part of parts) out.line(part)
+          for (const line of lines) out.line(line)
         }
       }
       out.freshLine()
@@ -257,21 +301,26 @@ function makePrinter({ json, images, repl }) {
   }
 }
 
-/** Notices about how a cell ended, on stderr. Error events were already printed. */
+/**
+ * Notices about how a cell ended, on stderr. Error events were already printed, except a
+ * dead kernel's: its last stderr lines (a crash's fault report), then one line saying so.
+ */
 function reportEnding(result, { timeoutMs }) {
+  if (result.timedOut) errLine(`pykernel: the cell timed out after ${timeoutMs / 1000} s and was interrupted`)
   if (result.kernelDied) {
-    const why = (result.error && result.error.evalue) || 'the Python kernel died during the cell'
-    errLine(`pykernel: ${why}`)
-  } else if (result.timedOut) {
-    errLine(`pykernel: the cell timed out after ${timeoutMs / 1000} s and was interrupted`)
+    const { evalue, traceback } = result.error || {}
+    // The kernel's stderr tail comes as lines without their newlines.
+    if (traceback && traceback.length) errLine(traceback.join('\n'))
+    errLine(`pykernel: ${evalue || 'the Python kernel died during the cell'}`)
   }
-  // Error events were printed (or emitted as JSON) as they arrived.
 }
 
-function exitCodeOf(result) {
-  if (result.kernelDied) return 1
+function exitCodeOf(result, { script }) {
   if (result.timedOut) return 1
-  if (result.cancelled) return 130
+  if (result.cancelled) return 130 // Ctrl-C, even when the kernel had to be killed
+  if (result.kernelDied) return 1
+  // run_script.py leaves sys.exit(n) as SystemExit(status) with status from 1 to 255.
+  if (script && result.error && result.error.ename === 'SystemExit') return Number(result.error.evalue) || 1
   return result.status === 'ok' ? 0 : 1
 }
 
@@ -283,8 +332,7 @@ function loadAddon() {
 }
 
 let kernel // the live kernel, if any
-let running = false // a cell is executing
-let lastInterrupt = 0
+let cellAbort // the running cell's AbortController, if a cell runs
 let exiting = false
 
 async function shutdownKernel(graceMs) {
@@ -319,32 +367,32 @@ for (const stream of [process.stdout, process.stderr]) {
   })
 }
 
-async function exitNow(code) {
+async function exitNow(code, graceMs = 200) {
   if (exiting) return
   exiting = true
-  await shutdownKernel(200)
+  await shutdownKernel(graceMs)
   flushAndExit(code)
 }
 
-/** Ctrl-C: interrupt the running cell; a second one within 1 s exits. Returns true when handled. */
+/**
+ * Ctrl-C while a cell runs. The first one aborts the cell as the library's AbortSignal
+ * does: SIGINT, and the kernel killed if the cell is still running 5 s later (it ignores
+ * SIGINT, or is stuck in C code). A second one exits at once, as does one while leaving.
+ * Returns false when no cell runs.
+ */
 function onInterrupt() {
-  const now = Date.now()
-  const double = now - lastInterrupt < 1000
-  lastInterrupt = now
-  if (double || exiting) {
-    errLine('pykernel: interrupted twice; exiting')
-    exitNow(130)
+  if (exiting) {
+    flushAndExit(130)
     return true
   }
-  if (running && kernel) {
-    try {
-      kernel.interrupt()
-    } catch {
-      // The kernel is gone; execute() reports that.
-    }
+  if (!cellAbort) return false
+  if (cellAbort.signal.aborted) {
+    errLine('pykernel: interrupted again; exiting')
+    exitNow(130, 0)
     return true
   }
-  return false
+  cellAbort.abort()
+  return true
 }
 
 function installSignalHandlers(onIdleInterrupt) {
@@ -363,22 +411,26 @@ async function startKernel(addon, opts) {
   try {
     return await addon.Kernel.start({ cwd: process.cwd(), interpreter: opts.python })
   } catch (err) {
-    errLine(`pykernel: ${err && err.message ? err.message : String(err)}`)
+    errLine(`pykernel: ${messageOf(err)}`)
     flushAndExit(2)
     return new Promise(() => {}) // never resolves; the process is exiting
   }
 }
 
 async function runCell(code, opts, printer) {
-  running = true
+  cellAbort = new AbortController()
   try {
-    const result = await kernel.execute(code, { timeoutMs: opts.timeoutMs, onEvent: (e) => printer.onEvent(e) })
+    const result = await kernel.execute(code, {
+      timeoutMs: opts.timeoutMs,
+      signal: cellAbort.signal,
+      onEvent: (e) => printer.onEvent(e),
+    })
     if (exiting) return result // leaving on a second Ctrl-C: no notices
     printer.done(result)
     reportEnding(result, opts)
     return result
   } finally {
-    running = false
+    cellAbort = undefined
   }
 }
 
@@ -422,7 +474,7 @@ async function cmdCheck(addon, opts) {
     }
   } else {
     const code = resolveError && resolveError.code ? ` [${resolveError.code}]` : ''
-    errLine(`pykernel: ${resolveError ? resolveError.message : 'no interpreter found'}${code}`)
+    errLine(`pykernel: ${resolveError ? messageOf(resolveError) : 'no interpreter found; pass --python <path>'}${code}`)
   }
   const isolation = availability.isolation
   out.line(`sandbox:     ${isolation.mode}${isolation.enforced.length ? ` (${isolation.enforced.join(', ')})` : ''}`)
@@ -430,12 +482,13 @@ async function cmdCheck(addon, opts) {
   if (availability.ok) {
     out.line(`kernel:      ok${availability.path ? ` (${availability.path})` : ''}`)
   } else if (resolved || availability.reason !== (resolveError && resolveError.message)) {
-    errLine(`pykernel: a kernel cannot start: ${availability.reason || 'unknown reason'}`)
+    errLine(`pykernel: a kernel cannot start: ${messageOf(availability.reason || 'unknown reason')}`)
   }
   return ok ? 0 : 1
 }
 
-async function cmdCell(addon, code, opts) {
+/** Runs one cell: `exec`, or a script's cell (`script`: the cell of run_script.py). */
+async function cmdCell(addon, code, opts, { script = false } = {}) {
   const images = new ImageSaver(opts.imagesDir)
   installSignalHandlers(() => {
     // Ctrl-C while the kernel starts: stop once it is up.
@@ -443,13 +496,55 @@ async function cmdCell(addon, code, opts) {
   })
   kernel = await startKernel(addon, opts)
   if (exiting) return new Promise(() => {})
-  const printer = makePrinter({ json: opts.json, images, repl: false })
+  const printer = makePrinter({ json: opts.json, images, repl: false, script })
   try {
-    return exitCodeOf(await runCell(code, opts, printer))
+    return exitCodeOf(await runCell(code, opts, printer), { script })
   } catch (err) {
-    errLine(`pykernel: ${err && err.message ? err.message : String(err)}`)
+    errLine(`pykernel: ${messageOf(err)}`)
     return 1
   }
+}
+
+const RUN_SCRIPT_PY = path.join(__dirname, 'run_script.py')
+
+/** `run <file>`, `-c <code>`, `-`: the script as one cell that runs it as python would. */
+async function cmdScript(addon, script, opts) {
+  let filename = script.file
+  let source // none: the kernel reads the file, as python does (coding cookies)
+  if (script.kind === 'file') {
+    const why = unreadable(script.file)
+    if (why) return usageError(`cannot read ${script.file}: ${why}`)
+  } else if (script.kind === 'code') {
+    filename = '<string>'
+    source = script.code
+  } else {
+    filename = '<stdin>'
+    source = await readStdin()
+  }
+  // JSON strings and arrays of strings are Python literals too.
+  const literal = (value) => (value === undefined ? 'None' : JSON.stringify(value))
+  const argv = [script.argv0, ...script.args]
+  const cell =
+    fs.readFileSync(RUN_SCRIPT_PY, 'utf8') +
+    `\n_pykernel_run_script(${literal(filename)}, ${literal(source)}, ${literal(argv)})\n`
+  return cmdCell(addon, cell, opts, { script: true })
+}
+
+/** Why `file` cannot be run as a script, or undefined. */
+function unreadable(file) {
+  try {
+    if (fs.statSync(file).isDirectory()) return 'is a directory'
+    fs.accessSync(file, fs.constants.R_OK)
+    return undefined
+  } catch (err) {
+    return err.code === 'ENOENT' ? 'no such file' : err.code === 'EACCES' ? 'permission denied' : err.message
+  }
+}
+
+async function readStdin() {
+  const chunks = []
+  for await (const chunk of process.stdin) chunks.push(chunk)
+  return Buffer.concat(chunks).toString('utf8')
 }
 
 // -- REPL ---------------------------------------------------------------------
@@ -555,7 +650,7 @@ async function cmdRepl(addon, opts) {
     try {
       result = await runCell(code, opts, printer)
     } catch (err) {
-      errLine(`pykernel: ${err && err.message ? err.message : String(err)}`)
+      errLine(`pykernel: ${messageOf(err)}`)
       result = { kernelDied: !kernel || !kernel.alive }
     }
     if (result.status !== 'ok') anyFailed = true
@@ -568,9 +663,7 @@ async function cmdRepl(addon, opts) {
 
   if (!interactive) {
     // Piped stdin: the whole input, split into cells like typed lines would be.
-    const chunks = []
-    for await (const chunk of process.stdin) chunks.push(chunk)
-    const input = Buffer.concat(chunks).toString('utf8').replace(/\r\n/g, '\n')
+    const input = (await readStdin()).replace(/\r\n/g, '\n')
     const lines = input.split('\n')
     if (lines.length && lines[lines.length - 1] === '') lines.pop()
     const collector = new CellCollector()
@@ -606,8 +699,16 @@ async function cmdRepl(addon, opts) {
     closed = true
     if (wake) wake()
   })
+  let lastIdleInterrupt = 0
   rl.on('SIGINT', () => {
     if (onInterrupt()) return
+    const now = Date.now()
+    if (now - lastIdleInterrupt < 1000) {
+      errLine('pykernel: interrupted twice; exiting')
+      exitNow(130)
+      return
+    }
+    lastIdleInterrupt = now
     // Idle at the prompt: drop the partial input, like IPython.
     collector.reset()
     queue.length = 0
@@ -641,47 +742,45 @@ async function cmdRepl(addon, opts) {
 
 // ---------------------------------------------------------------------------
 
+/** A usage error: one line naming what is wrong, and where to look. Exit code 2. */
+function usageError(message) {
+  process.stderr.write(`pykernel: ${message}; see pykernel --help\n`)
+  return 2
+}
+
 async function main(argv) {
   let parsed
   try {
     parsed = parseArgs(argv)
   } catch (err) {
     if (!(err instanceof UsageError)) throw err
-    process.stderr.write(`pykernel: ${err.message}\n\n${USAGE}\n`)
-    return 2
+    return usageError(err.message)
   }
-  const { opts, positional } = parsed
+  const { opts, positional, script } = parsed
   if (opts.help) {
     process.stdout.write(USAGE + '\n')
     return 0
   }
-  const [command, ...args] = positional
-  const usageError = (message) => {
-    process.stderr.write(`pykernel: ${message}\n\n${USAGE}\n`)
-    return 2
+  if (opts.version) {
+    process.stdout.write(`pykernel ${require('../package.json').version}\n`)
+    return 0
   }
+  if (script) return cmdScript(loadAddon(), script, opts)
+  const [command, ...args] = positional
 
   switch (command) {
     case undefined:
+      // As python: a terminal gets the REPL, piped input runs as one script.
+      if (!process.stdin.isTTY) return cmdScript(loadAddon(), { kind: 'stdin', argv0: '', args: [] }, opts)
+      return cmdRepl(loadAddon(), opts)
     case 'repl':
       if (args.length) return usageError(`unexpected argument '${args[0]}'`)
       return cmdRepl(loadAddon(), opts)
     case 'exec':
       if (args.length !== 1) return usageError('exec takes exactly one argument: the code to run (quote it)')
       return cmdCell(loadAddon(), args[0], opts)
-    case 'run': {
-      if (args.length !== 1) return usageError('run takes exactly one argument: the file to run')
-      let code
-      try {
-        code = fs.readFileSync(args[0], 'utf8')
-      } catch (err) {
-        const why =
-          err.code === 'ENOENT' ? 'no such file' : err.code === 'EISDIR' ? 'is a directory' : err.message
-        process.stderr.write(`pykernel: cannot read ${args[0]}: ${why}\n`)
-        return 2
-      }
-      return cmdCell(loadAddon(), code, opts)
-    }
+    case 'run': // with its file, `run` is a script
+      return usageError('run needs a file to run (or - for stdin)')
     case 'check':
       if (args.length) return usageError(`unexpected argument '${args[0]}'`)
       return cmdCheck(loadAddon(), opts)
