@@ -6,7 +6,8 @@
 // - `npm install dist/pykernel-<v>.tgz dist/pykernel-<platform>-<v>.tgz` into an empty
 //   project (no build may run: `cargo`/`rustc` are not on PATH, and the main package has
 //   no install scripts);
-// - `npx pykernel exec "print(6*7)"` prints 42, `npx pykernel --version` the version;
+// - `npx pykernel exec "print(6*7)"` prints 42, `npx pykernel --version` the version,
+//   `npx pykernel run script.py args` runs the script with its arguments;
 // - the README's install example (the first ```js block of its "Install" section) runs
 //   as written, as an ES module with top-level await, and prints 42;
 // - `require('pykernel')` from CommonJS, and the example again under Bun;
@@ -74,6 +75,9 @@ function main() {
 
     expect('npx pykernel exec', run('npx pykernel exec', 'npx', ['pykernel', 'exec', 'print(6*7)'], options), '42\n')
     expect('npx pykernel --version', run('npx pykernel --version', 'npx', ['pykernel', '--version'], options), `pykernel ${pkg.version}`)
+
+    fs.writeFileSync(path.join(project, 'script.py'), 'import sys\nprint(sys.argv[1:], __name__)\n')
+    expect('npx pykernel run', run('npx pykernel run', 'npx', ['pykernel', 'run', 'script.py', 'a', '--b'], options), "['a', '--b'] __main__")
 
     fs.writeFileSync(path.join(project, 'example.mjs'), readmeExample())
     expect('README example (ESM)', run('README example (ESM)', process.execPath, ['example.mjs'], options), '42')
