@@ -20,6 +20,9 @@ const USAGE = `Usage:
   pykernel repl [options]                      the REPL; piped lines run as if typed
                                                (Out[N]; an error does not stop it)
   pykernel check [--python <path>]             show which Python a kernel would use
+  pykernel mcp [--python <path>] [--timeout <seconds>]
+                                               serve the python tool (and session
+                                               tools) to an MCP client over stdio
 
 Options (for run, -c and -, before the file or code: what follows it is the script's):
   --python <path>      Python interpreter to use (default: discovery; see check)
@@ -784,6 +787,9 @@ async function main(argv) {
     case 'check':
       if (args.length) return usageError(`unexpected argument '${args[0]}'`)
       return cmdCheck(loadAddon(), opts)
+    case 'mcp':
+      if (args.length) return usageError(`unexpected argument '${args[0]}'`)
+      return require('./mcp.js').serveMcp(loadAddon(), opts)
     case 'help':
       process.stdout.write(USAGE + '\n')
       return 0

@@ -1,0 +1,98 @@
+// `pykernel/tool`: the eval tool as data (name, JSON Schema, description) and its handler.
+import type { EvalResult, KernelEvent, KernelPool, TruncationInfo } from './index'
+
+/** One call's input, as `schema` describes it. */
+export interface ToolInput {
+  /** Run in order in one session; the first failure stops the rest. */
+  cells: ToolCell[]
+  /** The persistent process to use. @default "default" */
+  session?: string
+  /** Seconds per cell. @default 30, clamped to 1..3600 */
+  timeout?: number
+  /** A fresh process before the first cell. */
+  reset?: boolean
+}
+
+export interface ToolCell {
+  code: string
+  title?: string
+  /** Seconds this cell may run; overrides the call's `timeout`. */
+  timeout?: number
+  /** A fresh process right before this cell. */
+  reset?: boolean
+}
+
+/** What the host gives `handle` beside the model's input. */
+export interface ToolContext {
+  pool: KernelPool
+  /**
+   * The conversation: the model's sessions become `<sessionId>/<session>` (the default
+   * session is `sessionId` itself), owned by it, so `pool.disposeOwner(sessionId)` ends
+   * them all. Without it, the model's session name is the pool's session id.
+   */
+  sessionId?: string | undefined
+  /** The owner of the sessions; default `sessionId`. */
+  ownerId?: string | undefined
+  cwd?: string | undefined
+  interpreter?: string | undefined
+  /** The timeout when the model gives none. @default 30 (the pool's) */
+  timeoutSeconds?: number | undefined
+  signal?: AbortSignal | undefined
+  onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
+  /** Sanitized output as it is built (passed to the pool as `onOutput`). */
+  onOutput?: ((chunk: string, cellIndex: number) => void | Promise<void>) | undefined
+}
+
+export interface ToolImage {
+  mime: 'image/png' | 'image/jpeg'
+  /** Base64. */
+  data: string
+}
+
+export interface ToolResult {
+  /** What the model reads: notices, then the sanitized, truncated output. */
+  text: string
+  images: ToolImage[]
+  /** The call failed, was cancelled or timed out, or was refused. */
+  isError: boolean
+  details: ToolDetails
+}
+
+export interface ToolDetails {
+  /** Set when the call was refused before running: `ERR_INVALID_ARG` for bad input, else
+   *  the pool's code (`ERR_POOL_FULL`, `ERR_PYTHON_INVALID`, ...). */
+  code?: string
+  /** The model's session name and the pool's session id it maps to. */
+  session?: string
+  sessionId?: string
+  exitCode?: 0 | 1 | null
+  cancelled?: boolean
+  timedOut?: boolean
+  sessionLost?: boolean
+  kernelRestarted?: boolean
+  failedCell?: number | undefined
+  truncated?: TruncationInfo | undefined
+  /** The pool's whole result. */
+  result?: EvalResult
+}
+
+/** The JSON Schema of `ToolInput`. */
+export interface ToolSchema {
+  type: 'object'
+  properties: Record<string, unknown>
+  required: string[]
+  additionalProperties: false
+}
+
+/** The tool's name as a model calls it: `"python"`. */
+export declare const name: string
+/** The model-facing description: sessions, timeouts, output limits, helpers, magics. */
+export declare const description: string
+export declare const schema: ToolSchema
+/** The session a call without `session` uses: `"default"`. */
+export declare const DEFAULT_SESSION: string
+/**
+ * Runs one call through `ctx.pool.execute`. Bad input and refused calls resolve with
+ * `isError` and `details.code`; a bad `ctx` rejects with `ERR_INVALID_ARG`.
+ */
+export declare function handle(request: unknown, ctx: ToolContext): Promise<ToolResult>

@@ -1,0 +1,205 @@
+'use strict'
+// `pykernel/tool`: the eval tool as data, for an agent that registers tools by name,
+// JSON Schema and description (a TypeScript agent loop, the MCP server in bin/mcp.js).
+// `handle` maps one tool call onto `KernelPool.execute` and returns what a model reads.
+// It adds no execution logic of its own: timeouts, clamping, truncation and notices
+// are the pool's, so a tool call and a direct `pool.execute` behave alike.
+
+/** The tool's name as a model calls it. */
+const name = 'python'
+
+/** The default session of a call that names none. */
+const DEFAULT_SESSION = 'default'
+
+/** JSON Schema (draft 2020-12 subset every tool API accepts) of one call's input. */
+const schema = {
+  type: 'object',
+  properties: {
+    cells: {
+      type: 'array',
+      minItems: 1,
+      description: 'Python cells, run in order in one session; the first one that fails stops the rest.',
+      items: {
+        type: 'object',
+        properties: {
+          code: { type: 'string', description: 'Python source; the value of a final expression is shown, as in a notebook.' },
+          title: { type: 'string', description: 'A short name for the cell, used when it fails ("cell 2 of 3 (load data) failed").' },
+          timeout: { type: 'number', exclusiveMinimum: 0, description: "Seconds this cell may run; overrides the call's timeout." },
+          reset: { type: 'boolean', description: 'Start a fresh Python process right before this cell.' },
+        },
+        required: ['code'],
+        additionalProperties: false,
+      },
+    },
+    session: {
+      type: 'string',
+      minLength: 1,
+      description: `Which persistent Python process to use; state carries over between calls with the same session. Default "${DEFAULT_SESSION}".`,
+    },
+    timeout: { type: 'number', exclusiveMinimum: 0, description: 'Seconds each cell may run. Default 30, clamped to 1..3600.' },
+    reset: { type: 'boolean', description: 'Start the session from a fresh Python process before the first cell.' },
+  },
+  required: ['cells'],
+  additionalProperties: false,
+}
+
+/** What the model is told about the tool: our own words for what the kernel offers. */
+const description = `Run Python in a persistent process and read what it printed, returned and displayed.
+
+Sessions and state
+- A call runs its cells in order in one Python process, the "session" (default "${DEFAULT_SESSION}"). Variables, imports, functions and the working directory stay for the next call to the same session; different sessions are separate processes and share nothing.
+- Build up work in steps: load once, then explore in later calls. Give cells short titles; the first failing cell stops the rest and the result names it, earlier cells' effects remain.
+- A session can be restarted behind your back (idle for long, the host needed room, a crash); the result then says its earlier state is gone, so redo the setup. "reset": true starts the session fresh on purpose; a cell's own "reset" does it right before that cell.
+
+Time
+- "timeout" is seconds per cell: default 30, clamped to 1..3600; a cell's own "timeout" overrides it. A cell that runs past it is interrupted and the result says so; the session stays alive with its state. Waiting for agent() or completion() does not count against it.
+
+What comes back
+- stdout and stderr as written, the value of each cell's last expression, and tracebacks, as plain text: colour codes are removed and a progress bar keeps only its final line.
+- Long output is shortened: lines past 768 bytes are cut, and beyond about 70 KiB you see the start and the end with a marker saying how many lines were left out. When the full text was kept, the result says where (an artifact:// address or a file path); read that with read() in a cell, a range of lines at a time.
+- Pictures come back as images: matplotlib figures (shown after the cell, or at plt.show()), PIL images, and display() of anything with a PNG or JPEG form. DataFrames and other rich objects show as text tables.
+
+Ready-made names in every session
+- display(obj), update_display(obj, display_id=...), clear_output(): rich output as in Jupyter.
+- read(path, offset=1, limit=None): a file's lines (1-based), also artifact:// addresses; write(path, content) creates folders as needed.
+- env(key=None, value=None): read or set environment variables. defs(): what you have defined so far, with shapes.
+- kv.get(key, default=None), kv.set(key, value), kv.delete(key), kv.list(): a small JSON store for this session that survives a reset.
+- log(msg) and phase(title): progress notes for the user.
+- tool.<name>(**args) calls a tool of the host; agent(prompt, ...) hands a task to another agent and completion(prompt, ...) asks a model; parallel(thunks) and pipeline(items, *stages) run such calls concurrently. These work only where the host provides them.
+
+IPython habits that work
+- !cmd runs a shell command with its output streamed (x = !cmd keeps the lines); %%bash runs the cell as a script.
+- %pip install <pkg> installs into this Python, usable at once. Also %cd, %pwd, %ls, %env, %time, %timeit, %who, %whos, %reset, %run file.py, %load, %%capture, %%writefile.
+
+Limits
+- Nothing is interactive: input() and getpass() fail at once, and shell commands get no stdin.
+- Output is kept for the model, not a terminal: prefer printing summaries (df.head(), len(x)) to dumping everything.`
+
+/** An `Error` with a stable `code`, as the addon's errors carry. */
+function coded(message, code = 'ERR_INVALID_ARG') {
+  const error = new TypeError(message)
+  error.code = code
+  return error
+}
+
+function isPlainObject(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+}
+
+/** The first way `value` breaks `schema`, or undefined. Checks exactly this schema's rules
+ *  (no general validator: the package has no dependency for it, and a model needs the
+ *  reason in one line). */
+function invalidRequest(request) {
+  if (!isPlainObject(request)) return 'the input must be an object with "cells"'
+  for (const key of Object.keys(request)) if (!(key in schema.properties)) return `unknown field "${key}"`
+  if (!Array.isArray(request.cells) || request.cells.length === 0) return '"cells" must be a non-empty array of {code, title?, timeout?, reset?}'
+  for (const [i, cell] of request.cells.entries()) {
+    if (!isPlainObject(cell)) return `cells[${i}] must be an object with "code"`
+    for (const key of Object.keys(cell)) if (!(key in schema.properties.cells.items.properties)) return `cells[${i}] has an unknown field "${key}"`
+    if (typeof cell.code !== 'string') return `cells[${i}].code must be a string`
+    if (cell.title !== undefined && typeof cell.title !== 'string') return `cells[${i}].title must be a string`
+    if (cell.timeout !== undefined && !isPositiveNumber(cell.timeout)) return `cells[${i}].timeout must be a positive number of seconds`
+    if (cell.reset !== undefined && typeof cell.reset !== 'boolean') return `cells[${i}].reset must be true or false`
+  }
+  if (request.session !== undefined && (typeof request.session !== 'string' || request.session === '')) return '"session" must be a non-empty string'
+  if (request.timeout !== undefined && !isPositiveNumber(request.timeout)) return '"timeout" must be a positive number of seconds'
+  if (request.reset !== undefined && typeof request.reset !== 'boolean') return '"reset" must be true or false'
+  return undefined
+}
+
+function isPositiveNumber(value) {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0
+}
+
+/**
+ * The pool's session id and owner for a call. A host that serves several conversations
+ * gives each its `ctx.sessionId`; the model's `session` names processes within it
+ * (`<ctx.sessionId>/<session>`; the default session is `ctx.sessionId` itself), and they are owned by the conversation, so
+ * `pool.disposeOwner(ctx.sessionId)` (or `ctx.ownerId`) ends all of them.
+ */
+function sessionOf(request, ctx) {
+  const session = request.session ?? DEFAULT_SESSION
+  if (ctx.sessionId === undefined) return { sessionId: session, ownerId: ctx.ownerId }
+  const sessionId = session === DEFAULT_SESSION ? ctx.sessionId : `${ctx.sessionId}/${session}`
+  return { sessionId, ownerId: ctx.ownerId ?? ctx.sessionId }
+}
+
+/** The `EvalRequest` for one call: the model's fields in the pool's names, the host's
+ *  context (session, cwd, interpreter, signal, streaming) beside them. */
+function evalRequestOf(request, ctx) {
+  const evalRequest = {
+    ...sessionOf(request, ctx),
+    cells: request.cells.map(({ code, title, timeout, reset }) => dropUndefined({ code, title, timeout, reset })),
+    timeoutSeconds: request.timeout ?? ctx.timeoutSeconds,
+    reset: request.reset,
+    cwd: ctx.cwd,
+    interpreter: ctx.interpreter,
+    signal: ctx.signal,
+    onEvent: ctx.onEvent,
+    onOutput: ctx.onOutput,
+  }
+  return dropUndefined(evalRequest)
+}
+
+function dropUndefined(object) {
+  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined))
+}
+
+/** The text a model reads: the pool's output, plus where the full output went when the
+ *  pool's own text does not say so already. */
+function textOf(result) {
+  const path = result.truncated && result.truncated.artifactPath
+  if (!path || result.output.includes('artifact://') || result.output.includes(path)) return result.output
+  return `${result.output.replace(/\n?$/, '\n')}[the full output is in ${path}]`
+}
+
+/**
+ * Runs one tool call. `ctx.pool` is the `KernelPool`; the rest is optional:
+ * `sessionId`/`ownerId` (the conversation), `cwd`, `interpreter`, `timeoutSeconds` (the
+ * default when the model gives none), `signal`, `onEvent`, `onOutput` (the pool's).
+ *
+ * Resolves `{ text, images, isError, details }`. A bad request (the model's mistake) and
+ * a call the pool refused (`ERR_POOL_FULL`, `ERR_PYTHON_INVALID`, ...) resolve with
+ * `isError` and the reason in `text` and `details.code`, so the model can correct
+ * itself; a bad `ctx` (the host's mistake) rejects with `ERR_INVALID_ARG`.
+ */
+async function handle(request, ctx) {
+  if (!isPlainObject(ctx) || !ctx.pool || typeof ctx.pool.execute !== 'function') {
+    throw coded('pykernel/tool handle(request, ctx): ctx.pool must be a KernelPool')
+  }
+  if (ctx.sessionId !== undefined && (typeof ctx.sessionId !== 'string' || ctx.sessionId === '')) {
+    throw coded('pykernel/tool handle(request, ctx): ctx.sessionId must be a non-empty string')
+  }
+  const problem = invalidRequest(request)
+  if (problem) return refused(`Invalid ${name} tool input: ${problem}.`, 'ERR_INVALID_ARG')
+  const evalRequest = evalRequestOf(request, ctx)
+  let result
+  try {
+    result = await ctx.pool.execute(evalRequest)
+  } catch (error) {
+    return refused(`The Python session could not run this call: ${error.message}`, error.code || 'ERR_INTERNAL')
+  }
+  return {
+    text: textOf(result),
+    images: result.images.map(({ mime, data }) => ({ mime, data })),
+    isError: result.exitCode !== 0,
+    details: {
+      session: request.session ?? DEFAULT_SESSION,
+      sessionId: evalRequest.sessionId,
+      exitCode: result.exitCode,
+      cancelled: result.cancelled,
+      timedOut: result.timedOut,
+      sessionLost: result.sessionLost,
+      kernelRestarted: result.kernelRestarted,
+      failedCell: result.failedCell,
+      truncated: result.truncated,
+      result,
+    },
+  }
+}
+
+function refused(text, code) {
+  return { text, images: [], isError: true, details: { code } }
+}
+
+module.exports = { name, description, schema, handle, DEFAULT_SESSION }
