@@ -28,6 +28,22 @@ test('every export of the binding is a named export of the package, from CommonJ
   }
 })
 
+test("the exports map: 'pykernel', 'pykernel/tool' and 'pykernel/package.json' by name, from CommonJS and ESM", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-exports-'))
+  try {
+    fs.mkdirSync(path.join(dir, 'node_modules'))
+    fs.symlinkSync(root, path.join(dir, 'node_modules', 'pykernel'))
+    fs.writeFileSync(path.join(dir, 'cjs.js'), "const { Kernel } = require('pykernel'); const tool = require('pykernel/tool'); const { version } = require('pykernel/package.json'); console.log(typeof Kernel, tool.name, typeof tool.handle, version)\n")
+    fs.writeFileSync(path.join(dir, 'esm.mjs'), "import { Kernel } from 'pykernel'; import { name, handle, schema } from 'pykernel/tool'; console.log(typeof Kernel, name, typeof handle, schema.type)\n")
+    const run = (file) => execFileSync(process.execPath, [path.join(dir, file)], { cwd: dir, encoding: 'utf8' }).trim()
+    assert.equal(run('cjs.js'), `function python function ${pkg.version}`)
+    assert.equal(run('esm.mjs'), 'function python function object')
+    assert.equal(pkg.dependencies['@modelcontextprotocol/sdk'] !== undefined, true, 'pykernel mcp needs the SDK at run time')
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
+
 test('without an addon for the machine, loading says which package is missing and what to do', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-nobinding-'))
   try {
@@ -53,7 +69,7 @@ test('npm run pack: the main package ships what users need, no addon, no scripts
     execFileSync(process.execPath, [path.join(root, 'scripts', 'pack.js')], { env: { ...process.env, PYKERNEL_DIST: dist }, encoding: 'utf8' })
     const tarball = path.join(dist, `pykernel-${pkg.version}.tgz`)
     const files = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n').map((f) => f.replace(/^package\//, ''))
-    for (const want of ['main.js', 'index.js', 'index.d.ts', 'types.d.ts', 'bin/pykernel.js', 'runner/runner.py', 'runner/pykernel_runner/kernel.py', 'README.md', 'LICENSE', 'CHANGELOG.md', 'package.json']) {
+    for (const want of ['main.js', 'index.js', 'index.d.ts', 'types.d.ts', 'tool.js', 'tool.d.ts', 'bin/pykernel.js', 'bin/mcp.js', 'runner/runner.py', 'runner/pykernel_runner/kernel.py', 'README.md', 'LICENSE', 'CHANGELOG.md', 'package.json']) {
       assert.ok(files.includes(want), `${want} is in the tarball (it holds: ${files.join(', ')})`)
     }
     assert.deepEqual(files.filter((f) => f.endsWith('.node') || f.includes('__pycache__') || f.startsWith('src/')), [])
