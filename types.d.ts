@@ -11,6 +11,11 @@ export type KernelEvent =
   | { type: 'stdout' | 'stderr'; text: string; late?: true }
   | { type: 'display'; bundle: MimeBundle; displayId?: string; update?: boolean }
   | { type: 'result'; bundle: MimeBundle }
+  /** From the cell (`_emit_status`, `log`, `phase`, magics) or from the host: `op:
+   *  'sandbox'` (`{mode, missing}`, once per kernel), and `op: 'timeout'`, the cell's clock
+   *  standing still while `agent()`/`completion()` calls are in flight: `{state: 'paused',
+   *  call}` when the first starts, `{state: 'resumed', pausedMs}` when the last ends (or the
+   *  cell does). Never part of the agent text `output`. */
   | { type: 'status'; op: string; data: Record<string, unknown> }
   | { type: 'clear'; wait: boolean }
   /** `ename` is the exception's class name, or `'KernelDied'` when the kernel process

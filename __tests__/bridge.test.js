@@ -127,3 +127,87 @@ test('a pool passes its onCall to every kernel', async (t) => {
   const r = await pool.execute({ sessionId: 'b', cells: [{ code: call('hello', {}) }] })
   assert.equal(r.cells[0].result['text/plain'], "'pool saw hello'")
 })
+
+/** The timeout-control status events among `events` (from `onEvent`), as `state` names
+ *  with stdout text in between, so their order against the cell's output shows. */
+const clockAndStdout = (events) =>
+  events
+    .filter((e) => e.type === 'stdout' || (e.type === 'status' && e.op === 'timeout'))
+    .map((e) => (e.type === 'stdout' ? e.text : e.data.state))
+
+test('a call to another model is framed by paused and resumed status events, not output', async (t) => {
+  const kernel = await startKernel({ onCall: async (c) => (await sleep(1500), `${c.name} answered`) })
+  t.after(() => kernel.shutdown())
+  const { result, events } = await run(kernel, `print("before")\nagent("p")\nprint("after")`, { timeoutMs: 1000 })
+  assert.equal(result.timedOut, false, 'the 1.5 s call did not use the 1 s budget')
+  assert.equal(result.status, 'ok')
+  assert.deepEqual(clockAndStdout(events), ['before\n', 'paused', 'resumed', 'after\n'])
+  const [paused, resumed] = events.filter((e) => e.op === 'timeout').map((e) => e.data)
+  assert.deepEqual(paused, { state: 'paused', call: 'agent' })
+  assert.deepEqual(Object.keys(resumed).sort(), ['pausedMs', 'state'])
+  assert.ok(resumed.pausedMs >= 1400 && resumed.pausedMs < 5000, `pausedMs ${resumed.pausedMs}`)
+  assert.equal(result.stdout, 'before\nafter\n')
+  assert.deepEqual(result.statuses.map((s) => s.data.state), ['paused', 'resumed'], 'kept with the result too')
+
+  // completion() stops the clock too; a tool call does not, and says nothing.
+  const done = await run(kernel, 'completion("q")')
+  assert.deepEqual(clockAndStdout(done.events), ['paused', 'resumed'])
+  assert.equal(done.events.find((e) => e.op === 'timeout').data.call, 'completion')
+  const tool = await run(kernel, 'tool.search(q=1)')
+  assert.equal(tool.result.status, 'ok')
+  assert.deepEqual(clockAndStdout(tool.events), [])
+})
+
+test('overlapping calls pause the clock once: one paused, one resumed when the last ends', async (t) => {
+  const kernel = await startKernel({ onCall: async (c) => (await sleep(c.args.ms), c.args.ms) })
+  t.after(() => kernel.shutdown())
+  const code = [
+    'import threading',
+    'out = []',
+    'def ask(name, ms):',
+    '    out.append(__pykernel__.bridge_call(name, {"ms": ms}))',
+    'threads = [threading.Thread(target=ask, args=a) for a in (("agent", 300), ("completion", 600), ("agent", 900))]',
+    'for th in threads: th.start()',
+    'for th in threads: th.join()',
+    'print(sorted(out))',
+  ].join('\n')
+  const started = Date.now()
+  const { result, events } = await run(kernel, code, { timeoutMs: 1000 })
+  assert.equal(result.timedOut, false)
+  assert.deepEqual(clockAndStdout(events), ['paused', 'resumed', '[300, 600, 900]\n'])
+  const resumed = events.filter((e) => e.op === 'timeout')[1].data
+  assert.ok(resumed.pausedMs >= 850, `stood still until the last call ended (${resumed.pausedMs} ms)`)
+  assert.ok(Date.now() - started < 5000)
+})
+
+test('a call still in flight when its cell ends is closed by a resumed event', async (t) => {
+  const kernel = await startKernel({ onCall: async () => (await sleep(1500), 'late') })
+  t.after(() => kernel.shutdown())
+  const code = 'import threading, time\nthreading.Thread(target=lambda: agent("p"), daemon=True).start()\ntime.sleep(0.3)'
+  const { result, events } = await run(kernel, code)
+  assert.equal(result.status, 'ok')
+  assert.deepEqual(clockAndStdout(events), ['paused', 'resumed'])
+  // The late reply reaches the thread; the next cell sees no event of the earlier one.
+  const next = await run(kernel, 'import time; time.sleep(1.5); "next"')
+  assert.equal(next.result.result['text/plain'], "'next'")
+  assert.deepEqual(clockAndStdout(next.events), [])
+})
+
+test('evaluate and the pool stream the clock events and keep them out of the agent text', async (t) => {
+  const onCall = async () => (await sleep(300), 'answer')
+  const code = 'print("before")\nagent("p")\nprint("after")'
+  const kernel = await startKernel({ onCall })
+  t.after(() => kernel.shutdown())
+  const seen = []
+  const r = await kernel.evaluate([{ code }], { onEvent: (_cell, e) => seen.push(e) })
+  assert.equal(r.output, 'before\nafter\n')
+  assert.deepEqual(clockAndStdout(seen), ['before\n', 'paused', 'resumed', 'after\n'])
+  assert.deepEqual(r.statuses.map((s) => [s.op, s.data.state]), [['timeout', 'paused'], ['timeout', 'resumed']])
+
+  const pool = new addon.KernelPool({ kernel: { interpreter: python, onCall } })
+  t.after(() => pool.disposeAll())
+  const pooled = []
+  const p = await pool.execute({ sessionId: 'clock', cells: [{ code }], onEvent: (_cell, e) => pooled.push(e) })
+  assert.equal(p.output, 'before\nafter\n')
+  assert.deepEqual(clockAndStdout(pooled), ['before\n', 'paused', 'resumed', 'after\n'])
+})

@@ -266,6 +266,39 @@ test('read and write', async (t) => {
   })
 })
 
+test('agent() passes isolated, apply and merge to the host and returns the isolation fields', async (t) => {
+  const { calls, onCall } = recorder({
+    agent: (args) => ({
+      text: 'patched',
+      details: { id: 'a9', agent: args.agent, isolated: args.isolated ?? false, branch: 'agent/a9', patch: 'diff --git a/x b/x', text: 'not this' },
+    }),
+  })
+  const kernel = await startKernel({ onCall })
+  t.after(() => kernel.shutdown())
+  const last = () => calls.at(-1).args
+
+  await ok(kernel, 'agent("p", isolated=True, apply=False, merge=True)')
+  assert.deepEqual(last(), { prompt: 'p', agent: 'task', isolated: true, apply: false, merge: true })
+  await ok(kernel, 'agent("p", isolated=None, apply=None, merge=None)')
+  assert.deepEqual(last(), { prompt: 'p', agent: 'task' }, 'None leaves the choice to the host')
+
+  // The node keeps its own fields and gains the rest of the host's details.
+  assert.equal(
+    await value(kernel, 'node = agent("p", isolated=True, handle=True); sorted(node.items())'),
+    "[('agent', 'task'),\n ('branch', 'agent/a9'),\n ('handle', 'agent://a9'),\n ('id', 'a9'),\n ('isolated', True),\n ('output', 'patched'),\n ('patch', 'diff --git a/x b/x'),\n ('text', 'patched')]",
+  )
+  assert.equal(await value(kernel, 'agent("p", isolated=True)'), "'patched'", 'without handle, the text alone')
+
+  const before = calls.length
+  for (const [arg, bad, type] of [['isolated', '"yes"', 'str'], ['apply', '1', 'int'], ['merge', '[]', 'list']]) {
+    const error = await failure(kernel, `agent("p", ${arg}=${bad})`)
+    assert.equal(error.ename, 'TypeError')
+    assert.equal(error.evalue, `agent(): ${arg} must be True, False or None, not ${type}`)
+  }
+  assert.equal(calls.length, before, 'a bad argument reaches no host')
+  assert.equal(await value(kernel, '1 + 1'), '2', 'the kernel is still usable')
+})
+
 test('log and phase are status events, not output', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())

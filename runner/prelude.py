@@ -15,8 +15,10 @@ until the host's ``onCall`` answers).  What a host is asked, by call name:
 * ``<name>`` (from ``tool.<name>(**args)``): the keyword arguments as a dict.
 * ``read``: ``{"path"}`` for a ``scheme://`` path (``:a-b`` appended when an
   offset or limit is given); the reply is the text, or ``{"text": ...}``.
-* ``agent``: ``{"prompt", "agent", "model"?, "label"?, "schema"?, "handle"?}``;
-  the reply is the text, or ``{"text", "details": {"id", "agent"}, "data"?}``.
+* ``agent``: ``{"prompt", "agent", "model"?, "label"?, "schema"?, "handle"?,
+  "isolated"?, "apply"?, "merge"?}``; the reply is the text, or ``{"text",
+  "details": {"id", "agent", ...}, "data"?}`` (other ``details`` fields, such as
+  the outcome of an isolated run, reach the node ``handle=True`` returns).
 * ``completion``: ``{"prompt", "model", "system"?, "schema"?}``; the reply is
   the text, or ``{"text", "data"?}``.
 * ``concurrency``: ``{}``, once per ``parallel``/``pipeline`` stage; the reply
@@ -345,17 +347,28 @@ tool = _Tools()
 
 
 def agent(prompt, *, agent="task", model=None, label=None, schema=None,
-          handle=False):
+          handle=False, isolated=None, apply=None, merge=None):
     """Run a subagent through the host and return its final text.
 
     With ``schema`` (a JSON Schema dict) the agent's output is parsed as JSON
     and the object returned.  With ``handle=True`` a node dict is returned
     instead: ``{"text", "output", "handle", "id", "agent"}``, ``handle`` being
     the agent's ``agent://<id>`` (None when the host gave no id), plus
-    ``"data"`` (the parsed object) when ``schema`` is set.
+    ``"data"`` (the parsed object) when ``schema`` is set, plus every other
+    field of the host's ``details`` (what an isolated run produced, say).
+
+    ``isolated`` (run the subagent in its own copy of the workspace),
+    ``apply`` (bring its changes back) and ``merge`` (merge them into the
+    caller's branch) are True, False or None (the host decides); they reach
+    the host as given, and only when not None.
     """
+    for key, value in (("isolated", isolated), ("apply", apply), ("merge", merge)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError("agent(): %s must be True, False or None, not %s"
+                            % (key, type(value).__name__))
     args = {"prompt": prompt, "agent": agent}
-    for key, value in (("model", model), ("label", label), ("schema", schema)):
+    for key, value in (("model", model), ("label", label), ("schema", schema),
+                       ("isolated", isolated), ("apply", apply), ("merge", merge)):
         if value is not None:
             args[key] = value
     if handle:
@@ -379,7 +392,15 @@ def agent(prompt, *, agent="task", model=None, label=None, schema=None,
     }
     if has_data:
         node["data"] = data
+    for key, value in details.items():
+        if key not in node and key not in _REPLY_FIELDS:
+            node[key] = value
     return node
+
+
+# Fields of an agent reply that are not details of the run (when a host puts its
+# details at the top level of the reply instead of under "details").
+_REPLY_FIELDS = frozenset(("text", "data", "details"))
 
 
 def completion(prompt, *, model="default", system=None, schema=None):

@@ -287,6 +287,16 @@ impl Collector {
         self.done
     }
 
+    /// A status event from the host itself (not from the runner), kept with the cell's own;
+    /// returns the event to stream.
+    pub fn host_status(&mut self, status: StatusEvent) -> KernelEvent {
+        self.outcome.statuses.push(status.clone());
+        KernelEvent::Status {
+            op: status.op,
+            data: status.data,
+        }
+    }
+
     /// Applies one frame; returns the event it stands for, if any.
     pub fn apply(&mut self, frame: RunnerFrame) -> Option<KernelEvent> {
         let out = &mut self.outcome;

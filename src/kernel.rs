@@ -730,11 +730,7 @@ impl Kernel {
             return Ok(collector.outcome);
         }
         if let Some(KernelEvent::Status { op, data }) = self.isolation_notice() {
-            collector.outcome.statuses.push(crate::events::StatusEvent {
-                op: op.clone(),
-                data: data.clone(),
-            });
-            on_event(KernelEvent::Status { op, data });
+            on_event(collector.host_status(crate::events::StatusEvent { op, data }));
         }
         // Named before the write: an interrupt from now on names this request.
         let _running = RunningGuard::set(&self.running, &id);
@@ -749,7 +745,9 @@ impl Kernel {
         tokio::task::yield_now().await;
 
         let mut watchdog = Watchdog::new(request.timeout, std::time::Instant::now());
-        // Calls that paused the watchdog report here when their reply is sent.
+        // Calls that paused the watchdog report here when their answer is ready, just before
+        // the reply is written: the clock restarts (and `resumed` is reported) before anything
+        // the cell does after the call, as this branch is polled before the frames.
         let (call_done_tx, mut call_done_rx) = mpsc::unbounded_channel::<()>();
         // Set once the cell is to be stopped; the kernel is killed if it is still running then.
         let mut escalation: Option<Instant> = None;
@@ -757,6 +755,12 @@ impl Kernel {
         loop {
             let stop_requested = tokio::select! {
                 biased;
+                Some(()) = call_done_rx.recv() => {
+                    if let Some(paused_for) = watchdog.resume(std::time::Instant::now()) {
+                        on_event(collector.host_status(crate::watchdog::resumed_status(paused_for)));
+                    }
+                    false
+                }
                 frame = rx.recv() => {
                     match frame {
                         Some(RunnerFrame::Call { call_id, name, args, .. }) => {
@@ -766,8 +770,8 @@ impl Kernel {
                             } else {
                                 // Only waiting on another model stops the clock.
                                 let pauses = crate::watchdog::pauses_for(&name);
-                                if pauses {
-                                    watchdog.pause();
+                                if pauses && watchdog.pause(std::time::Instant::now()) {
+                                    on_event(collector.host_status(crate::watchdog::paused_status(&name)));
                                 }
                                 let done = pauses.then(|| call_done_tx.clone());
                                 self.answer_call(&id, call_id, name, args, done);
@@ -783,10 +787,6 @@ impl Kernel {
                         }
                         None => break,
                     }
-                    false
-                }
-                Some(()) = call_done_rx.recv() => {
-                    watchdog.resume(std::time::Instant::now());
                     false
                 }
                 _ = sleep_until(watchdog.deadline().map_or_else(Instant::now, Instant::from_std)),
@@ -809,6 +809,11 @@ impl Kernel {
                 escalation = Some(Instant::now() + INTERRUPT_ESCALATION);
                 self.interrupt_request(&id).await;
             }
+        }
+        // A call a thread left in flight: the pause ends with the cell, so a UI is not left
+        // showing a stopped clock.
+        if let Some(paused_for) = watchdog.end(std::time::Instant::now()) {
+            on_event(collector.host_status(crate::watchdog::resumed_status(paused_for)));
         }
         let finished = collector.is_done();
         let mut outcome = collector.outcome;
@@ -1043,11 +1048,12 @@ impl Kernel {
         let writer = self.writer.clone();
         tokio::spawn(async move {
             let frame = reply.await;
-            // The kernel may have died meanwhile; its death is reported by the execute.
-            let _ = writer.send(&frame).await;
+            // Before the write: see `call_done_rx` in `execute_holding`.
             if let Some(done) = done {
                 let _ = done.send(());
             }
+            // The kernel may have died meanwhile; its death is reported by the execute.
+            let _ = writer.send(&frame).await;
         });
     }
 
