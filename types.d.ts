@@ -20,6 +20,7 @@ export type KernelEvent =
 /** The `code` of every error pykernel throws or rejects with (`ERR_INTERNAL`: an
  *  unexpected failure inside the addon; please report it). */
 export type ErrorCode =
+  | 'ERR_ARTIFACT_NOT_FOUND'
   | 'ERR_ARTIFACTS_DIR'
   | 'ERR_CWD_INVALID'
   | 'ERR_INTERNAL'
