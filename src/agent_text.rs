@@ -13,7 +13,7 @@
 //! was cut it is the artifact's content under the same condition.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -209,7 +209,7 @@ impl AgentText {
         } else {
             "(no output)".to_string()
         };
-        let artifact_id = truncated.artifact_path.as_ref().and_then(artifact_id_of);
+        let artifact_id = truncated.artifact_path.as_deref().and_then(artifact_id_of);
         if let Some(id) = &artifact_id {
             if !body.ends_with('\n') {
                 body.push('\n');
@@ -330,7 +330,7 @@ impl AgentText {
 }
 
 /// The id of the artifact at `path` (`<dir>/<id>.txt`).
-fn artifact_id_of(path: &PathBuf) -> Option<String> {
+fn artifact_id_of(path: &Path) -> Option<String> {
     let name = path.file_name()?.to_str()?;
     name.strip_suffix(".txt").map(str::to_string)
 }

@@ -96,6 +96,13 @@ pub fn parse_artifact_uri(uri: &str) -> Result<ArtifactRef, KernelError> {
     })
 }
 
+/// The reference of a bridge call `read` of an `artifact://` path (what the prelude's
+/// `read()` sends), else `None`.
+pub fn artifact_read_call(name: &str, args: &serde_json::Value) -> Option<String> {
+    let path = args.get("path")?.as_str()?;
+    (name == "read" && path.starts_with(ARTIFACT_SCHEME)).then(|| path.to_string())
+}
+
 /// The text of the artifact `uri` names in `dir` (its selected lines, each with its `\n`).
 pub fn read_artifact(dir: &Path, uri: &str) -> Result<String, KernelError> {
     let reference = parse_artifact_uri(uri)?;

@@ -26,8 +26,8 @@ mod truncate;
 
 pub use artifact::ArtifactSink;
 pub use artifact_ref::{
-    artifact_uri, check_artifact_id, parse_artifact_uri, read_artifact, ArtifactRef,
-    ARTIFACT_SCHEME,
+    artifact_read_call, artifact_uri, check_artifact_id, parse_artifact_uri, read_artifact,
+    ArtifactRef, ARTIFACT_SCHEME,
 };
 pub use clamp::{clamp_line, visible_width, DEFAULT_MAX_COLUMNS};
 pub use html::html_to_markdown;
