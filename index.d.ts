@@ -83,6 +83,15 @@ export interface EvaluateOptions {
   onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
   /** When output is cut, the full sanitized text is written to a file here. */
   artifactsDir?: string | undefined
+  /** The agent text as it is built: sanitized chunks, in order, all before the promise
+   *  resolves; they add up to `output` without its notices when nothing was cut or revised
+   *  (see README, "Live output"). */
+  onOutput?: ((chunk: string) => void) | undefined
+  /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
+   *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
+  artifactId?: string | undefined
+  /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
+  includeFigureText?: boolean | undefined
 }
 
 export interface EvalRequest {
@@ -101,6 +110,15 @@ export interface EvalRequest {
   reset?: boolean | undefined
   signal?: AbortSignal | undefined
   onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
+  /** The agent text as it is built: sanitized chunks, in order, all before the promise
+   *  resolves; they add up to `output` without its notices when nothing was cut or revised
+   *  (see README, "Live output"). */
+  onOutput?: ((chunk: string) => void) | undefined
+  /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
+   *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
+  artifactId?: string | undefined
+  /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
+  includeFigureText?: boolean | undefined
 }
 
 /** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */

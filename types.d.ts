@@ -83,6 +83,15 @@ export interface EvaluateOptions {
   onEvent?: (cellIndex: number, event: KernelEvent) => void
   /** When output is cut, the full sanitized text is written to a file here. */
   artifactsDir?: string
+  /** The agent text as it is built: sanitized chunks, in order, all before the promise
+   *  resolves; they add up to `output` without its notices when nothing was cut or revised
+   *  (see README, "Live output"). */
+  onOutput?: (chunk: string) => void
+  /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
+   *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
+  artifactId?: string
+  /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
+  includeFigureText?: boolean
 }
 
 export interface EvalRequest {
@@ -101,6 +110,15 @@ export interface EvalRequest {
   reset?: boolean
   signal?: AbortSignal
   onEvent?: (cellIndex: number, event: KernelEvent) => void
+  /** The agent text as it is built: sanitized chunks, in order, all before the promise
+   *  resolves; they add up to `output` without its notices when nothing was cut or revised
+   *  (see README, "Live output"). */
+  onOutput?: (chunk: string) => void
+  /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
+   *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
+  artifactId?: string
+  /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
+  includeFigureText?: boolean
 }
 
 /** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */
