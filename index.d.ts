@@ -25,6 +25,7 @@ export type KernelEvent =
 /** The `code` of every error pykernel throws or rejects with (`ERR_INTERNAL`: an
  *  unexpected failure inside the addon; please report it). */
 export type ErrorCode =
+  | 'ERR_ARTIFACT_NOT_FOUND'
   | 'ERR_ARTIFACTS_DIR'
   | 'ERR_CWD_INVALID'
   | 'ERR_INTERNAL'
@@ -87,6 +88,15 @@ export interface EvaluateOptions {
   onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
   /** When output is cut, the full sanitized text is written to a file here. */
   artifactsDir?: string | undefined
+  /** The agent text as it is built: sanitized chunks, in order, all before the promise
+   *  resolves; they add up to `output` without its notices when nothing was cut or revised
+   *  (see README, "Live output"). */
+  onOutput?: ((chunk: string) => void) | undefined
+  /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
+   *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
+  artifactId?: string | undefined
+  /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
+  includeFigureText?: boolean | undefined
 }
 
 export interface EvalRequest {
@@ -105,6 +115,15 @@ export interface EvalRequest {
   reset?: boolean | undefined
   signal?: AbortSignal | undefined
   onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
+  /** The agent text as it is built: sanitized chunks, in order, all before the promise
+   *  resolves; they add up to `output` without its notices when nothing was cut or revised
+   *  (see README, "Live output"). */
+  onOutput?: ((chunk: string) => void) | undefined
+  /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
+   *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
+  artifactId?: string | undefined
+  /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
+  includeFigureText?: boolean | undefined
 }
 
 /** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */
@@ -200,6 +219,30 @@ export declare class KvStore {
 }
 export type JsKvStore = KvStore
 
+/**
+ * The agent text of any stream, by the rules of `evaluate`'s `output`: sanitized
+ * (ANSI, controls, `\r` rewrites), lines capped, head and tail kept with
+ * `[…N lines elided…]` between, the full text in an artifact, images and JSON aside.
+ * Memory stays bounded whatever goes through it.
+ */
+export declare class OutputBuilder {
+  constructor(options?: OutputBuilderOptions | undefined | null)
+  /**
+   * Takes raw text (ANSI, `\r` and all); returns the sanitized text it completed, which
+   * may be empty: an unfinished line waits for its end (a later `\r` may rewrite it).
+   */
+  push(text: string): string
+  /** Takes a `KernelEvent` (as `onEvent` receives it); returns the sanitized text it added. */
+  pushEvent(event: KernelEvent): string
+  /**
+   * Ends a cell: its held text (display updates, `clear_output`) becomes final, and the
+   * unfinished line is released. Returns the text it released.
+   */
+  endCell(): string
+  /** The agent text of everything pushed. The builder takes nothing after it. */
+  finish(): BuiltOutput
+}
+
 export interface Availability {
   ok: boolean
   path?: string | undefined
@@ -214,6 +257,18 @@ export interface BackendSettings {
   py?: boolean | undefined
   /** @default true */
   js?: boolean | undefined
+}
+
+export interface BuiltOutput {
+  /**
+   * What the agent reads: the sanitized, truncated text, ending with
+   * `[full output (N lines): artifact://<id>]` when cut and kept; `(no output)` when empty.
+   */
+  output: string
+  truncated?: TruncationInfo | undefined
+  images: Array<ImageOutput>
+  json: unknown[]
+  statuses: Array<StatusInfo>
 }
 
 /**
@@ -392,6 +447,11 @@ export interface KernelOptions {
   envPrefix?: string | undefined
   /** @default "application/x-pykernel-status" */
   statusMime?: string | undefined
+  /**
+   * `evaluate` (and the pool) keep the text/plain stand-in shown next to an image,
+   * matplotlib's `<Figure size 640x480 with 1 Axes>`, in `output`. @default false
+   */
+  includeFigureText?: boolean | undefined
   /** From 1 to 3,600,000. @default 10000 */
   startupTimeoutMs?: number | undefined
   /**
@@ -425,6 +485,29 @@ export interface KernelOptions {
 export interface KvStoreOptions {
   /** Names the file (`pykernel_<sha256>.json` for `PYKERNEL_`). @default "PYKERNEL_" */
   envPrefix?: string | undefined
+}
+
+export interface OutputBuilderOptions {
+  /** When the text is cut, the full sanitized text is written to `<artifactsDir>/<id>.txt`. */
+  artifactsDir?: string | undefined
+  /**
+   * The artifact's id: 1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with `.`.
+   * @default a fresh `output-<millis>-<random>`
+   */
+  artifactId?: string | undefined
+  /** A line longer than this is cut, ending with `…`; from 16 to 1,048,576. @default 768 */
+  lineBytes?: number | undefined
+  /** The most bytes of whole lines kept from the start; up to 67,108,864. @default 20480 */
+  headBytes?: number | undefined
+  /** The most bytes of whole lines kept from the end; up to 67,108,864. @default 51200 */
+  tailBytes?: number | undefined
+  /**
+   * Keep the text/plain stand-in shown next to an image (matplotlib's
+   * `<Figure size 640x480 with 1 Axes>`). @default false
+   */
+  includeFigureText?: boolean | undefined
+  /** The MIME type of status events in display bundles. @default "application/x-pykernel-status" */
+  statusMime?: string | undefined
 }
 
 export interface PoolOptions {
@@ -475,6 +558,19 @@ export interface PoolOptions {
   prewarm?: number | undefined
   /** Defaults for every kernel (a request's cwd and interpreter override them). */
   kernel?: KernelOptions | undefined
+}
+
+/**
+ * The full output an `artifact://<id>` reference names (with `:<first>-<last>`, those
+ * lines, 1-based and inclusive; `:<first>-` to the end). `ERR_INVALID_ARG` for a
+ * reference that is not one, or whose id could leave the directory;
+ * `ERR_ARTIFACT_NOT_FOUND` when there is no such artifact.
+ */
+export declare function readArtifact(uri: string, options: ReadArtifactOptions): Promise<string>
+
+export interface ReadArtifactOptions {
+  /** The artifactsDir the output was cut under. */
+  artifactsDir: string
 }
 
 /** Renders a MIME bundle (or a Jupyter `{ data: bundle }` envelope) for an agent. */
@@ -591,6 +687,11 @@ export interface TruncationInfo {
   totalLines: number
   /** The file holding the full output, when `artifactsDir` was given. */
   artifactPath?: string | undefined
+  /**
+   * The artifact's id: the output ends with `artifact://<id>`, which `read()` in the
+   * kernel and `readArtifact` on the host resolve.
+   */
+  artifactId?: string | undefined
   /** Why the full output could not be kept, when `artifactsDir` was given (also a notice). */
   artifactError?: string | undefined
 }

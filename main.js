@@ -118,6 +118,7 @@ function totalInstance(instance, kinds) {
 const KERNEL_METHODS = { execute: totalAsync, evaluate: totalAsync, shutdown: totalAsync, interrupt: totalSync }
 const POOL_METHODS = { execute: totalAsync, disposeOwner: totalAsync, disposeAll: totalAsync }
 const KV_METHODS = { get: totalSync, set: totalSync, delete: totalSync, list: totalSync }
+const OUTPUT_BUILDER_METHODS = { push: totalSync, pushEvent: totalSync, endCell: totalSync, finish: totalSync }
 
 /** A stand-in for `cls`: `new` gives a total instance and throws coded errors, the
  *  statics in `statics` replace the class's own, `instanceof` holds for the binding's
@@ -149,6 +150,7 @@ const Kernel = totalClass(binding.Kernel, KERNEL_METHODS, {
 })
 const KernelPool = totalClass(binding.KernelPool, POOL_METHODS)
 const KvStore = totalClass(binding.KvStore, KV_METHODS)
+const OutputBuilder = totalClass(binding.OutputBuilder, OUTPUT_BUILDER_METHODS)
 
 const checkPythonKernelAvailability = totalAsync(binding.checkPythonKernelAvailability)
 const evalBackends = totalAsync(binding.evalBackends)
@@ -156,6 +158,7 @@ const resolvePython = totalAsync(binding.resolvePython)
 const clampLine = totalSync(binding.clampLine)
 const collapsedPreview = totalSync(binding.collapsedPreview)
 const filterEnv = totalSync(binding.filterEnv)
+const readArtifact = totalAsync(binding.readArtifact)
 const renderBundle = totalSync(binding.renderBundle)
 const streamingPreview = totalSync(binding.streamingPreview)
 const JsKernel = Kernel
@@ -172,12 +175,14 @@ module.exports = {
   JsKernelPool,
   KvStore,
   JsKvStore,
+  OutputBuilder,
   checkPythonKernelAvailability,
   evalBackends,
   resolvePython,
   clampLine,
   collapsedPreview,
   filterEnv,
+  readArtifact,
   renderBundle,
   streamingPreview,
 }

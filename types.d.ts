@@ -25,6 +25,7 @@ export type KernelEvent =
 /** The `code` of every error pykernel throws or rejects with (`ERR_INTERNAL`: an
  *  unexpected failure inside the addon; please report it). */
 export type ErrorCode =
+  | 'ERR_ARTIFACT_NOT_FOUND'
   | 'ERR_ARTIFACTS_DIR'
   | 'ERR_CWD_INVALID'
   | 'ERR_INTERNAL'
@@ -87,6 +88,15 @@ export interface EvaluateOptions {
   onEvent?: (cellIndex: number, event: KernelEvent) => void
   /** When output is cut, the full sanitized text is written to a file here. */
   artifactsDir?: string
+  /** The agent text as it is built: sanitized chunks, in order, all before the promise
+   *  resolves; they add up to `output` without its notices when nothing was cut or revised
+   *  (see README, "Live output"). */
+  onOutput?: (chunk: string) => void
+  /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
+   *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
+  artifactId?: string
+  /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
+  includeFigureText?: boolean
 }
 
 export interface EvalRequest {
@@ -105,6 +115,15 @@ export interface EvalRequest {
   reset?: boolean
   signal?: AbortSignal
   onEvent?: (cellIndex: number, event: KernelEvent) => void
+  /** The agent text as it is built: sanitized chunks, in order, all before the promise
+   *  resolves; they add up to `output` without its notices when nothing was cut or revised
+   *  (see README, "Live output"). */
+  onOutput?: (chunk: string) => void
+  /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
+   *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
+  artifactId?: string
+  /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
+  includeFigureText?: boolean
 }
 
 /** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */

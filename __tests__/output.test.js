@@ -20,7 +20,9 @@ test('evaluate', async (t) => {
     assert.ok(Buffer.byteLength(r.output) < 75 * 1024, `output is ${Buffer.byteLength(r.output)} bytes`)
     assert.match(r.output, /^line 0\n/)
     assert.match(r.output, /\[…\d+ lines elided…\]\n/)
-    assert.match(r.output, /line 199999\n$/)
+    assert.match(r.output, /line 199999\n\[full output \(200000 lines\): artifact:\/\/output-\d+-[0-9a-f]+\]\n$/)
+    assert.equal(path.basename(r.truncated.artifactPath), `${r.truncated.artifactId}.txt`)
+    assert.ok(r.output.endsWith(`artifact://${r.truncated.artifactId}]\n`))
     const expectedBytes = Array.from({ length: 200000 }, (_, i) => `line ${i}\n`).join('').length
     assert.equal(r.truncated.totalLines, 200000)
     assert.equal(r.truncated.totalBytes, expectedBytes)
@@ -220,4 +222,117 @@ test('artifacts go only where asked, and only when something was cut', async (t)
   assert.deepEqual(fs.readdirSync(dir), [])
   const r = await kernel.evaluate([cell("print('y' * 100_000)")], { artifactsDir: path.join(dir, 'nested') })
   assert.ok(r.truncated.artifactPath.startsWith(path.join(dir, 'nested')))
+})
+
+test('agent text options: onOutput, artifactId, includeFigureText, readArtifact', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+
+  await t.test('onOutput gets sanitized chunks as they are built, adding up to the output', async () => {
+    const chunks = []
+    const r = await kernel.evaluate(
+      [cell('import sys, time\nprint("\\x1b[31mred\\x1b[0m")\nsys.stdout.flush()\ntime.sleep(0.3)\nprint("10%\\r100%")'), cell('print("two")')],
+      { onOutput: (chunk) => chunks.push(chunk) },
+    )
+    assert.equal(r.exitCode, 0)
+    assert.ok(chunks.length >= 2, `chunks as they come: ${JSON.stringify(chunks)}`)
+    assert.equal(chunks[0], 'red\n')
+    for (const chunk of chunks) assert.doesNotMatch(chunk, /[\x1b\r]/)
+    assert.equal(chunks.join(''), r.output)
+    assert.equal(r.output, 'red\n100%\ntwo\n')
+  })
+
+  await t.test('a failing request streams its traceback and closing line too', async () => {
+    const chunks = []
+    const r = await kernel.evaluate([cell('print("a")\n1/0')], { onOutput: (c) => chunks.push(c) })
+    assert.equal(r.exitCode, 1)
+    assert.match(chunks.join(''), /ZeroDivisionError[^]*Command exited with code 1\n$/)
+    assert.equal(chunks.join(''), r.output)
+  })
+
+  await t.test('a throwing onOutput is a notice; the cell and later chunks go on', async () => {
+    let calls = 0
+    const r = await kernel.evaluate([cell('print(1)\nimport sys; sys.stdout.flush()\nimport time; time.sleep(0.2)\nprint(2)')], {
+      onOutput: () => {
+        calls++
+        throw new Error('ui gone')
+      },
+    })
+    assert.equal(r.exitCode, 0)
+    assert.equal(calls, 2)
+    assert.match(r.output, /^\[onOutput threw: ui gone; later output was still delivered\]\n1\n2\n$/)
+  })
+
+  await t.test('artifactId names the artifact; read() in the kernel and readArtifact on the host resolve it', async () => {
+    const artifactsDir = tempDir()
+    const k = await addon.Kernel.start({ artifactsDir, interpreter: process.env.PYKERNEL_TEST_PYTHON })
+    t.after(() => k.shutdown())
+    const r = await k.evaluate([cell('for i in range(20000):\n    print("row", i)')], { artifactsDir, artifactId: 'call-7' })
+    assert.equal(r.truncated.artifactId, 'call-7')
+    assert.equal(r.truncated.artifactPath, path.join(artifactsDir, 'call-7.txt'))
+    assert.match(r.output, /\n\[full output \(20000 lines\): artifact:\/\/call-7\]\n$/)
+    const full = await addon.readArtifact('artifact://call-7', { artifactsDir })
+    assert.equal(full.split('\n').length, 20001)
+    assert.equal(await addon.readArtifact('artifact://call-7:3-4', { artifactsDir }), 'row 2\nrow 3\n')
+    const inKernel = await k.evaluate([cell("t = read('artifact://call-7')\nprint(len(t.splitlines()), read('artifact://call-7', offset=20000))")])
+    assert.equal(inKernel.output, '20000 row 19999\n\n')
+  })
+
+  await t.test('ids that could leave the directory are refused with codes; the kernel stays usable', async () => {
+    for (const artifactId of ['../x', 'a/b', '.hidden', '', 'x'.repeat(129)]) {
+      await assert.rejects(kernel.evaluate([cell('1')], { artifactId }), (e) => e.code === 'ERR_INVALID_ARG' && /artifactId/.test(e.message))
+    }
+    const artifactsDir = tempDir()
+    await assert.rejects(addon.readArtifact('artifact://../etc/passwd', { artifactsDir }), { code: 'ERR_INVALID_ARG' })
+    await assert.rejects(addon.readArtifact('file:///etc/passwd', { artifactsDir }), { code: 'ERR_INVALID_ARG' })
+    await assert.rejects(addon.readArtifact('artifact://nope', { artifactsDir }), { code: 'ERR_ARTIFACT_NOT_FOUND' })
+    assert.equal((await kernel.evaluate([cell('print(2)')])).output, '2\n')
+  })
+
+  await t.test("includeFigureText keeps matplotlib's <Figure ...> text", async () => {
+    const code = 'import matplotlib\nmatplotlib.use("agg")\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])'
+    const dropped = await kernel.evaluate([cell(code)])
+    assert.doesNotMatch(dropped.output, /<Figure size/)
+    const kept = await kernel.evaluate([cell(code)], { includeFigureText: true })
+    assert.match(kept.output, /<Figure size \d+x\d+ with 1 Axes>\n/)
+    assert.equal(kept.images.length, 1)
+  })
+})
+
+test('OutputBuilder: the same rules on any stream', async (t) => {
+  await t.test('push returns sanitized text as lines complete; finish gives the agent text', () => {
+    const b = new addon.OutputBuilder()
+    assert.equal(b.push('\x1b[32mok\x1b[0m\nprogress 10%\r'), 'ok\n')
+    assert.equal(b.push('progress 100%\n'), 'progress 100%\n')
+    assert.equal(b.push('no newline'), '')
+    const r = b.finish()
+    assert.equal(r.output, 'ok\nprogress 100%\nno newline')
+    assert.equal(r.truncated, undefined)
+    assert.throws(() => b.push('x'), { code: 'ERR_INVALID_ARG' })
+  })
+
+  await t.test('limits cut head and tail, and the artifact keeps everything', () => {
+    const artifactsDir = tempDir()
+    const b = new addon.OutputBuilder({ artifactsDir, artifactId: 'bash-1', headBytes: 20, tailBytes: 20 })
+    let live = ''
+    for (let i = 0; i < 100; i++) live += b.push(`line ${i}\n`)
+    const r = b.finish()
+    assert.match(r.output, /^line 0\nline 1\n\[…\d+ lines elided…\]\nline 98\nline 99\n\[full output \(100 lines\): artifact:\/\/bash-1\]\n$/)
+    assert.equal(r.truncated.artifactId, 'bash-1')
+    assert.equal(fs.readFileSync(path.join(artifactsDir, 'bash-1.txt'), 'utf8'), live)
+  })
+
+  await t.test('pushEvent takes KernelEvents: images aside, displays revised', () => {
+    const b = new addon.OutputBuilder({ includeFigureText: false })
+    assert.equal(b.pushEvent({ type: 'display', bundle: { 'image/png': 'iVBOR', 'text/plain': '<Figure>' } }), '')
+    assert.equal(b.pushEvent({ type: 'stderr', text: 'warn\n' }), 'warn\n')
+    b.pushEvent({ type: 'display', bundle: { 'text/plain': '0%' }, displayId: 'p' })
+    b.pushEvent({ type: 'display', bundle: { 'text/plain': '100%' }, displayId: 'p', update: true })
+    b.endCell()
+    const r = b.finish()
+    assert.equal(r.output, 'warn\n100%\n')
+    assert.deepEqual(r.images, [{ mime: 'image/png', data: 'iVBOR' }])
+    assert.throws(() => new addon.OutputBuilder().pushEvent({ type: 'bogus' }), { code: 'ERR_INVALID_ARG' })
+    assert.throws(() => new addon.OutputBuilder({ artifactId: '../x' }), { code: 'ERR_INVALID_ARG' })
+  })
 })

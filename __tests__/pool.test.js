@@ -455,3 +455,25 @@ test('two venvs made from one Python are two kernels, each in its own venv', asy
   assert.deepEqual(prefixes, venvs.map((v) => `'${require('node:fs').realpathSync(v)}'`))
   assert.equal(pool.sessions.length, 2)
 })
+
+test('a pool request streams sanitized output to onOutput and names its artifact', async () => {
+  const fs = require('node:fs')
+  const artifactsDir = tempDir()
+  const pool = new addon.KernelPool({ prewarm: 0, artifactsDir, kernel: { interpreter: python } })
+  try {
+    const chunks = []
+    const r = await pool.execute({
+      sessionId: 'live',
+      artifactId: 'pool-1',
+      cells: [{ code: 'print("\\x1b[1mhi\\x1b[0m")\nfor i in range(20000): print(i)' }],
+      onOutput: (c) => chunks.push(c),
+    })
+    assert.equal(r.truncated.artifactId, 'pool-1')
+    assert.match(r.output, /\[full output \(20001 lines\): artifact:\/\/pool-1\]\n$/)
+    assert.equal(chunks[0].slice(0, 3), 'hi\n')
+    assert.equal(chunks.join(''), fs.readFileSync(path.join(artifactsDir, 'pool-1.txt'), 'utf8'))
+    await assert.rejects(pool.execute({ sessionId: 'live', artifactId: '../x', cells: [{ code: '1' }] }), { code: 'ERR_INVALID_ARG' })
+  } finally {
+    await pool.disposeAll()
+  }
+})

@@ -57,6 +57,10 @@ pub enum KernelError {
     #[error("the session was disposed while this call waited for its turn; call again to get a fresh kernel.")]
     SessionDisposed,
 
+    /// An `artifact://` reference names no artifact in the directory it was looked up in.
+    #[error("no artifact {uri}: {path} does not exist. Artifacts are kept only for truncated output, in the artifactsDir of the call that made them.")]
+    ArtifactNotFound { uri: String, path: PathBuf },
+
     #[error("cannot sandbox the kernel: {reason}")]
     Sandbox { reason: String },
 
@@ -82,6 +86,7 @@ impl KernelError {
             KernelError::KernelDead { .. } => "ERR_KERNEL_DEAD",
             KernelError::RunnerDir { .. } => "ERR_RUNNER_DIR",
             KernelError::ArtifactsDir(_) => "ERR_ARTIFACTS_DIR",
+            KernelError::ArtifactNotFound { .. } => "ERR_ARTIFACT_NOT_FOUND",
             KernelError::InvalidArgument { .. } => "ERR_INVALID_ARG",
             KernelError::Sandbox { .. } => "ERR_SANDBOX",
             KernelError::PoolDisposed => "ERR_POOL_DISPOSED",

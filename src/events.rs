@@ -82,6 +82,70 @@ impl KernelEvent {
     }
 }
 
+impl KernelEvent {
+    /// An event in its JavaScript shape (what [`KernelEvent::into_json`] makes), read
+    /// tolerantly: absent optional fields take their defaults.
+    pub fn from_json(value: &Value) -> std::result::Result<KernelEvent, String> {
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let text = || {
+            value
+                .get("text")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| format!("a '{kind}' event needs a string `text`"))
+        };
+        let flag = |name: &str| value.get(name).and_then(Value::as_bool).unwrap_or(false);
+        let bundle = || value.get("bundle").cloned().unwrap_or(Value::Null);
+        Ok(match kind {
+            "stdout" | "stderr" if flag("late") => KernelEvent::Late {
+                stderr: kind == "stderr",
+                text: text()?,
+            },
+            "stdout" => KernelEvent::Stdout(text()?),
+            "stderr" => KernelEvent::Stderr(text()?),
+            "display" => KernelEvent::Display {
+                bundle: bundle(),
+                display_id: value
+                    .get("displayId")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                update: flag("update"),
+            },
+            "result" => KernelEvent::Result(bundle()),
+            "status" => KernelEvent::Status {
+                op: value
+                    .get("op")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                data: value
+                    .get("data")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default(),
+            },
+            "clear" => KernelEvent::Clear { wait: flag("wait") },
+            "error" => KernelEvent::Error(ErrorInfo {
+                ename: value.get("ename").and_then(Value::as_str).unwrap_or_default().into(),
+                evalue: value.get("evalue").and_then(Value::as_str).unwrap_or_default().into(),
+                traceback: value
+                    .get("traceback")
+                    .and_then(Value::as_array)
+                    .map(|lines| lines.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                    .unwrap_or_default(),
+            }),
+            other => {
+                return Err(format!(
+                    "`type` must be one of stdout, stderr, display, result, status, clear, error; got {other:?}"
+                ))
+            }
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ErrorInfo {
     pub ename: String,

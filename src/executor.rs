@@ -1,23 +1,21 @@
 //! Cells -> one kernel -> the agent-ready result (SPEC 10 and 13).
 //!
 //! Every event is streamed to the caller as it comes and folded, as it comes, into one
-//! bounded [`OutputAccumulator`]: a cell that prints a gigabyte costs the host its head
-//! and tail, not the gigabyte (the artifact file, when configured, gets every byte).
+//! bounded [`AgentText`]: a cell that prints a gigabyte costs the host its head and tail,
+//! not the gigabyte (the artifact file, when configured, gets every byte).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::agent_text::{AgentText, AgentTextOptions};
 use crate::error::Result;
-use crate::events::{json_size, Admission, DisplayBudget, ExecuteOutcome, KernelEvent};
+use crate::events::{ExecuteOutcome, KernelEvent};
 use crate::fifo::Turn;
 use crate::kernel::{AbortHandle, ExecuteRequest, Kernel};
-use crate::output::{
-    render_bundle, ArtifactSink, Image, OutputAccumulator, OutputLimits, Revisable,
-};
+use crate::output::{ArtifactSink, Image, OutputLimits};
 
 /// How much of a cell's stdout/stderr is kept in its per-cell result; `output` is what the
 /// agent reads, and the artifact holds everything.
@@ -39,6 +37,12 @@ pub struct EvalOptions {
     /// Notices decided before any cell ran (e.g. a clamped timeout).
     pub annotations: Vec<String>,
     pub limits: OutputLimits,
+    /// The name of the full output's artifact (checked); a fresh one by default.
+    pub artifact_id: Option<String>,
+    /// Keep the text/plain stand-in next to an image (`<Figure size ...>`).
+    pub include_figure_text: bool,
+    /// Receives the sanitized agent text as it is built (see `agent_text`).
+    pub on_output: Option<Box<dyn FnMut(String) + Send>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -52,6 +56,8 @@ pub struct TruncationInfo {
     pub total_bytes: u64,
     pub total_lines: u64,
     pub artifact_path: Option<PathBuf>,
+    /// Its id: `artifact://<id>` in the output.
+    pub artifact_id: Option<String>,
     /// Why the artifact could not be kept, when it should have been.
     pub artifact_error: Option<String>,
 }
@@ -99,169 +105,6 @@ impl EvalResult {
     }
 }
 
-/// Folds one cell's events into the agent's view: text in order, images, JSON and
-/// statuses aside. Images and JSON are kept for the displays the cell's own result keeps
-/// (the same [`DisplayBudget`] rule, so the two agree); the text of every display is kept,
-/// as the text is bounded by truncation.
-struct AgentView<'a> {
-    status_mime: &'a str,
-    text: &'a mut OutputAccumulator,
-    has_text: &'a mut bool,
-    result: &'a mut EvalResult,
-    displays: DisplayBudget,
-    /// Every image displayed so far in the request, kept or not.
-    images_shown: &'a mut usize,
-    /// The cell's latest text, still open to display updates and `clear_output`.
-    revisable: Revisable,
-    /// Where the images and JSON of each kept display id start in the result.
-    data_at: HashMap<String, Vec<(usize, usize)>>,
-    /// Late output is being shown (its marker line is out).
-    in_late: bool,
-    /// The text so far ends a line.
-    at_line_start: bool,
-}
-
-/// The line before output that arrived after its own cell had ended.
-const LATE_MARKER: &str = "[late output from an earlier cell]\n";
-
-impl AgentView<'_> {
-    fn add(&mut self, event: &KernelEvent) {
-        match event {
-            KernelEvent::Stdout(text) | KernelEvent::Stderr(text) => {
-                self.in_late = false;
-                self.push_text(text);
-            }
-            KernelEvent::Late { text, .. } => {
-                if !self.in_late {
-                    self.in_late = true;
-                    let mut marker = String::from(LATE_MARKER);
-                    if !self.at_line_start {
-                        marker.insert(0, '\n');
-                    }
-                    self.push_text(&marker);
-                }
-                self.push_text(text);
-            }
-            KernelEvent::Display {
-                bundle,
-                display_id,
-                update,
-            } => {
-                let id = display_id.as_deref();
-                let admission = self.displays.admit_display(id, *update, json_size(bundle));
-                self.add_bundle(bundle, admission, id, *update);
-            }
-            KernelEvent::Result(bundle) => self.add_bundle(bundle, Admission::Keep, None, false),
-            KernelEvent::Status { op, data } => {
-                self.result
-                    .statuses
-                    .push((op.clone(), Value::Object(data.clone())));
-            }
-            KernelEvent::Clear { wait } => {
-                let (text, has_text) = (&mut *self.text, &mut *self.has_text);
-                self.revisable.clear(*wait, &mut |s: &str| {
-                    *has_text = true;
-                    text.push(s);
-                });
-            }
-            KernelEvent::Error(error) => {
-                let traceback = error.traceback.concat();
-                if traceback.trim().is_empty() {
-                    self.push_line(&format!("{}: {}", error.ename, error.evalue));
-                } else {
-                    self.push_line(&traceback);
-                }
-            }
-        }
-    }
-
-    fn add_bundle(&mut self, bundle: &Value, admission: Admission, id: Option<&str>, update: bool) {
-        let rendered = render_bundle(bundle, self.status_mime);
-        // Next to an image, text/plain is only its stand-in (`<Figure ...>`).
-        let text_is_fallback = !rendered.images.is_empty() && !rendered.markdown;
-        let mut line = if text_is_fallback {
-            String::new()
-        } else {
-            rendered.text
-        };
-        // Rendered values start on a line of their own and end one.
-        if !line.is_empty() && !line.ends_with('\n') {
-            line.push('\n');
-        }
-        if !line.is_empty() {
-            self.at_line_start = true;
-            self.in_late = false;
-        }
-        let (text, has_text) = (&mut *self.text, &mut *self.has_text);
-        self.revisable.display(id, update, line, &mut |s: &str| {
-            *has_text = true;
-            text.push(s);
-        });
-        *self.images_shown += rendered.images.len();
-        match admission {
-            Admission::Keep => {
-                let at = (self.result.images.len(), self.result.json.len());
-                if let Some(id) = id {
-                    self.data_at.entry(id.to_string()).or_default().push(at);
-                }
-                self.result.images.extend(rendered.images);
-                self.result.json.extend(rendered.json);
-            }
-            Admission::Replace => {
-                // The display's new state where its old one was (a display keeps its
-                // number of images from one state to the next; any more are left out).
-                let places = self.data_at.get(id.unwrap_or_default()).cloned();
-                for (image_at, json_at) in places.into_iter().flatten() {
-                    let images = &mut self.result.images;
-                    for (i, image) in rendered.images.iter().enumerate() {
-                        if let Some(slot) = images.get_mut(image_at + i) {
-                            *slot = image.clone();
-                        }
-                    }
-                    let json = &mut self.result.json;
-                    for (i, value) in rendered.json.iter().enumerate() {
-                        if let Some(slot) = json.get_mut(json_at + i) {
-                            *slot = value.clone();
-                        }
-                    }
-                }
-            }
-            Admission::Drop | Admission::Ignore => {}
-        }
-    }
-
-    fn push_text(&mut self, text: &str) {
-        if let Some(last) = text.chars().last() {
-            self.at_line_start = last == '\n';
-        }
-        let (accumulated, has_text) = (&mut *self.text, &mut *self.has_text);
-        self.revisable.text(text, &mut |s: &str| {
-            *has_text = true;
-            accumulated.push(s);
-        });
-    }
-
-    /// The cell ended: its text is final.
-    fn finish(&mut self) {
-        let (text, has_text) = (&mut *self.text, &mut *self.has_text);
-        self.revisable.finish(&mut |s: &str| {
-            *has_text = true;
-            text.push(s);
-        });
-    }
-
-    /// Rendered values start on a line of their own and end one.
-    fn push_line(&mut self, text: &str) {
-        if text.is_empty() {
-            return;
-        }
-        self.push_text(text);
-        if !text.ends_with('\n') {
-            self.text.push("\n");
-        }
-    }
-}
-
 /// Runs `cells` in order on `kernel`, stopping at the first that fails; `turn` is the
 /// kernel's, held for all of them.
 pub async fn evaluate(
@@ -285,17 +128,25 @@ pub struct Evaluation {
     next: usize,
     options: EvalOptions,
     result: EvalResult,
-    text: OutputAccumulator,
-    has_text: bool,
-    images_shown: usize,
+    text: AgentText,
 }
 
 impl Evaluation {
     pub fn new(cells: Vec<Cell>, options: EvalOptions) -> Self {
-        let text = OutputAccumulator::new(
-            options.limits,
-            options.artifacts_dir.clone().map(ArtifactSink::in_dir),
-        );
+        let artifact = options
+            .artifacts_dir
+            .clone()
+            .map(|dir| match options.artifact_id.clone() {
+                Some(id) => ArtifactSink::named(dir, id),
+                None => ArtifactSink::in_dir(dir),
+            });
+        let text = AgentText::new(AgentTextOptions {
+            limits: options.limits,
+            artifact,
+            status_mime: options.status_mime.clone(),
+            include_figure_text: options.include_figure_text,
+            live: options.on_output.is_some(),
+        });
         Evaluation {
             cells,
             next: 0,
@@ -305,8 +156,6 @@ impl Evaluation {
             },
             options,
             text,
-            has_text: false,
-            images_shown: 0,
         }
     }
 
@@ -362,25 +211,16 @@ impl Evaluation {
                 max_captured_bytes: Some(CELL_CAPTURE_BYTES),
                 ..Default::default()
             };
-            let mut view = AgentView {
-                status_mime: &self.options.status_mime,
-                text: &mut self.text,
-                has_text: &mut self.has_text,
-                result: &mut self.result,
-                displays: DisplayBudget::default(),
-                images_shown: &mut self.images_shown,
-                revisable: Revisable::default(),
-                data_at: HashMap::new(),
-                in_late: false,
-                at_line_start: true,
-            };
+            let (text, on_output) = (&mut self.text, &mut self.options.on_output);
             let outcome = kernel
                 .execute_holding(turn, request, self.options.abort.clone(), |event| {
-                    view.add(&event);
+                    text.add(&event);
                     on_event(index, event);
+                    deliver_live(text, on_output);
                 })
                 .await;
-            view.finish();
+            self.text.end_cell();
+            deliver_live(&mut self.text, &mut self.options.on_output);
             let outcome = outcome?;
             self.next += 1;
             let failed = !outcome.ok;
@@ -449,12 +289,13 @@ impl Evaluation {
                     .push(format!("cell {} of {total}{title} failed", index + 1));
             }
             if !result.cancelled {
-                self.has_text = true;
-                self.text.push("Command exited with code 1\n");
+                self.text.push_closing_line("Command exited with code 1\n");
+                deliver_live(&mut self.text, &mut self.options.on_output);
             }
         }
-        let truncated = self.text.finish();
-        if let Some(error) = &truncated.artifact_error {
+        let built = self.text.finish();
+        let truncated = built.truncated;
+        if let Some(error) = truncated.as_ref().and_then(|t| t.artifact_error.as_ref()) {
             // The output itself is fine; say why the promised full copy is missing.
             result
                 .annotations
@@ -465,25 +306,18 @@ impl Evaluation {
             .iter()
             .map(|a| format!("[{a}]\n"))
             .collect();
-        if self.has_text {
-            output.push_str(&truncated.text);
-        } else if self.images_shown > 0 {
-            output.push_str(&format!(
-                "(displayed {} image(s); no text output)",
-                self.images_shown
-            ));
-        } else {
-            output.push_str("(no output)");
-        }
+        output.push_str(&built.body);
         result.output = output;
-        if truncated.truncated {
-            result.truncated = Some(TruncationInfo {
-                total_bytes: truncated.total_bytes,
-                total_lines: truncated.total_lines,
-                artifact_path: truncated.artifact_path,
-                artifact_error: truncated.artifact_error,
-            });
-        }
+        result.images.extend(built.images);
+        result.json.extend(built.json);
+        result.statuses.extend(built.statuses);
+        result.truncated = truncated.map(|truncated| TruncationInfo {
+            total_bytes: truncated.total_bytes,
+            total_lines: truncated.total_lines,
+            artifact_path: truncated.artifact_path,
+            artifact_id: built.artifact_id,
+            artifact_error: truncated.artifact_error,
+        });
         result.exit_code = if result.cancelled {
             None
         } else if result.failed_cell.is_some() {
@@ -492,6 +326,16 @@ impl Evaluation {
             Some(0)
         };
         result
+    }
+}
+
+/// Hands the live text built so far to `on_output`, when there is one.
+fn deliver_live(text: &mut AgentText, on_output: &mut Option<Box<dyn FnMut(String) + Send>>) {
+    if let Some(on_output) = on_output {
+        let chunk = text.take_live();
+        if !chunk.is_empty() {
+            on_output(chunk);
+        }
     }
 }
 
@@ -545,88 +389,5 @@ mod tests {
         };
         bare.add_notice("n");
         assert_eq!(bare.output, "[n]\n(no output)");
-    }
-
-    /// `images` and `json` keep the data of the displays the cell's result keeps, by the
-    /// same rule, so a notice from the one is true of the other.
-    #[test]
-    fn images_are_kept_for_the_displays_the_cell_keeps() {
-        use crate::events::{Collector, KEPT_DISPLAYS};
-        use crate::protocol::RunnerFrame;
-        let mime = "application/x-pykernel-status";
-        let mut text = OutputAccumulator::new(OutputLimits::default(), None);
-        let (mut has_text, mut shown) = (false, 0);
-        let mut result = EvalResult::default();
-        let mut view = AgentView {
-            status_mime: mime,
-            text: &mut text,
-            has_text: &mut has_text,
-            result: &mut result,
-            displays: DisplayBudget::default(),
-            images_shown: &mut shown,
-            revisable: Revisable::default(),
-            data_at: HashMap::new(),
-            in_late: false,
-            at_line_start: true,
-        };
-        let mut collector = Collector::new(mime, None);
-        for i in 0..KEPT_DISPLAYS + 20 {
-            let bundle = if i % 2 == 0 {
-                serde_json::json!({"image/png": "iVBOR", "text/plain": "<img>"})
-            } else {
-                serde_json::json!({"application/json": {"i": i}, "text/plain": format!("j{i}")})
-            };
-            let frame = RunnerFrame::Display {
-                id: None,
-                bundle,
-                display_id: None,
-                update: false,
-            };
-            view.add(&collector.apply(frame).unwrap());
-        }
-        view.finish();
-        assert_eq!(*view.images_shown, (KEPT_DISPLAYS + 20) / 2);
-        assert_eq!(
-            view.result.images.len() + view.result.json.len(),
-            collector.outcome.displays.len()
-        );
-        assert_eq!(collector.outcome.displays_dropped, 20);
-        // The text of every display is kept.
-        assert!(text
-            .finish()
-            .text
-            .contains(&format!("j{}", KEPT_DISPLAYS + 19)));
-    }
-
-    #[test]
-    fn images_replace_their_plain_text_stand_in() {
-        let mut text = OutputAccumulator::new(OutputLimits::default(), None);
-        let mut has_text = false;
-        let mut result = EvalResult::default();
-        let mut v = AgentView {
-            status_mime: "application/x-pykernel-status",
-            text: &mut text,
-            has_text: &mut has_text,
-            result: &mut result,
-            displays: DisplayBudget::default(),
-            images_shown: &mut 0,
-            revisable: Revisable::default(),
-            data_at: HashMap::new(),
-            in_late: false,
-            at_line_start: true,
-        };
-        v.add(&KernelEvent::Display {
-            bundle: serde_json::json!({"image/png": "iVBOR", "text/plain": "<Figure size 640x480>"}),
-            display_id: None,
-            update: false,
-        });
-        assert!(!*v.has_text);
-        assert_eq!(v.result.images.len(), 1);
-        v.add(&KernelEvent::Result(serde_json::json!({"text/plain": "2"})));
-        assert_eq!(*v.images_shown, 1);
-        v.add(&KernelEvent::Stdout("\x1b[31mred\x1b[0m\n".into()));
-        v.finish();
-        assert!(*v.has_text);
-        assert_eq!(text.finish().text, "2\nred\n");
     }
 }

@@ -54,6 +54,8 @@ pub struct KernelConfig {
     pub interpreter: Option<String>,
     pub env_prefix: String,
     pub status_mime: String,
+    /// The agent text keeps the text/plain stand-in next to an image (`<Figure ...>`).
+    pub include_figure_text: bool,
     pub startup_timeout: Duration,
     pub memory_limit_bytes: Option<u64>,
     /// At most this many processes (the kernel and everything it starts).
@@ -110,6 +112,7 @@ impl KernelConfig {
             interpreter: None,
             env_prefix: DEFAULT_ENV_PREFIX.to_string(),
             status_mime: DEFAULT_STATUS_MIME.to_string(),
+            include_figure_text: false,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             memory_limit_bytes: None,
             max_processes: None,
@@ -257,6 +260,9 @@ pub struct Kernel {
     resolved: Resolved,
     prelude: PathBuf,
     status_mime: String,
+    include_figure_text: bool,
+    /// Where `read('artifact://<id>')` in the kernel finds truncated outputs.
+    artifacts_dir: Option<PathBuf>,
     writer: Arc<FrameWriter>,
     routes: Routes,
     exit: watch::Receiver<Option<ExitInfo>>,
@@ -515,6 +521,8 @@ impl Kernel {
             resolved,
             prelude: files.prelude,
             status_mime: config.status_mime.clone(),
+            include_figure_text: config.include_figure_text,
+            artifacts_dir: config.artifacts_dir.clone(),
             writer: Arc::new(FrameWriter {
                 stdin: tokio::sync::Mutex::new(stdin),
                 pid,
@@ -632,6 +640,10 @@ impl Kernel {
 
     pub fn status_mime(&self) -> &str {
         &self.status_mime
+    }
+
+    pub fn include_figure_text(&self) -> bool {
+        self.include_figure_text
     }
 
     pub fn alive(&self) -> bool {
@@ -1001,11 +1013,30 @@ impl Kernel {
     ) {
         let bridge = self.bridge.clone();
         let run_id = run_id.to_string();
+        let artifacts_dir = self.artifacts_dir.clone();
         self.spawn_reply(
             async move {
-                let answer = match bridge {
-                    Some(bridge) => bridge.call(name, args, run_id).await,
-                    None => Err("no host bridge is attached to this kernel".to_string()),
+                // `read('artifact://<id>')` of an output kept in this kernel's
+                // artifactsDir is answered here; any other read, or an artifact that is
+                // not there, goes to the host.
+                let local = match (
+                    crate::output::artifact_read_call(&name, &args),
+                    artifacts_dir,
+                ) {
+                    (Some(uri), Some(dir)) => tokio::task::spawn_blocking(move || {
+                        crate::output::read_artifact(&dir, &uri)
+                    })
+                    .await
+                    .ok(),
+                    _ => None,
+                };
+                let answer = match (local, bridge) {
+                    (Some(Ok(text)), _) => Ok(Value::String(text)),
+                    (Some(Err(KernelError::ArtifactNotFound { .. })) | None, Some(bridge)) => {
+                        bridge.call(name, args, run_id).await
+                    }
+                    (Some(Err(err)), _) => Err(err.to_string()),
+                    (None, None) => Err("no host bridge is attached to this kernel".to_string()),
                 };
                 match answer {
                     Ok(value) => HostFrame::Reply {

@@ -1,6 +1,7 @@
 //! pykernel: run Python for AI coding agents. This file only declares modules; the
 //! JavaScript surface lives in `napi/`, everything with behaviour in the others.
 
+pub mod agent_text;
 pub mod backends;
 pub mod bytecode;
 pub mod command;

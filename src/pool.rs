@@ -118,6 +118,12 @@ pub struct PoolRequest {
     pub timeout_seconds: Option<f64>,
     pub reset: bool,
     pub abort: Option<Arc<AbortHandle>>,
+    /// The name of the full output's artifact (checked); a fresh one by default.
+    pub artifact_id: Option<String>,
+    /// Overrides the kernel options' `include_figure_text`.
+    pub include_figure_text: Option<bool>,
+    /// Receives the sanitized agent text as it is built.
+    pub on_output: Option<Box<dyn FnMut(String) + Send>>,
 }
 
 /// What identifies a session's kernel.
@@ -856,6 +862,11 @@ impl Admission {
             artifacts_dir: pool.config.artifacts_dir.clone(),
             status_mime: pool.config.kernel.status_mime.clone(),
             annotations,
+            artifact_id: request.artifact_id,
+            include_figure_text: request
+                .include_figure_text
+                .unwrap_or(pool.config.kernel.include_figure_text),
+            on_output: request.on_output,
             ..Default::default()
         };
         let abort = options.abort.clone().expect("set above");

@@ -27,6 +27,9 @@ pub struct TruncationInfo {
     pub total_lines: f64,
     /// The file holding the full output, when `artifactsDir` was given.
     pub artifact_path: Option<String>,
+    /// The artifact's id: the output ends with `artifact://<id>`, which `read()` in the
+    /// kernel and `readArtifact` on the host resolve.
+    pub artifact_id: Option<String>,
     /// Why the full output could not be kept, when `artifactsDir` was given (also a notice).
     pub artifact_error: Option<String>,
 }
@@ -102,6 +105,7 @@ impl From<executor::EvalResult> for EvalResult {
                 total_bytes: t.total_bytes as f64,
                 total_lines: t.total_lines as f64,
                 artifact_path: t.artifact_path.map(|p| p.display().to_string()),
+                artifact_id: t.artifact_id,
                 artifact_error: t.artifact_error,
             }),
         }

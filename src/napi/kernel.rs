@@ -8,6 +8,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
+use super::agent_text::{artifact_id, on_output_notice, LiveOutput};
 use super::cancel::{on_event_notice, Callback, EventSink};
 use super::eval::{EvalCell, EvalResult};
 use super::options::{
@@ -40,6 +41,9 @@ pub struct KernelOptions {
     pub env_prefix: Option<String>,
     /// @default "application/x-pykernel-status"
     pub status_mime: Option<String>,
+    /// `evaluate` (and the pool) keep the text/plain stand-in shown next to an image,
+    /// matplotlib's `<Figure size 640x480 with 1 Axes>`, in `output`. @default false
+    pub include_figure_text: Option<bool>,
     /// From 1 to 3,600,000. @default 10000
     pub startup_timeout_ms: Option<f64>,
     /// RLIMIT_AS for the kernel process, in bytes: an integer from 33,554,432 (32 MiB) to
@@ -98,6 +102,7 @@ impl KernelOptions {
         if let Some(mime) = self.status_mime {
             config.status_mime = mime;
         }
+        config.include_figure_text = self.include_figure_text.unwrap_or(false);
         config.startup_timeout = optional_millis(
             "startupTimeoutMs",
             self.startup_timeout_ms,
@@ -322,15 +327,21 @@ impl JsKernel {
         let parsed = (|| {
             let artifacts_dir: Option<String> = reader.get("artifactsDir", "a string")?;
             let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
+            let live = LiveOutput::read(&reader)?;
             let eval = EvalOptions {
                 timeout: reader.timeout_millis("timeoutMs", bounds::MAX_LONG_MS)?,
                 artifacts_dir: artifacts_dir.map(PathBuf::from),
                 status_mime: self.inner.status_mime().to_string(),
+                artifact_id: artifact_id(&reader)?,
+                include_figure_text: reader
+                    .get("includeFigureText", "a boolean")?
+                    .unwrap_or(self.inner.include_figure_text()),
+                on_output: live.sender(),
                 ..Default::default()
             };
-            Ok::<_, KernelError>((eval, on_event, reader.signal()?))
+            Ok::<_, KernelError>((eval, on_event, live, reader.signal()?))
         })();
-        let (mut eval, on_event, cancellation) = match parsed {
+        let (mut eval, on_event, live, cancellation) = match parsed {
             Ok(parsed) => parsed,
             Err(err) => return promise(env, async move { Err(err) }),
         };
@@ -356,7 +367,10 @@ impl JsKernel {
                 .await;
                 drop(turn);
                 let on_event_error = sink.finish().await;
-                Ok(result.map(|r| with_on_event_error(r, on_event_error)))
+                let on_output_error = live.finish().await;
+                Ok(result.map(|r| {
+                    with_on_output_error(with_on_event_error(r, on_event_error), on_output_error)
+                }))
             }),
             move |env, result| {
                 cancellation.release(env);
@@ -497,6 +511,17 @@ pub(super) fn with_on_event_error(
 ) -> executor::EvalResult {
     if let Some(message) = on_event_error {
         result.add_notice(on_event_notice(&message));
+    }
+    result
+}
+
+/// An `EvalResult` that also says that `onOutput` threw, if it did.
+pub(super) fn with_on_output_error(
+    mut result: executor::EvalResult,
+    on_output_error: Option<String>,
+) -> executor::EvalResult {
+    if let Some(message) = on_output_error {
+        result.add_notice(on_output_notice(&message));
     }
     result
 }

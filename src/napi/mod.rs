@@ -9,10 +9,13 @@
 //! - `pool`: the `KernelPool` class.
 //! - `python`: `resolvePython`, `checkPythonKernelAvailability`, `filterEnv`.
 //! - `output`: `renderBundle`, `clampLine` and the preview helpers.
+//! - `agent_text`: the `OutputBuilder` class, `readArtifact`, and the agent-text options
+//!   (`onOutput`, `artifactId`, `includeFigureText`) of `evaluate` and the pool.
 
 // The exports are registered with Node, which unit-test builds do not see.
 #![cfg_attr(test, allow(dead_code))]
 
+mod agent_text;
 mod cancel;
 mod eval;
 mod kernel;

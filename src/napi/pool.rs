@@ -8,9 +8,10 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
+use super::agent_text::{artifact_id, LiveOutput};
 use super::cancel::EventSink;
 use super::eval::{EvalCell, EvalResult};
-use super::kernel::{with_on_event_error, KernelOptions};
+use super::kernel::{with_on_event_error, with_on_output_error, KernelOptions};
 use super::options::{bounds, optional_integer, optional_millis, OptionReader};
 use super::{js_error, promise};
 use crate::error::KernelError;
@@ -236,16 +237,21 @@ impl JsKernelPool {
                 timeout_seconds: timeout_seconds(reader.get("timeoutSeconds", "a number")?)?,
                 reset: reader.get("reset", "a boolean")?.unwrap_or(false),
                 abort: None,
+                artifact_id: artifact_id(&reader)?,
+                include_figure_text: reader.get("includeFigureText", "a boolean")?,
+                on_output: None,
             };
             let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
-            Ok::<_, KernelError>((request, on_event, cancellation))
+            let live = LiveOutput::read(&reader)?;
+            Ok::<_, KernelError>((request, on_event, live, cancellation))
         })();
-        let (mut request, on_event, cancellation) = match parsed {
+        let (mut request, on_event, live, cancellation) = match parsed {
             Ok(parsed) => parsed,
             Err(err) => return promise(env, async move { Err(err) }),
         };
         let (abort, cancellation) = cancellation.split();
         request.abort = abort;
+        request.on_output = live.sender();
         let source_len = request.cells.iter().map(|c| c.code.len()).sum();
         // Admitted now, so calls on one session run in the order JavaScript made them.
         let admission = match self.inner.admit(request) {
@@ -259,7 +265,10 @@ impl JsKernelPool {
                     .run(|index, event| sink.push((index as u32, event.into_json()).into()))
                     .await;
                 let on_event_error = sink.finish().await;
-                Ok(result.map(|r| with_on_event_error(r, on_event_error)))
+                let on_output_error = live.finish().await;
+                Ok(result.map(|r| {
+                    with_on_output_error(with_on_event_error(r, on_event_error), on_output_error)
+                }))
             }),
             move |env, result| {
                 cancellation.release(env);

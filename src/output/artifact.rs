@@ -22,16 +22,31 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Where to keep the full output when it is cut: a new
-/// `<dir>/output-<unix-millis>-<random>.txt` (the directory is created if needed).
+/// Where to keep the full output when it is cut: `<dir>/<id>.txt`, where the id is the
+/// caller's (see `artifact_ref`) or a new `output-<unix-millis>-<random>` (the directory
+/// is created if needed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArtifactSink {
     dir: PathBuf,
+    id: Option<String>,
 }
 
 impl ArtifactSink {
     pub fn in_dir(dir: impl Into<PathBuf>) -> Self {
-        ArtifactSink { dir: dir.into() }
+        ArtifactSink {
+            dir: dir.into(),
+            id: None,
+        }
+    }
+
+    /// The artifact named `id`, already checked with
+    /// [`check_artifact_id`](super::artifact_ref::check_artifact_id). A file of that
+    /// name is replaced: the caller chose the name, as a retried call reuses it.
+    pub fn named(dir: impl Into<PathBuf>, id: String) -> Self {
+        ArtifactSink {
+            dir: dir.into(),
+            id: Some(id),
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -90,7 +105,7 @@ impl ArtifactWriter {
         let ArtifactWriter::Holding { sink, held } = self else {
             return;
         };
-        let next = match create_artifact_file(&sink.dir) {
+        let next = match create_artifact_file(&sink.dir, sink.id.as_deref()) {
             Ok((path, file)) => {
                 let mut file = BufWriter::with_capacity(64 * 1024, file);
                 match file.write_all(held.as_bytes()) {
@@ -148,16 +163,31 @@ fn write_error(path: &Path, err: &io::Error) -> String {
     )
 }
 
-/// A new private file in `dir`, or why none could be made (the message the report shows).
-fn create_artifact_file(dir: &Path) -> Result<(PathBuf, File), String> {
+/// A new private file in `dir` (named `<id>.txt` when the caller named it), or why none
+/// could be made (the message the report shows).
+fn create_artifact_file(dir: &Path, id: Option<&str>) -> Result<(PathBuf, File), String> {
     crate::safe_fs::ensure_private_dir("artifactsDir", dir)
         .map_err(|refusal| format!("could not create an output artifact: {refusal}"))?;
-    open_new_file(dir).map_err(|err| {
+    let opened = match id {
+        Some(id) => open_named_file(dir, id),
+        None => open_new_file(dir),
+    };
+    opened.map_err(|err| {
         format!(
             "could not create an output artifact in {}: {err}",
             dir.display()
         )
     })
+}
+
+/// `<dir>/<id>.txt`, replacing a regular file of that name (never following a symlink:
+/// the directory is ours alone, checked above, and the open refuses a planted link).
+fn open_named_file(dir: &Path, id: &str) -> io::Result<(PathBuf, File)> {
+    let path = super::artifact_ref::artifact_path(dir, id);
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    let file = crate::safe_fs::open_nofollow(&path, &mut options)?;
+    Ok((path, file))
 }
 
 fn open_new_file(dir: &Path) -> io::Result<(PathBuf, File)> {
@@ -229,8 +259,8 @@ mod tests {
     #[test]
     fn two_artifacts_get_distinct_names() {
         let dir = tempfile::tempdir().unwrap();
-        let (a, _) = create_artifact_file(dir.path()).unwrap();
-        let (b, _) = create_artifact_file(dir.path()).unwrap();
+        let (a, _) = create_artifact_file(dir.path(), None).unwrap();
+        let (b, _) = create_artifact_file(dir.path(), None).unwrap();
         assert_ne!(a, b);
     }
 

@@ -5,6 +5,7 @@
 //! - `truncate`: line cap, head/tail with an elision marker, totals; one streaming
 //!   implementation ([`OutputAccumulator`]) behind the one-shot [`truncate_output`].
 //! - `artifact`: the file that keeps the full output when the agent's copy is cut.
+//! - `artifact_ref`: artifact ids, `artifact://` references, reading an artifact back.
 //! - `render` and `html`: MIME bundle -> text, images, JSON, status; HTML -> Markdown.
 //! - `revisable`: a cell's latest agent text, still open to display updates and
 //!   `clear_output`, before it reaches the accumulator.
@@ -13,6 +14,7 @@
 //! - `preview`: streaming and collapsed previews.
 
 mod artifact;
+mod artifact_ref;
 mod clamp;
 pub(crate) mod escapes;
 mod html;
@@ -23,6 +25,10 @@ mod sanitize;
 mod truncate;
 
 pub use artifact::ArtifactSink;
+pub use artifact_ref::{
+    artifact_read_call, artifact_uri, check_artifact_id, parse_artifact_uri, read_artifact,
+    ArtifactRef, ARTIFACT_SCHEME,
+};
 pub use clamp::{clamp_line, visible_width, DEFAULT_MAX_COLUMNS};
 pub use html::html_to_markdown;
 pub use preview::{

@@ -134,6 +134,12 @@ impl OutputAccumulator {
         }
     }
 
+    /// Takes text that is sanitized already (the sanitizer would leave it as it is, at
+    /// the cost of parsing it again).
+    pub fn push_sanitized(&mut self, text: &str) {
+        self.take_sanitized(text);
+    }
+
     /// Bytes of sanitized text seen so far (the held-back unfinished line not included).
     pub fn total_bytes(&self) -> u64 {
         self.total_bytes

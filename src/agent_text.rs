@@ -1,0 +1,458 @@
+//! The agent's text of a stream of kernel events or plain text (SPEC 13): the one engine
+//! behind `evaluate`'s and the pool's `output` and the `OutputBuilder` class.
+//!
+//! Text is sanitized as it comes (one streaming [`Sanitizer`], so a sequence or a `\r`
+//! rewrite split across events is handled as one), then held per cell by [`Revisable`]
+//! (display updates and `clear_output` revise it), then folded into one bounded
+//! [`OutputAccumulator`] (line cap, head and tail, the artifact file with every byte).
+//!
+//! The live stream (`take_live`, when asked for) is the sanitized text as it enters the
+//! revisable stage: a UI sees lines as they are printed, never raw escapes or `\r`
+//! rewrites. Revisions are not in it: its concatenation is the body of `output` exactly
+//! when nothing was cut, no display was updated and no `clear_output` ran; when the text
+//! was cut it is the artifact's content under the same condition.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::events::{json_size, Admission, DisplayBudget, KernelEvent};
+use crate::output::{
+    artifact_uri, render_bundle, sanitize, ArtifactSink, Image, OutputAccumulator, OutputLimits,
+    Revisable, Sanitizer, Truncated,
+};
+
+/// How the text is built.
+#[derive(Debug, Clone, Default)]
+pub struct AgentTextOptions {
+    pub limits: OutputLimits,
+    /// Where the full text goes when it is cut.
+    pub artifact: Option<ArtifactSink>,
+    pub status_mime: String,
+    /// Keep the text/plain stand-in shown next to an image (matplotlib's
+    /// `<Figure size 640x480 with 1 Axes>`); dropped by default.
+    pub include_figure_text: bool,
+    /// Keep the live stream for [`AgentText::take_live`].
+    pub live: bool,
+}
+
+/// The built text: `body` is what follows the notices in `output`.
+#[derive(Debug, Clone, Default)]
+pub struct AgentTextResult {
+    /// The sanitized, truncated text; when cut and kept, ending with the line that says
+    /// where the full text is. A placeholder when there was no text.
+    pub body: String,
+    /// Some text was seen (the body is not a placeholder).
+    pub has_text: bool,
+    pub truncated: Option<Truncated>,
+    /// The artifact's id, when the full text was kept.
+    pub artifact_id: Option<String>,
+    pub images: Vec<Image>,
+    pub json: Vec<Value>,
+    pub statuses: Vec<(String, Value)>,
+}
+
+pub struct AgentText {
+    status_mime: String,
+    include_figure_text: bool,
+    sanitizer: Sanitizer,
+    text: OutputAccumulator,
+    has_text: bool,
+    /// Every image displayed so far, kept or not.
+    images_shown: usize,
+    images: Vec<Image>,
+    json: Vec<Value>,
+    statuses: Vec<(String, Value)>,
+    live: Option<String>,
+    cell: CellState,
+}
+
+/// What is known of the current cell only.
+#[derive(Default)]
+struct CellState {
+    displays: DisplayBudget,
+    /// The cell's latest text, still open to display updates and `clear_output`.
+    revisable: Revisable,
+    /// Where the images and JSON of each kept display id start.
+    data_at: HashMap<String, Vec<(usize, usize)>>,
+    /// Late output is being shown (its marker line is out).
+    in_late: bool,
+    /// The text so far ends a line (or is empty).
+    not_at_line_start: bool,
+}
+
+/// The line before output that arrived after its own cell had ended.
+const LATE_MARKER: &str = "[late output from an earlier cell]\n";
+
+impl AgentText {
+    pub fn new(options: AgentTextOptions) -> Self {
+        AgentText {
+            status_mime: options.status_mime,
+            include_figure_text: options.include_figure_text,
+            sanitizer: Sanitizer::new(),
+            text: OutputAccumulator::new(options.limits, options.artifact),
+            has_text: false,
+            images_shown: 0,
+            images: Vec::new(),
+            json: Vec::new(),
+            statuses: Vec::new(),
+            live: options.live.then(String::new),
+            cell: CellState::default(),
+        }
+    }
+
+    /// Folds one event of the current cell in.
+    pub fn add(&mut self, event: &KernelEvent) {
+        match event {
+            KernelEvent::Stdout(text) | KernelEvent::Stderr(text) => {
+                self.cell.in_late = false;
+                self.push_stream(text);
+            }
+            KernelEvent::Late { text, .. } => {
+                if !self.cell.in_late {
+                    self.cell.in_late = true;
+                    let marker = if self.cell.not_at_line_start {
+                        format!("\n{LATE_MARKER}")
+                    } else {
+                        LATE_MARKER.to_string()
+                    };
+                    self.push_stream(&marker);
+                }
+                self.push_stream(text);
+            }
+            KernelEvent::Display {
+                bundle,
+                display_id,
+                update,
+            } => {
+                let id = display_id.as_deref();
+                let admission = self
+                    .cell
+                    .displays
+                    .admit_display(id, *update, json_size(bundle));
+                self.add_bundle(bundle, admission, id, *update);
+            }
+            KernelEvent::Result(bundle) => self.add_bundle(bundle, Admission::Keep, None, false),
+            KernelEvent::Status { op, data } => {
+                self.statuses
+                    .push((op.clone(), Value::Object(data.clone())));
+            }
+            KernelEvent::Clear { wait } => {
+                // An unfinished line is cleared too, so it must be in the revisable text.
+                self.flush_line();
+                let (text, has_text) = (&mut self.text, &mut self.has_text);
+                self.cell.revisable.clear(*wait, &mut |s: &str| {
+                    *has_text = true;
+                    text.push_sanitized(s);
+                });
+            }
+            KernelEvent::Error(error) => {
+                let traceback = error.traceback.concat();
+                let text = if traceback.trim().is_empty() {
+                    format!("{}: {}", error.ename, error.evalue)
+                } else {
+                    traceback
+                };
+                self.push_stream(&text);
+                if !text.is_empty() && !text.ends_with('\n') {
+                    self.push_stream("\n");
+                }
+            }
+        }
+    }
+
+    /// Raw text of a stream (a shell command's stdout, say), as a cell's stdout.
+    pub fn push_text(&mut self, text: &str) {
+        self.cell.in_late = false;
+        self.push_stream(text);
+    }
+
+    /// The current cell ended: its text is final, and the next cell starts afresh.
+    pub fn end_cell(&mut self) {
+        self.flush_line();
+        let (text, has_text) = (&mut self.text, &mut self.has_text);
+        self.cell.revisable.finish(&mut |s: &str| {
+            *has_text = true;
+            text.push_sanitized(s);
+        });
+        self.cell = CellState::default();
+    }
+
+    /// A line of the host's (such as `Command exited with code 1`), after every cell.
+    pub fn push_closing_line(&mut self, line: &str) {
+        self.end_cell();
+        let line = sanitize(line);
+        self.has_text = true;
+        self.emit_live(&line);
+        self.text.push_sanitized(&line);
+    }
+
+    /// The sanitized text that entered the agent text since the last call (empty unless
+    /// the builder was made with `live`).
+    pub fn take_live(&mut self) -> String {
+        self.live.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Some text reached the agent text (or is held for it).
+    pub fn has_text(&self) -> bool {
+        self.has_text
+    }
+
+    pub fn finish(mut self) -> AgentTextResult {
+        self.end_cell();
+        let truncated = self.text.finish();
+        let mut body = if self.has_text {
+            truncated.text.clone()
+        } else if self.images_shown > 0 {
+            format!("(displayed {} image(s); no text output)", self.images_shown)
+        } else {
+            "(no output)".to_string()
+        };
+        let artifact_id = truncated.artifact_path.as_deref().and_then(artifact_id_of);
+        if let Some(id) = &artifact_id {
+            if !body.ends_with('\n') {
+                body.push('\n');
+            }
+            body.push_str(&format!(
+                "[full output ({} lines): {}]\n",
+                truncated.total_lines,
+                artifact_uri(id)
+            ));
+        }
+        AgentTextResult {
+            body,
+            has_text: self.has_text,
+            truncated: truncated.truncated.then_some(truncated),
+            artifact_id,
+            images: self.images,
+            json: self.json,
+            statuses: self.statuses,
+        }
+    }
+
+    fn add_bundle(&mut self, bundle: &Value, admission: Admission, id: Option<&str>, update: bool) {
+        let rendered = render_bundle(bundle, &self.status_mime);
+        // Next to an image, text/plain is only its stand-in (`<Figure ...>`).
+        let text_is_fallback =
+            !rendered.images.is_empty() && !rendered.markdown && !self.include_figure_text;
+        let mut line = if text_is_fallback {
+            String::new()
+        } else {
+            sanitize(&rendered.text)
+        };
+        // Rendered values start on a line of their own and end one.
+        if !line.is_empty() && !line.ends_with('\n') {
+            line.push('\n');
+        }
+        if !line.is_empty() {
+            self.flush_line();
+            self.cell.not_at_line_start = false;
+            self.cell.in_late = false;
+            self.emit_live(&line);
+        }
+        let (text, has_text) = (&mut self.text, &mut self.has_text);
+        self.cell
+            .revisable
+            .display(id, update, line, &mut |s: &str| {
+                *has_text = true;
+                text.push_sanitized(s);
+            });
+        self.images_shown += rendered.images.len();
+        match admission {
+            Admission::Keep => {
+                let at = (self.images.len(), self.json.len());
+                if let Some(id) = id {
+                    self.cell
+                        .data_at
+                        .entry(id.to_string())
+                        .or_default()
+                        .push(at);
+                }
+                self.images.extend(rendered.images);
+                self.json.extend(rendered.json);
+            }
+            Admission::Replace => {
+                // The display's new state where its old one was (a display keeps its
+                // number of images from one state to the next; any more are left out).
+                let places = self.cell.data_at.get(id.unwrap_or_default()).cloned();
+                for (image_at, json_at) in places.into_iter().flatten() {
+                    for (i, image) in rendered.images.iter().enumerate() {
+                        if let Some(slot) = self.images.get_mut(image_at + i) {
+                            *slot = image.clone();
+                        }
+                    }
+                    for (i, value) in rendered.json.iter().enumerate() {
+                        if let Some(slot) = self.json.get_mut(json_at + i) {
+                            *slot = value.clone();
+                        }
+                    }
+                }
+            }
+            Admission::Drop | Admission::Ignore => {}
+        }
+    }
+
+    /// Raw stream text through the sanitizer, into the cell's revisable text.
+    fn push_stream(&mut self, raw: &str) {
+        if let Some(last) = raw.chars().last() {
+            self.cell.not_at_line_start = last != '\n';
+        }
+        let mut clean = String::new();
+        self.sanitizer.push(raw, &mut clean);
+        self.take_clean(&clean);
+    }
+
+    /// The sanitizer's unfinished line, before text that is not part of its stream.
+    fn flush_line(&mut self) {
+        let mut clean = String::new();
+        self.sanitizer.finish(&mut clean);
+        self.take_clean(&clean);
+    }
+
+    fn take_clean(&mut self, clean: &str) {
+        if clean.is_empty() {
+            return;
+        }
+        self.emit_live(clean);
+        let (text, has_text) = (&mut self.text, &mut self.has_text);
+        self.cell.revisable.text(clean, &mut |s: &str| {
+            *has_text = true;
+            text.push_sanitized(s);
+        });
+    }
+
+    fn emit_live(&mut self, clean: &str) {
+        if let Some(live) = &mut self.live {
+            live.push_str(clean);
+        }
+    }
+}
+
+/// The id of the artifact at `path` (`<dir>/<id>.txt`).
+fn artifact_id_of(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_suffix(".txt").map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builder(live: bool) -> AgentText {
+        AgentText::new(AgentTextOptions {
+            status_mime: "application/x-pykernel-status".into(),
+            live,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn images_replace_their_plain_text_stand_in_unless_asked_to_keep_it() {
+        let figure = KernelEvent::Display {
+            bundle: serde_json::json!({"image/png": "iVBOR", "text/plain": "<Figure size 640x480>"}),
+            display_id: None,
+            update: false,
+        };
+        let mut v = builder(false);
+        v.add(&figure);
+        assert!(!v.has_text());
+        v.add(&KernelEvent::Result(serde_json::json!({"text/plain": "2"})));
+        v.add(&KernelEvent::Stdout("\x1b[31mred\x1b[0m\n".into()));
+        let out = v.finish();
+        assert_eq!(out.images.len(), 1);
+        assert_eq!(out.body, "2\nred\n");
+
+        let mut kept = AgentText::new(AgentTextOptions {
+            include_figure_text: true,
+            ..Default::default()
+        });
+        kept.add(&figure);
+        assert_eq!(kept.finish().body, "<Figure size 640x480>\n");
+    }
+
+    #[test]
+    fn the_live_stream_is_sanitized_and_adds_up_to_the_body() {
+        let mut v = builder(true);
+        let mut live = String::new();
+        for chunk in ["\x1b[1mbo", "ld\x1b[0m\n10%\r", "100%\n", "tail"] {
+            v.add(&KernelEvent::Stdout(chunk.into()));
+            live.push_str(&v.take_live());
+        }
+        assert_eq!(live, "bold\n100%\n", "an unfinished line waits for its end");
+        v.end_cell();
+        live.push_str(&v.take_live());
+        v.push_closing_line("Command exited with code 1\n");
+        live.push_str(&v.take_live());
+        assert_eq!(live, "bold\n100%\ntailCommand exited with code 1\n");
+        assert_eq!(v.finish().body, live);
+    }
+
+    #[test]
+    fn without_live_nothing_is_kept_for_it() {
+        let mut v = builder(false);
+        v.push_text("a\n");
+        assert_eq!(v.take_live(), "");
+        assert_eq!(v.live, None);
+    }
+
+    #[test]
+    fn cut_text_ends_with_its_artifact_reference() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = AgentText::new(AgentTextOptions {
+            artifact: Some(ArtifactSink::named(dir.path(), "call-1".into())),
+            limits: OutputLimits {
+                line_bytes: 100,
+                head_bytes: 10,
+                tail_bytes: 10,
+            },
+            ..Default::default()
+        });
+        let text: String = (0..100).map(|i| format!("{i}\n")).collect();
+        v.push_text(&text);
+        let out = v.finish();
+        assert_eq!(out.artifact_id.as_deref(), Some("call-1"));
+        assert!(
+            out.body
+                .ends_with("[full output (100 lines): artifact://call-1]\n"),
+            "{}",
+            out.body
+        );
+        let saved = std::fs::read_to_string(dir.path().join("call-1.txt")).unwrap();
+        assert_eq!(saved, text);
+    }
+
+    /// `images` and `json` keep the data of the displays the cell's result keeps, by the
+    /// same rule, so a notice from the one is true of the other.
+    #[test]
+    fn images_are_kept_for_the_displays_the_cell_keeps() {
+        use crate::events::{Collector, KEPT_DISPLAYS};
+        use crate::protocol::RunnerFrame;
+        let mime = "application/x-pykernel-status";
+        let mut view = builder(false);
+        let mut collector = Collector::new(mime, None);
+        for i in 0..KEPT_DISPLAYS + 20 {
+            let bundle = if i % 2 == 0 {
+                serde_json::json!({"image/png": "iVBOR", "text/plain": "<img>"})
+            } else {
+                serde_json::json!({"application/json": {"i": i}, "text/plain": format!("j{i}")})
+            };
+            let frame = RunnerFrame::Display {
+                id: None,
+                bundle,
+                display_id: None,
+                update: false,
+            };
+            view.add(&collector.apply(frame).unwrap());
+        }
+        assert_eq!(view.images_shown, (KEPT_DISPLAYS + 20) / 2);
+        let out = view.finish();
+        assert_eq!(
+            out.images.len() + out.json.len(),
+            collector.outcome.displays.len()
+        );
+        assert_eq!(collector.outcome.displays_dropped, 20);
+        // The text of every display is kept.
+        assert!(out.body.contains(&format!("j{}", KEPT_DISPLAYS + 19)));
+    }
+}

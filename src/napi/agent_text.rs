@@ -1,0 +1,266 @@
+//! JavaScript surface of the agent-text engine (`crate::agent_text`): the `OutputBuilder`
+//! class, `readArtifact`, and the agent-text options `evaluate` and the pool share
+//! (`onOutput`, `artifactId`, `includeFigureText`). Conversion and delegation only.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::Value;
+
+use super::cancel::EventSink;
+use super::eval::{ImageOutput, TruncationInfo};
+use super::kernel::StatusInfo;
+use super::options::{optional_integer, OptionReader};
+use super::{coded_error, host_path, js_error, promise};
+use crate::agent_text::{AgentText, AgentTextOptions};
+use crate::error::KernelError;
+use crate::events::KernelEvent;
+use crate::kernel::DEFAULT_STATUS_MIME;
+use crate::output::{check_artifact_id, read_artifact, ArtifactSink, OutputLimits};
+
+type Parsed<T> = std::result::Result<T, KernelError>;
+
+/// The `artifactId` option, checked: it names a file in artifactsDir.
+pub(super) fn artifact_id(reader: &OptionReader) -> Parsed<Option<String>> {
+    let id: Option<String> = reader.get("artifactId", "a string")?;
+    id.map(|id| {
+        check_artifact_id(&id)
+            .map(|()| id)
+            .map_err(|reason| KernelError::InvalidArgument {
+                name: "artifactId",
+                reason,
+            })
+    })
+    .transpose()
+}
+
+/// `onOutput`: the live agent text, delivered in order as `onEvent` is; `finish` waits
+/// until JavaScript has run every chunk.
+pub(super) struct LiveOutput {
+    sink: Arc<Mutex<EventSink<String>>>,
+    wanted: bool,
+}
+
+impl LiveOutput {
+    pub(super) fn read(reader: &OptionReader) -> Parsed<LiveOutput> {
+        let callback = reader.callback::<String>("onOutput")?;
+        Ok(LiveOutput {
+            wanted: callback.is_some(),
+            sink: Arc::new(Mutex::new(EventSink::new(callback))),
+        })
+    }
+
+    /// What the engine calls with each chunk; `None` without `onOutput`.
+    pub(super) fn sender(&self) -> Option<Box<dyn FnMut(String) + Send>> {
+        let sink = self.sink.clone();
+        self.wanted
+            .then(|| Box::new(move |chunk| sink.lock().unwrap().push(chunk)) as Box<_>)
+    }
+
+    /// Call once the engine is done (its sender dropped); what `onOutput` threw first.
+    pub(super) async fn finish(self) -> Option<String> {
+        let sink = Arc::try_unwrap(self.sink).ok()?.into_inner().ok()?;
+        sink.finish().await
+    }
+}
+
+/// The notice in an `EvalResult` for an `onOutput` that threw.
+pub(super) fn on_output_notice(message: &str) -> String {
+    format!("onOutput threw: {message}; later output was still delivered")
+}
+
+#[napi(object)]
+pub struct OutputBuilderOptions {
+    /// When the text is cut, the full sanitized text is written to `<artifactsDir>/<id>.txt`.
+    pub artifacts_dir: Option<String>,
+    /// The artifact's id: 1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with `.`.
+    /// @default a fresh `output-<millis>-<random>`
+    pub artifact_id: Option<String>,
+    /// A line longer than this is cut, ending with `…`; from 16 to 1,048,576. @default 768
+    pub line_bytes: Option<f64>,
+    /// The most bytes of whole lines kept from the start; up to 67,108,864. @default 20480
+    pub head_bytes: Option<f64>,
+    /// The most bytes of whole lines kept from the end; up to 67,108,864. @default 51200
+    pub tail_bytes: Option<f64>,
+    /// Keep the text/plain stand-in shown next to an image (matplotlib's
+    /// `<Figure size 640x480 with 1 Axes>`). @default false
+    pub include_figure_text: Option<bool>,
+    /// The MIME type of status events in display bundles. @default "application/x-pykernel-status"
+    pub status_mime: Option<String>,
+}
+
+#[napi(object)]
+pub struct BuiltOutput {
+    /// What the agent reads: the sanitized, truncated text, ending with
+    /// `[full output (N lines): artifact://<id>]` when cut and kept; `(no output)` when empty.
+    pub output: String,
+    pub truncated: Option<TruncationInfo>,
+    pub images: Vec<ImageOutput>,
+    #[napi(ts_type = "unknown[]")]
+    pub json: Vec<Value>,
+    pub statuses: Vec<StatusInfo>,
+}
+
+/// The agent text of any stream, by the rules of `evaluate`'s `output`: sanitized
+/// (ANSI, controls, `\r` rewrites), lines capped, head and tail kept with
+/// `[…N lines elided…]` between, the full text in an artifact, images and JSON aside.
+/// Memory stays bounded whatever goes through it.
+#[napi]
+pub struct OutputBuilder {
+    text: Option<AgentText>,
+}
+
+#[napi]
+impl OutputBuilder {
+    #[napi(constructor)]
+    pub fn new(env: Env, options: Option<OutputBuilderOptions>) -> Result<Self> {
+        let built = (|| -> Parsed<AgentText> {
+            let Some(options) = options else {
+                return Ok(AgentText::new(builder_options(
+                    None,
+                    None,
+                    OutputLimits::default(),
+                )));
+            };
+            let defaults = OutputLimits::default();
+            const MAX_PART: u64 = 64 << 20;
+            let limits = OutputLimits {
+                line_bytes: optional_integer("lineBytes", options.line_bytes, (16, 1 << 20))?
+                    .map_or(defaults.line_bytes, |n| n as usize),
+                head_bytes: optional_integer("headBytes", options.head_bytes, (0, MAX_PART))?
+                    .map_or(defaults.head_bytes, |n| n as usize),
+                tail_bytes: optional_integer("tailBytes", options.tail_bytes, (0, MAX_PART))?
+                    .map_or(defaults.tail_bytes, |n| n as usize),
+            };
+            if let Some(id) = &options.artifact_id {
+                check_artifact_id(id).map_err(|reason| KernelError::InvalidArgument {
+                    name: "artifactId",
+                    reason,
+                })?;
+            }
+            let artifact = options.artifacts_dir.map(|dir| match options.artifact_id {
+                Some(id) => ArtifactSink::named(host_path(dir), id),
+                None => ArtifactSink::in_dir(host_path(dir)),
+            });
+            let mut built = builder_options(artifact, options.status_mime, limits);
+            built.include_figure_text = options.include_figure_text.unwrap_or(false);
+            Ok(AgentText::new(built))
+        })();
+        let text = built.map_err(|err| js_error(&env, &err))?;
+        Ok(OutputBuilder { text: Some(text) })
+    }
+
+    /// Takes raw text (ANSI, `\r` and all); returns the sanitized text it completed, which
+    /// may be empty: an unfinished line waits for its end (a later `\r` may rewrite it).
+    #[napi]
+    pub fn push(&mut self, env: Env, text: String) -> Result<String> {
+        let builder = self.builder(&env)?;
+        builder.push_text(&text);
+        Ok(builder.take_live())
+    }
+
+    /// Takes a `KernelEvent` (as `onEvent` receives it); returns the sanitized text it added.
+    #[napi(ts_args_type = "event: KernelEvent")]
+    pub fn push_event(&mut self, env: Env, event: Value) -> Result<String> {
+        let event = KernelEvent::from_json(&event).map_err(|reason| {
+            js_error(
+                &env,
+                &KernelError::InvalidArgument {
+                    name: "event",
+                    reason,
+                },
+            )
+        })?;
+        let builder = self.builder(&env)?;
+        builder.add(&event);
+        Ok(builder.take_live())
+    }
+
+    /// Ends a cell: its held text (display updates, `clear_output`) becomes final, and the
+    /// unfinished line is released. Returns the text it released.
+    #[napi]
+    pub fn end_cell(&mut self, env: Env) -> Result<String> {
+        let builder = self.builder(&env)?;
+        builder.end_cell();
+        Ok(builder.take_live())
+    }
+
+    /// The agent text of everything pushed. The builder takes nothing after it.
+    #[napi]
+    pub fn finish(&mut self, env: Env) -> Result<BuiltOutput> {
+        self.builder(&env)?;
+        let built = self.text.take().expect("checked above").finish();
+        Ok(BuiltOutput {
+            output: built.body,
+            truncated: built.truncated.map(|t| TruncationInfo {
+                total_bytes: t.total_bytes as f64,
+                total_lines: t.total_lines as f64,
+                artifact_path: t.artifact_path.map(|p| p.display().to_string()),
+                artifact_id: built.artifact_id,
+                artifact_error: t.artifact_error,
+            }),
+            images: built
+                .images
+                .into_iter()
+                .map(|i| ImageOutput {
+                    mime: i.mime.to_string(),
+                    data: i.data,
+                })
+                .collect(),
+            json: built.json,
+            statuses: built
+                .statuses
+                .into_iter()
+                .map(|(op, data)| StatusInfo { op, data })
+                .collect(),
+        })
+    }
+
+    fn builder(&mut self, env: &Env) -> Result<&mut AgentText> {
+        self.text.as_mut().ok_or_else(|| {
+            coded_error(
+                env,
+                "ERR_INVALID_ARG",
+                "this OutputBuilder is finished; make a new OutputBuilder for more output",
+            )
+        })
+    }
+}
+
+fn builder_options(
+    artifact: Option<ArtifactSink>,
+    status_mime: Option<String>,
+    limits: OutputLimits,
+) -> AgentTextOptions {
+    AgentTextOptions {
+        limits,
+        artifact,
+        status_mime: status_mime.unwrap_or_else(|| DEFAULT_STATUS_MIME.to_string()),
+        include_figure_text: false,
+        live: true,
+    }
+}
+
+#[napi(object)]
+pub struct ReadArtifactOptions {
+    /// The artifactsDir the output was cut under.
+    pub artifacts_dir: String,
+}
+
+/// The full output an `artifact://<id>` reference names (with `:<first>-<last>`, those
+/// lines, 1-based and inclusive; `:<first>-` to the end). `ERR_INVALID_ARG` for a
+/// reference that is not one, or whose id could leave the directory;
+/// `ERR_ARTIFACT_NOT_FOUND` when there is no such artifact.
+#[napi(js_name = "readArtifact", ts_return_type = "Promise<string>")]
+pub fn read_artifact_text<'env>(
+    env: &'env Env,
+    uri: String,
+    options: ReadArtifactOptions,
+) -> Result<PromiseRaw<'env, String>> {
+    let dir: PathBuf = host_path(options.artifacts_dir);
+    promise(env, async move {
+        super::blocking(move || read_artifact(&dir, &uri)).await
+    })
+}
