@@ -14,6 +14,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod cancel;
+mod cells;
 mod eval;
 mod kernel;
 mod kv;
