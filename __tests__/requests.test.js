@@ -158,6 +158,22 @@ test('a request deadline covers its cells: the result says it timed out, and the
   assert.equal(value(await pool.execute({ sessionId: 'd', cells: [{ code: "x, 'never' in globals()" }] })), '(5, False)')
 })
 
+test('a request deadline on a cell that ignores the interrupt kills its kernel, as a timeout does', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  await pool.execute({ sessionId: 'stuck', cells: [{ code: 'state = 1' }] })
+  const r = await pool.execute({
+    sessionId: 'stuck',
+    deadlineMs: 300,
+    cells: [{ code: 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(30)' }],
+  })
+  assert.equal(r.timedOut, true)
+  assert.equal(r.kernelKilled, true)
+  assert.match(r.output, /deadline of 300ms passed during cell 1; it did not stop on interrupt, so the kernel was killed/)
+  const next = await pool.execute({ sessionId: 'stuck', cells: [{ code: "'state' in globals()" }] })
+  assert.equal(value(next), 'False')
+})
+
 test('a request deadline covers waiting for its turn: nothing ran', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())

@@ -1055,6 +1055,11 @@ impl DeadlineWatch {
             .iter()
             .rposition(|c| !c.outcome.not_started && c.outcome.cancelled);
         let notice = match started {
+            // As with a timeout, a cell that ignores the interrupt gets its kernel killed.
+            Some(index) if result.kernel_died => format!(
+                "eval request deadline of {ms}ms passed during cell {}; it did not stop on interrupt, so the kernel was killed and will be recreated on the next call.",
+                index + 1
+            ),
             Some(index) => format!(
                 "eval request deadline of {ms}ms passed during cell {}; it was interrupted and later cells did not run. The kernel remains running; reset it via {{ reset: true }} if state appears corrupted.",
                 index + 1
@@ -1064,6 +1069,7 @@ impl DeadlineWatch {
         result.add_notice(notice);
         result.timed_out = true;
         result.cancelled = true;
+        result.kernel_killed |= result.kernel_died;
         result.exit_code = None;
         Ok(result)
     }
