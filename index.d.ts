@@ -25,6 +25,7 @@ export type KernelEvent =
 /** The `code` of every error pykernel throws or rejects with (`ERR_INTERNAL`: an
  *  unexpected failure inside the addon; please report it). */
 export type ErrorCode =
+  | 'ERR_ABORTED'
   | 'ERR_ARTIFACT_NOT_FOUND'
   | 'ERR_ARTIFACTS_DIR'
   | 'ERR_CWD_INVALID'
@@ -97,6 +98,20 @@ export interface EvaluateOptions {
   artifactId?: string | undefined
   /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
   includeFigureText?: boolean | undefined
+  /** Variables for this request only, set for each of its cells; null unsets. Afterwards
+   *  each is back to what it was, unless a cell set it itself. */
+  env?: Record<string, string | null> | undefined
+}
+
+/** `Kernel.start`'s options: the kernel's, and what bounds the start itself. */
+export interface KernelStartOptions extends KernelOptions {
+  /** Aborting gives up the start: a process already spawned is killed and reaped, and the
+   *  promise rejects with `ERR_ABORTED`. */
+  signal?: AbortSignal | undefined
+  /** One budget for the whole start (finding Python, spawning, the runner's start-up);
+   *  past it the process is killed and the promise rejects with
+   *  `ERR_KERNEL_START_TIMEOUT`. 0 to 3,600,000 ms; 0 is none. */
+  deadlineMs?: number | undefined
 }
 
 export interface EvalRequest {
@@ -111,6 +126,20 @@ export interface EvalRequest {
   ownerId?: string | undefined
   /** Per cell. @default 30, clamped to 1..3600 with a notice; 0 = no timeout. */
   timeoutSeconds?: number | undefined
+  /** The same in milliseconds, for budgets under a second: clamped to 1..3,600,000 with
+   *  a notice; 0 = no timeout. Not together with `timeoutSeconds` (`ERR_INVALID_ARG`). */
+  timeoutMs?: number | undefined
+  /** One budget for the whole request: waiting for its turn and for room, starting a
+   *  kernel, and all the cells. When it passes the request is stopped (a running cell is
+   *  interrupted) and the result is `timedOut` with a notice. 0 to 604,800,000 ms; 0 is
+   *  none. */
+  deadlineMs?: number | undefined
+  /** Variables for this request only, set for each of its cells; null unsets. Afterwards
+   *  each is back to what it was, unless a cell set it itself. */
+  env?: Record<string, string | null> | undefined
+  /** Where this request's full output is written when cut, instead of the pool's
+   *  `artifactsDir` (the same safety checks: `ERR_ARTIFACTS_DIR`). */
+  artifactsDir?: string | undefined
   /** A fresh kernel before the first cell. */
   reset?: boolean | undefined
   signal?: AbortSignal | undefined
@@ -132,6 +161,12 @@ export interface BridgeCall {
   args: unknown
   /** The id of the cell that made the call (its worker threads share it). */
   runId: string
+  /** The pool session's id (for a session keyed by file or cwd, its key: `file:<path>`,
+   *  `cwd:<path>`), or a `Kernel`'s `sessionId` option; absent when there is none. */
+  sessionId?: string | undefined
+  /** The owner of the pool request whose cell made the call (`ownerId`, else the session
+   *  id); absent for a `Kernel`. */
+  owner?: string | undefined
 }
 
 /**
@@ -146,8 +181,12 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class Kernel {
   /** Kernels are made by `Kernel.start(options)`. */
   private constructor()
-  /** Starts a kernel: resolves Python, spawns the runner, waits until it is ready. */
-  static start(options?: KernelOptions | undefined | null): Promise<Kernel>
+  /**
+   * Starts a kernel: resolves Python, spawns the runner, waits until it is ready.
+   * `signal` aborts the start (`ERR_ABORTED`), `deadlineMs` bounds all of it
+   * (`ERR_KERNEL_START_TIMEOUT`); either way no process of it is left.
+   */
+  static start(options?: KernelStartOptions): Promise<Kernel>
   get pid(): number
   /** The protections this kernel runs under, and the defaults it lacks. */
   get isolation(): IsolationInfo
@@ -193,6 +232,12 @@ export declare class KernelPool {
   disposeOwner(ownerId: string, options?: DisposeOptions | undefined | null): Promise<void>
   /** Disposes every kernel and refuses new work; for the host's signal handlers. */
   disposeAll(options?: DisposeOptions | undefined | null): Promise<void>
+  /**
+   * Takes work again after `disposeAll()`: new calls get fresh kernels. Without it a
+   * disposed pool refuses work (`ERR_POOL_DISPOSED`). Call it once `disposeAll()` has
+   * resolved; on a pool that was not disposed it does nothing.
+   */
+  reopen(): void
   /** Pids of the spare kernels kept ready for new sessions (see `prewarm`). */
   get spares(): Array<number>
   get sessions(): Array<SessionInfo>
@@ -341,6 +386,13 @@ export interface EvalCell {
   code: string
   /** Named in the failure notice ("cell 2 of 3 (title) failed"). */
   title?: string | undefined
+  /**
+   * This cell's timeout in seconds, in place of the request's: clamped to 1..3600
+   * with a notice, 0 = none.
+   */
+  timeout?: number | undefined
+  /** A fresh kernel before this cell (`KernelPool.execute` only). */
+  reset?: boolean | undefined
 }
 
 export interface EvalResult {

@@ -116,7 +116,7 @@ function totalInstance(instance, kinds) {
 }
 
 const KERNEL_METHODS = { execute: totalAsync, evaluate: totalAsync, shutdown: totalAsync, interrupt: totalSync }
-const POOL_METHODS = { execute: totalAsync, disposeOwner: totalAsync, disposeAll: totalAsync }
+const POOL_METHODS = { execute: totalAsync, disposeOwner: totalAsync, disposeAll: totalAsync, reopen: totalSync }
 const KV_METHODS = { get: totalSync, set: totalSync, delete: totalSync, list: totalSync }
 const OUTPUT_BUILDER_METHODS = { push: totalSync, pushEvent: totalSync, endCell: totalSync, finish: totalSync }
 

@@ -25,6 +25,7 @@ export type KernelEvent =
 /** The `code` of every error pykernel throws or rejects with (`ERR_INTERNAL`: an
  *  unexpected failure inside the addon; please report it). */
 export type ErrorCode =
+  | 'ERR_ABORTED'
   | 'ERR_ARTIFACT_NOT_FOUND'
   | 'ERR_ARTIFACTS_DIR'
   | 'ERR_CWD_INVALID'
@@ -97,6 +98,20 @@ export interface EvaluateOptions {
   artifactId?: string
   /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
   includeFigureText?: boolean
+  /** Variables for this request only, set for each of its cells; null unsets. Afterwards
+   *  each is back to what it was, unless a cell set it itself. */
+  env?: Record<string, string | null>
+}
+
+/** `Kernel.start`'s options: the kernel's, and what bounds the start itself. */
+export interface KernelStartOptions extends KernelOptions {
+  /** Aborting gives up the start: a process already spawned is killed and reaped, and the
+   *  promise rejects with `ERR_ABORTED`. */
+  signal?: AbortSignal
+  /** One budget for the whole start (finding Python, spawning, the runner's start-up);
+   *  past it the process is killed and the promise rejects with
+   *  `ERR_KERNEL_START_TIMEOUT`. 0 to 3,600,000 ms; 0 is none. */
+  deadlineMs?: number
 }
 
 export interface EvalRequest {
@@ -111,6 +126,20 @@ export interface EvalRequest {
   ownerId?: string
   /** Per cell. @default 30, clamped to 1..3600 with a notice; 0 = no timeout. */
   timeoutSeconds?: number
+  /** The same in milliseconds, for budgets under a second: clamped to 1..3,600,000 with
+   *  a notice; 0 = no timeout. Not together with `timeoutSeconds` (`ERR_INVALID_ARG`). */
+  timeoutMs?: number
+  /** One budget for the whole request: waiting for its turn and for room, starting a
+   *  kernel, and all the cells. When it passes the request is stopped (a running cell is
+   *  interrupted) and the result is `timedOut` with a notice. 0 to 604,800,000 ms; 0 is
+   *  none. */
+  deadlineMs?: number
+  /** Variables for this request only, set for each of its cells; null unsets. Afterwards
+   *  each is back to what it was, unless a cell set it itself. */
+  env?: Record<string, string | null>
+  /** Where this request's full output is written when cut, instead of the pool's
+   *  `artifactsDir` (the same safety checks: `ERR_ARTIFACTS_DIR`). */
+  artifactsDir?: string
   /** A fresh kernel before the first cell. */
   reset?: boolean
   signal?: AbortSignal
@@ -132,4 +161,10 @@ export interface BridgeCall {
   args: unknown
   /** The id of the cell that made the call (its worker threads share it). */
   runId: string
+  /** The pool session's id (for a session keyed by file or cwd, its key: `file:<path>`,
+   *  `cwd:<path>`), or a `Kernel`'s `sessionId` option; absent when there is none. */
+  sessionId?: string
+  /** The owner of the pool request whose cell made the call (`ownerId`, else the session
+   *  id); absent for a `Kernel`. */
+  owner?: string
 }

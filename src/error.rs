@@ -21,6 +21,14 @@ pub enum KernelError {
         stderr: StderrTail,
     },
 
+    #[error("the Python kernel did not start within its deadline of {deadline_ms} ms (`deadlineMs`); a process already spawned was killed.")]
+    StartDeadline { deadline_ms: u64 },
+
+    #[error(
+        "the kernel's start was aborted by its AbortSignal; no process of it is left running."
+    )]
+    StartAborted,
+
     #[error(
         "the Python kernel exited during start-up ({exit}; interpreter {interpreter}).{stderr}"
     )]
@@ -81,7 +89,10 @@ impl KernelError {
             KernelError::PythonNotFound { .. } => "ERR_PYTHON_NOT_FOUND",
             KernelError::PythonInvalid { .. } => "ERR_PYTHON_INVALID",
             KernelError::CwdInvalid { .. } => "ERR_CWD_INVALID",
-            KernelError::StartTimeout { .. } => "ERR_KERNEL_START_TIMEOUT",
+            KernelError::StartTimeout { .. } | KernelError::StartDeadline { .. } => {
+                "ERR_KERNEL_START_TIMEOUT"
+            }
+            KernelError::StartAborted => "ERR_ABORTED",
             KernelError::StartFailed { .. } => "ERR_KERNEL_START_FAILED",
             KernelError::KernelDead { .. } => "ERR_KERNEL_DEAD",
             KernelError::RunnerDir { .. } => "ERR_RUNNER_DIR",

@@ -4,6 +4,7 @@
 //! bounded [`AgentText`]: a cell that prints a gigabyte costs the host its head and tail,
 //! not the gigabyte (the artifact file, when configured, gets every byte).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use crate::agent_text::{AgentText, AgentTextOptions};
 use crate::error::Result;
 use crate::events::{ExecuteOutcome, KernelEvent};
 use crate::fifo::Turn;
-use crate::kernel::{AbortHandle, ExecuteRequest, Kernel};
+use crate::kernel::{AbortHandle, Caller, ExecuteRequest, Kernel};
 use crate::output::{ArtifactSink, Image, OutputLimits};
 
 /// How much of a cell's stdout/stderr is kept in its per-cell result; `output` is what the
@@ -25,6 +26,11 @@ pub const CELL_CAPTURE_BYTES: usize = 1024 * 1024;
 pub struct Cell {
     pub code: String,
     pub title: Option<String>,
+    /// This cell's own timeout in place of the request's; `Some(None)` is none.
+    pub timeout: Option<Option<Duration>>,
+    /// A fresh kernel before this cell: [`Evaluation::run`] stops before it (unless it is
+    /// the first cell of the run) for the pool to replace the kernel.
+    pub reset: bool,
 }
 
 #[derive(Default)]
@@ -43,6 +49,10 @@ pub struct EvalOptions {
     pub include_figure_text: bool,
     /// Receives the sanitized agent text as it is built (see `agent_text`).
     pub on_output: Option<Box<dyn FnMut(String) + Send>>,
+    /// Variables for each cell of the request only (`None` unsets), undone after each.
+    pub env: Option<BTreeMap<String, Option<String>>>,
+    /// Who the request runs for, as its bridge calls say.
+    pub caller: Option<Caller>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -193,7 +203,20 @@ impl Evaluation {
         &mut self.result
     }
 
-    /// Runs the cells from the next one, stopping at the first that fails.
+    /// The next cell asks for a fresh kernel, and no cell failed: the pool replaces the
+    /// kernel, then calls [`Evaluation::run`] again.
+    pub fn reset_due(&self) -> bool {
+        self.result.failed_cell.is_none()
+            && self.cells.get(self.next).is_some_and(|cell| cell.reset)
+    }
+
+    /// The timeout cell `index` runs under: its own, else the request's.
+    fn timeout_of(&self, index: usize) -> Option<Duration> {
+        self.cells[index].timeout.unwrap_or(self.options.timeout)
+    }
+
+    /// Runs the cells from the next one, stopping at the first that fails, and before a
+    /// later cell that asks for a fresh kernel ([`Evaluation::reset_due`]).
     pub async fn run(
         &mut self,
         kernel: &Kernel,
@@ -201,14 +224,20 @@ impl Evaluation {
         mut on_event: impl FnMut(usize, KernelEvent) + Send,
     ) -> Result<()> {
         let total = self.cells.len();
+        let first = self.next;
         while self.next < total {
             let index = self.next;
+            if index > first && self.cells[index].reset {
+                break;
+            }
             let cell = self.cells[index].clone();
             let request = ExecuteRequest {
                 code: cell.code,
                 store_history: true,
-                timeout: self.options.timeout,
+                timeout: self.timeout_of(index),
                 max_captured_bytes: Some(CELL_CAPTURE_BYTES),
+                env: self.options.env.clone(),
+                caller: self.options.caller.clone(),
                 ..Default::default()
             };
             let (text, on_output) = (&mut self.text, &mut self.options.on_output);
@@ -238,6 +267,7 @@ impl Evaluation {
     }
 
     fn record(&mut self, index: usize, outcome: &ExecuteOutcome) {
+        let timeout = self.timeout_of(index);
         let result = &mut self.result;
         if outcome.displays_dropped > 0 {
             let cell = if self.cells.len() > 1 {
@@ -260,7 +290,7 @@ impl Evaluation {
         }
         if outcome.timed_out {
             result.annotations.push(timeout_notice(
-                self.options.timeout.unwrap_or_default(),
+                timeout.unwrap_or_default(),
                 outcome.kernel_died,
             ));
             result.kernel_killed |= outcome.kernel_died;
@@ -347,9 +377,14 @@ pub fn timeout_notice(timeout: Duration, killed: bool) -> String {
     if killed {
         "eval cell timed out and the kernel was unresponsive to interrupt; the kernel has been killed and will be recreated on the next call.".into()
     } else {
-        let seconds = (timeout.as_millis() as f64 / 1000.0).round() as u64;
+        // Under a second (`timeoutMs`), seconds would round to 0.
+        let after = if timeout < Duration::from_secs(1) {
+            format!("{}ms", timeout.as_millis())
+        } else {
+            format!("{}s", (timeout.as_millis() as f64 / 1000.0).round() as u64)
+        };
         format!(
-            "eval cell timed out after {seconds}s; kernel interrupted but remains running. Reset the kernel via {{ reset: true }} if state appears corrupted."
+            "eval cell timed out after {after}; kernel interrupted but remains running. Reset the kernel via {{ reset: true }} if state appears corrupted."
         )
     }
 }
@@ -364,6 +399,8 @@ mod tests {
             .starts_with("eval cell timed out after 4s; kernel interrupted"));
         assert!(timeout_notice(Duration::from_millis(4600), false).contains("after 5s"));
         assert!(timeout_notice(Duration::from_secs(1), true).contains("has been killed"));
+        assert!(timeout_notice(Duration::from_millis(250), false)
+            .starts_with("eval cell timed out after 250ms; kernel interrupted"));
     }
 
     #[test]

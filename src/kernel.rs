@@ -125,6 +125,26 @@ impl KernelConfig {
     }
 }
 
+/// Where a bridge call comes from, so one host handler serving many kernels can tell
+/// them apart.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallOrigin {
+    /// The id of the cell that made the call (its worker threads share it).
+    pub run_id: String,
+    /// The pool session's id (its key identity when it has no id), or a bare kernel's
+    /// `sessionId`.
+    pub session_id: Option<String>,
+    /// The owner of the pool request whose cell made the call.
+    pub owner: Option<String>,
+}
+
+/// Who a request runs for, as its bridge calls will say (see [`CallOrigin`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub session_id: Option<String>,
+    pub owner: Option<String>,
+}
+
 /// The host side of runner -> host calls (`tool.x(...)`, `agent(...)`).
 pub trait Bridge: Send + Sync {
     /// Runs one call; `Err` becomes a RuntimeError with that message in Python.
@@ -132,7 +152,7 @@ pub trait Bridge: Send + Sync {
         &self,
         name: String,
         args: Value,
-        run_id: String,
+        origin: CallOrigin,
     ) -> std::pin::Pin<
         Box<dyn std::future::Future<Output = std::result::Result<Value, String>> + Send>,
     >;
@@ -152,6 +172,9 @@ pub struct ExecuteRequest {
     /// Keep at most this many bytes of stdout (and of stderr) in the outcome; every byte is
     /// still streamed as events. `None` keeps all.
     pub max_captured_bytes: Option<usize>,
+    /// Told to the bridge with each call the cell makes; the kernel's own `session_id`
+    /// when `None`.
+    pub caller: Option<Caller>,
 }
 
 /// Cancels one execute from another task (an AbortSignal, a pool disposing the kernel).
@@ -277,6 +300,8 @@ pub struct Kernel {
     /// The `init` frame the runner last answered with `ready`.
     initialized: Mutex<Option<Vec<u8>>>,
     bridge: Option<Arc<dyn Bridge>>,
+    /// The `session_id` it was started with: the bridge's caller when a request names none.
+    session_id: Option<String>,
     max_processes: Option<usize>,
     /// Set when the process guard killed the kernel for running too many processes.
     process_limit_hit: Arc<AtomicBool>,
@@ -324,6 +349,67 @@ impl Kernel {
         let kernel = Kernel::spawn(&config).await?;
         kernel.initialize(&config).await?;
         Ok(kernel)
+    }
+
+    /// [`Kernel::start`], given up when `abort` fires (`ERR_ABORTED`) or `deadline`, which
+    /// covers all of the start, passes (`ERR_KERNEL_START_TIMEOUT`). A process already
+    /// spawned is killed and reaped before the error returns.
+    pub async fn start_bounded(
+        config: KernelConfig,
+        abort: Option<Arc<AbortHandle>>,
+        deadline: Option<Duration>,
+    ) -> Result<Arc<Kernel>> {
+        let deadline_at = deadline.map(|d| Instant::now() + d);
+        let given_up = || async {
+            tokio::select! {
+                biased;
+                _ = async {
+                    match &abort {
+                        Some(abort) => abort.aborted().await,
+                        None => std::future::pending().await,
+                    }
+                } => KernelError::StartAborted,
+                _ = async {
+                    match deadline_at {
+                        Some(at) => sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => KernelError::StartDeadline {
+                    deadline_ms: deadline.unwrap_or_default().as_millis() as u64,
+                },
+            }
+        };
+        let mut config = config;
+        if let Some(deadline) = deadline {
+            // Bounds the steps of the start that run processes of their own (the bytecode
+            // compile) by the deadline too.
+            config.startup_timeout = config.startup_timeout.min(deadline);
+        }
+        config.prepare_artifacts_dir()?;
+        let spawning = Kernel::spawn(&config);
+        tokio::pin!(spawning);
+        let kernel = tokio::select! {
+            biased;
+            why = given_up() => {
+                // The spawn is let finish (its steps are bounded by the start-up timeout):
+                // dropped, it could leave its compile step's process running.
+                if let Ok(kernel) = spawning.await {
+                    kernel.kill_group(Signal::SIGKILL);
+                    kernel.wait_for_exit(Duration::from_secs(2)).await;
+                }
+                return Err(why);
+            }
+            kernel = &mut spawning => kernel?,
+        };
+        tokio::select! {
+            biased;
+            why = given_up() => {
+                kernel.kill_group(Signal::SIGKILL);
+                kernel.wait_for_exit(Duration::from_secs(2)).await;
+                Err(why)
+            }
+            ready = kernel.initialize(&config) => ready.map(|()| kernel),
+        }
     }
 
     /// The interpreter `config` would run, as [`Kernel::spawn`] resolves it.
@@ -538,6 +624,7 @@ impl Kernel {
             running: Mutex::new(None),
             initialized: Mutex::new(None),
             bridge: config.bridge.clone(),
+            session_id: config.session_id.clone(),
             max_processes: config.max_processes,
             process_limit_hit,
             stream_report,
@@ -786,7 +873,16 @@ impl Kernel {
                                     on_event(collector.host_status(crate::watchdog::paused_status(&name)));
                                 }
                                 let done = pauses.then(|| call_done_tx.clone());
-                                self.answer_call(&id, call_id, name, args, done);
+                                let caller = request.caller.clone().unwrap_or_else(|| Caller {
+                                    session_id: self.session_id.clone(),
+                                    owner: None,
+                                });
+                                let origin = CallOrigin {
+                                    run_id: id.clone(),
+                                    session_id: caller.session_id,
+                                    owner: caller.owner,
+                                };
+                                self.answer_call(origin, call_id, name, args, done);
                             }
                         }
                         Some(frame) => {
@@ -1005,14 +1101,13 @@ impl Kernel {
     /// Runs a bridge call on the host and replies; `done` is told when the reply is sent.
     fn answer_call(
         &self,
-        run_id: &str,
+        origin: CallOrigin,
         call_id: String,
         name: String,
         args: Value,
         done: Option<mpsc::UnboundedSender<()>>,
     ) {
         let bridge = self.bridge.clone();
-        let run_id = run_id.to_string();
         let artifacts_dir = self.artifacts_dir.clone();
         self.spawn_reply(
             async move {
@@ -1033,7 +1128,7 @@ impl Kernel {
                 let answer = match (local, bridge) {
                     (Some(Ok(text)), _) => Ok(Value::String(text)),
                     (Some(Err(KernelError::ArtifactNotFound { .. })) | None, Some(bridge)) => {
-                        bridge.call(name, args, run_id).await
+                        bridge.call(name, args, origin).await
                     }
                     (Some(Err(err)), _) => Err(err.to_string()),
                     (None, None) => Err("no host bridge is attached to this kernel".to_string()),

@@ -18,9 +18,9 @@
 //! or the heartbeat when the session is idle) or by disposal and eviction, which take it
 //! away (eviction only from a session nobody is in line for) and shut it down.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -28,7 +28,7 @@ use crate::error::{KernelError, Result};
 use crate::events::KernelEvent;
 use crate::executor::{Cell, EvalOptions, EvalResult, Evaluation};
 use crate::fifo::{Fifo, Place, Turn};
-use crate::kernel::{AbortHandle, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE};
+use crate::kernel::{AbortHandle, Caller, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE};
 use crate::runtime::Resolved;
 use crate::slots::{Slot, Slots};
 
@@ -116,6 +116,8 @@ pub struct PoolRequest {
     pub owner_id: Option<String>,
     /// `None` is the default (30 s); 0 is no timeout.
     pub timeout_seconds: Option<f64>,
+    /// The same in milliseconds, for budgets under a second; not with `timeout_seconds`.
+    pub timeout_ms: Option<f64>,
     pub reset: bool,
     pub abort: Option<Arc<AbortHandle>>,
     /// The name of the full output's artifact (checked); a fresh one by default.
@@ -124,6 +126,14 @@ pub struct PoolRequest {
     pub include_figure_text: Option<bool>,
     /// Receives the sanitized agent text as it is built.
     pub on_output: Option<Box<dyn FnMut(String) + Send>>,
+    /// Variables for this request's cells only (`None` unsets).
+    pub env: Option<BTreeMap<String, Option<String>>>,
+    /// Where this request's full output goes when cut, instead of the pool's.
+    pub artifacts_dir: Option<PathBuf>,
+    /// One budget, from admission, for waiting, starting a kernel and all the cells.
+    pub deadline: Option<Duration>,
+    /// Notices decided while reading the request (a clamped per-cell timeout).
+    pub notices: Vec<String>,
 }
 
 /// What identifies a session's kernel.
@@ -229,6 +239,8 @@ struct PoolInner {
     config: PoolConfig,
     sessions: Mutex<HashMap<SessionKey, Arc<Session>>>,
     disposing: AtomicBool,
+    /// Counts `reopen`s: a maintenance task of an earlier opening ends when it changes.
+    opening: AtomicU64,
     /// Kernels whose shutdown was not confirmed, retried on every maintenance tick. They
     /// keep their room: their processes may still run.
     unconfirmed: Mutex<Vec<LiveKernel>>,
@@ -267,6 +279,8 @@ pub struct Admission {
     request: PoolRequest,
     annotations: Vec<String>,
     timeout: Option<Duration>,
+    caller: Caller,
+    deadline: Option<tokio::time::Instant>,
 }
 
 enum Target {
@@ -286,23 +300,54 @@ impl Pool {
             config,
             sessions: Mutex::default(),
             disposing: AtomicBool::new(false),
+            opening: AtomicU64::new(0),
             unconfirmed: Mutex::default(),
             runtime: tokio::runtime::Handle::current(),
             spares: Mutex::default(),
             evictions: Mutex::default(),
         });
-        tokio::spawn(maintain(Arc::downgrade(&inner)));
+        tokio::spawn(maintain(Arc::downgrade(&inner), 0));
         inner.refill_spares();
         Pool { inner }
     }
 
+    /// Takes work again after [`Pool::dispose_all`]: new sessions get fresh kernels, and
+    /// maintenance and spares start over. A pool that was not disposed is left as it is.
+    pub fn reopen(&self) {
+        let inner = &self.inner;
+        if !inner.disposing.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let opening = inner.opening.fetch_add(1, Ordering::SeqCst) + 1;
+        tracing::info!("reopening the pool");
+        inner
+            .runtime
+            .spawn(maintain(Arc::downgrade(inner), opening));
+        inner.refill_spares();
+    }
+
     /// Fixes the request's session and its place in that session's line, now.
-    pub fn admit(&self, request: PoolRequest) -> Result<Admission> {
+    pub fn admit(&self, mut request: PoolRequest) -> Result<Admission> {
         let inner = &self.inner;
         if inner.disposing.load(Ordering::SeqCst) {
             return Err(KernelError::PoolDisposed);
         }
-        let (timeout, clamp_notice) = clamp_timeout(request.timeout_seconds)?;
+        let deadline = request.deadline.map(|d| tokio::time::Instant::now() + d);
+        let (timeout, clamp_notice) = match (request.timeout_seconds, request.timeout_ms) {
+            (Some(_), Some(_)) => {
+                return Err(KernelError::InvalidArgument {
+                    name: "timeoutMs",
+                    reason: "give `timeoutSeconds` or `timeoutMs`, not both".into(),
+                })
+            }
+            (None, Some(ms)) => clamp_timeout_ms(ms)?,
+            (seconds, None) => clamp_timeout(seconds)?,
+        };
+        if let Some(dir) = &request.artifacts_dir {
+            crate::safe_fs::ensure_private_dir("artifactsDir", dir)?;
+        }
+        // A first cell's reset is the request's: it shares the coalescing of resets.
+        request.reset |= request.cells.first().is_some_and(|cell| cell.reset);
         let mut config = inner.config.kernel.clone();
         if let Some(cwd) = &request.cwd {
             config.cwd = cwd.clone();
@@ -313,6 +358,13 @@ impl Pool {
         if config.artifacts_dir.is_none() {
             config.artifacts_dir = inner.config.artifacts_dir.clone();
         }
+        let mut caller = Caller {
+            session_id: request.session_id.clone(),
+            owner: request
+                .owner_id
+                .clone()
+                .or_else(|| request.session_id.clone()),
+        };
         let target = match inner.config.mode {
             PoolMode::PerCall => {
                 // Refused now, as in session mode, not after the call waited for room.
@@ -332,6 +384,10 @@ impl Pool {
                     .clone()
                     .or_else(|| request.session_id.clone())
                     .unwrap_or_else(|| key.identity.clone());
+                caller = Caller {
+                    session_id: config.session_id.clone(),
+                    owner: Some(owner.clone()),
+                };
                 let (session, place) = inner.session_for(key, config, owner);
                 let reset_epoch = request.reset.then(|| {
                     let mut resets = session.resets.lock().unwrap();
@@ -351,12 +407,16 @@ impl Pool {
                 }
             }
         };
+        let mut annotations: Vec<String> = clamp_notice.into_iter().collect();
+        annotations.append(&mut request.notices);
         Ok(Admission {
             pool: inner.clone(),
             target,
             request,
-            annotations: clamp_notice.into_iter().collect(),
+            annotations,
             timeout,
+            caller,
+            deadline,
         })
     }
 
@@ -846,6 +906,26 @@ impl Admission {
     /// Runs the request. Cancel safety: dropping the future gives up its place in line
     /// and its wait for room; a cell already running is left to finish in the kernel.
     pub async fn run(
+        mut self,
+        on_event: impl FnMut(usize, KernelEvent) + Send,
+    ) -> Result<EvalResult> {
+        let Some(at) = self.deadline else {
+            return self.run_admitted(on_event).await;
+        };
+        // The deadline stops the request as its caller's abort would; the result then
+        // says it was the deadline.
+        let caller_abort = self.request.abort.clone().unwrap_or_default();
+        let budget = self.request.deadline.unwrap_or_default();
+        let watch = DeadlineWatch::start(at, budget, &caller_abort);
+        self.request.abort = Some(watch.abort.clone());
+        let result = self.run_admitted(on_event).await;
+        match watch.passed() {
+            true => watch.say_so(result),
+            false => result,
+        }
+    }
+
+    async fn run_admitted(
         self,
         mut on_event: impl FnMut(usize, KernelEvent) + Send,
     ) -> Result<EvalResult> {
@@ -855,11 +935,16 @@ impl Admission {
             request,
             annotations,
             timeout,
+            caller,
+            deadline,
         } = self;
         let options = EvalOptions {
             timeout,
             abort: Some(request.abort.clone().unwrap_or_else(AbortHandle::new)),
-            artifacts_dir: pool.config.artifacts_dir.clone(),
+            artifacts_dir: request
+                .artifacts_dir
+                .clone()
+                .or_else(|| pool.config.artifacts_dir.clone()),
             status_mime: pool.config.kernel.status_mime.clone(),
             annotations,
             artifact_id: request.artifact_id,
@@ -867,22 +952,22 @@ impl Admission {
                 .include_figure_text
                 .unwrap_or(pool.config.kernel.include_figure_text),
             on_output: request.on_output,
+            env: request.env.clone(),
+            caller: Some(caller),
             ..Default::default()
         };
         let abort = options.abort.clone().expect("set above");
         match target {
             Target::PerCall(config) => {
-                let mut evaluation = Evaluation::new(request.cells, options);
-                let Some(live) = pool.new_kernel(&config, None, &abort).await? else {
-                    return Ok(cancelled_waiting_for_room(evaluation));
-                };
-                let turn = live.kernel.queue().turn().await;
-                let ran = evaluation.run(&live.kernel, &turn, &mut on_event).await;
-                drop(turn);
-                pool.end(live).await;
-                pool.refill_spares();
-                ran?;
-                Ok(evaluation.finish())
+                run_per_call(
+                    &pool,
+                    &config,
+                    request.cells,
+                    options,
+                    deadline,
+                    &mut on_event,
+                )
+                .await
             }
             Target::Session {
                 session,
@@ -905,6 +990,7 @@ impl Admission {
                     reset_epoch,
                     request.cells,
                     options,
+                    deadline,
                     &mut on_event,
                 )
                 .await;
@@ -926,6 +1012,127 @@ impl Admission {
     }
 }
 
+/// A request's deadline: aborts the request when it passes (or when the caller aborts),
+/// and remembers which of the two it was.
+struct DeadlineWatch {
+    abort: Arc<AbortHandle>,
+    passed: Arc<AtomicBool>,
+    budget: Duration,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DeadlineWatch {
+    fn start(at: tokio::time::Instant, budget: Duration, caller_abort: &Arc<AbortHandle>) -> Self {
+        let abort = AbortHandle::new();
+        let passed = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let (abort, passed, caller_abort) =
+                (abort.clone(), passed.clone(), caller_abort.clone());
+            async move {
+                tokio::select! {
+                    _ = caller_abort.aborted() => {}
+                    _ = tokio::time::sleep_until(at) => passed.store(true, Ordering::SeqCst),
+                }
+                abort.abort();
+            }
+        });
+        DeadlineWatch {
+            abort,
+            passed,
+            budget,
+            task,
+        }
+    }
+
+    fn passed(&self) -> bool {
+        self.passed.load(Ordering::SeqCst)
+    }
+
+    /// The request's result as a timeout: `timedOut`, and a notice of where it stopped.
+    /// A kernel start cut short by the deadline is a timed-out result too, not an error.
+    fn say_so(&self, result: Result<EvalResult>) -> Result<EvalResult> {
+        let mut result = match result {
+            Ok(result) => result,
+            Err(KernelError::StartTimeout { .. }) => EvalResult {
+                cancelled: true,
+                output: "(no output)".into(),
+                ..Default::default()
+            },
+            Err(other) => return Err(other),
+        };
+        let ms = self.budget.as_millis();
+        let started = result
+            .cells
+            .iter()
+            .rposition(|c| !c.outcome.not_started && c.outcome.cancelled);
+        let notice = match started {
+            // As with a timeout, a cell that ignores the interrupt gets its kernel killed.
+            Some(index) if result.kernel_died => format!(
+                "eval request deadline of {ms}ms passed during cell {}; it did not stop on interrupt, so the kernel was killed and will be recreated on the next call.",
+                index + 1
+            ),
+            Some(index) => format!(
+                "eval request deadline of {ms}ms passed during cell {}; it was interrupted and later cells did not run. The kernel remains running; reset it via {{ reset: true }} if state appears corrupted.",
+                index + 1
+            ),
+            None => format!("eval request deadline of {ms}ms passed before its next cell started; that cell and later ones did not run."),
+        };
+        result.add_notice(notice);
+        result.timed_out = true;
+        result.cancelled = true;
+        result.kernel_killed |= result.kernel_died;
+        result.exit_code = None;
+        Ok(result)
+    }
+}
+
+impl Drop for DeadlineWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A `per-call` request: a fresh kernel, shut down after; a cell asking for a reset gets
+/// another.
+async fn run_per_call(
+    pool: &Arc<PoolInner>,
+    config: &KernelConfig,
+    cells: Vec<Cell>,
+    options: EvalOptions,
+    deadline: Option<tokio::time::Instant>,
+    on_event: &mut (impl FnMut(usize, KernelEvent) + Send),
+) -> Result<EvalResult> {
+    let abort = options.abort.clone().unwrap_or_default();
+    let config = until_deadline(config, deadline);
+    let mut evaluation = Evaluation::new(cells, options);
+    loop {
+        let Some(live) = pool.new_kernel(&config, None, &abort).await? else {
+            return Ok(cancelled_waiting_for_room(evaluation));
+        };
+        let turn = live.kernel.queue().turn().await;
+        let ran = evaluation.run(&live.kernel, &turn, &mut *on_event).await;
+        drop(turn);
+        pool.end(live).await;
+        pool.refill_spares();
+        ran?;
+        if !evaluation.reset_due() {
+            return Ok(evaluation.finish());
+        }
+    }
+}
+
+/// `config` with its start-up bounded by the request's deadline too.
+fn until_deadline(config: &KernelConfig, deadline: Option<tokio::time::Instant>) -> KernelConfig {
+    let mut config = config.clone();
+    if let Some(at) = deadline {
+        let left = at.saturating_duration_since(tokio::time::Instant::now());
+        config.startup_timeout = config
+            .startup_timeout
+            .min(left.max(Duration::from_millis(1)));
+    }
+    config
+}
+
 /// The result of a call aborted while it waited for room: nothing ran.
 fn cancelled_waiting_for_room(mut evaluation: Evaluation) -> EvalResult {
     evaluation.annotate("Cancelled while waiting for room in the pool; nothing ran.");
@@ -942,6 +1149,8 @@ fn aborted_waiting_for_room(session: &Session, evaluation: Evaluation) -> Result
     Ok(cancelled_waiting_for_room(evaluation))
 }
 
+// The request's parts, each used at a different step; a struct of them would only rename.
+#[allow(clippy::too_many_arguments)]
 async fn run_in_session(
     pool: &Arc<PoolInner>,
     session: &Session,
@@ -949,6 +1158,7 @@ async fn run_in_session(
     reset_epoch: Option<u64>,
     cells: Vec<Cell>,
     options: EvalOptions,
+    deadline: Option<tokio::time::Instant>,
     on_event: &mut (impl FnMut(usize, KernelEvent) + Send),
 ) -> Result<EvalResult> {
     let disposed = || {
@@ -997,7 +1207,7 @@ async fn run_in_session(
                     room = pool.end(old).await;
                 }
             }
-            match start_kernel(pool, session, room, &abort).await? {
+            match start_kernel(pool, session, room, &abort, deadline).await? {
                 Some(kernel) => kernel,
                 None => return aborted_waiting_for_room(session, evaluation),
             }
@@ -1032,7 +1242,7 @@ async fn run_in_session(
             }
             tracing::info!(key = %session.key, "kernel dead before the first cell; restarting");
             evaluation.prepare_restart();
-            let Some(kernel) = start_kernel(pool, session, room, &abort).await? else {
+            let Some(kernel) = start_kernel(pool, session, room, &abort, deadline).await? else {
                 return aborted_waiting_for_room(session, evaluation);
             };
             evaluation.annotate(format!(
@@ -1044,6 +1254,22 @@ async fn run_in_session(
             evaluation.run(&kernel, &turn, &mut *on_event).await?;
         }
         (None, ran) => ran?,
+    }
+    // Cells asking for a fresh kernel: the current one is replaced before each.
+    while evaluation.reset_due() {
+        if let Some(err) = disposed() {
+            return Err(err);
+        }
+        tracing::info!(key = %session.key, "resetting the kernel before a cell");
+        let room = match session.take_kernel() {
+            Some(old) => pool.end(old).await,
+            None => None,
+        };
+        let Some(kernel) = start_kernel(pool, session, room, &abort, deadline).await? else {
+            return aborted_waiting_for_room(session, evaluation);
+        };
+        let turn = kernel.queue().turn().await;
+        evaluation.run(&kernel, &turn, &mut *on_event).await?;
     }
     if let Some(index) = evaluation.died_on_its_own() {
         evaluation.annotate(format!(
@@ -1068,9 +1294,11 @@ async fn start_kernel(
     session: &Session,
     room: Option<Slot>,
     abort: &AbortHandle,
+    deadline: Option<tokio::time::Instant>,
 ) -> Result<Option<Arc<Kernel>>> {
     tracing::info!(key = %session.key, "starting kernel");
-    let Some(live) = pool.new_kernel(&session.config, room, abort).await? else {
+    let config = until_deadline(&session.config, deadline);
+    let Some(live) = pool.new_kernel(&config, room, abort).await? else {
         return Ok(None);
     };
     let kernel = live.kernel.clone();
@@ -1080,7 +1308,7 @@ async fn start_kernel(
 }
 
 /// Idle eviction, the heartbeat and retries of unconfirmed shutdowns, until the pool goes.
-async fn maintain(pool: Weak<PoolInner>) {
+async fn maintain(pool: Weak<PoolInner>, opening: u64) {
     let mut last_heartbeat = Instant::now();
     loop {
         let tick = match pool.upgrade() {
@@ -1096,7 +1324,8 @@ async fn maintain(pool: Weak<PoolInner>) {
         };
         tokio::time::sleep(tick).await;
         let Some(inner) = pool.upgrade() else { return };
-        if inner.disposing.load(Ordering::SeqCst) {
+        if inner.disposing.load(Ordering::SeqCst) || inner.opening.load(Ordering::SeqCst) != opening
+        {
             return;
         }
         let now = Instant::now();
@@ -1263,6 +1492,28 @@ pub fn clamp_timeout(requested: Option<f64>) -> Result<(Option<Duration>, Option
     Ok((Some(Duration::from_secs_f64(clamped)), notice))
 }
 
+/// `timeoutMs`: 0 is none, otherwise clamped to 1..3,600,000 ms with a notice, as
+/// `timeoutSeconds` is to 1..3600 s (the agent chose it).
+pub fn clamp_timeout_ms(ms: f64) -> Result<(Option<Duration>, Option<String>)> {
+    if ms.is_nan() || ms < 0.0 {
+        return Err(KernelError::InvalidArgument {
+            name: "timeoutMs",
+            reason: format!(
+                "must be 0 (no timeout) or a positive number of milliseconds (clamped to the allowed range with a notice), got {ms}"
+            ),
+        });
+    }
+    if ms == 0.0 {
+        return Ok((None, None));
+    }
+    let max = MAX_TIMEOUT_SECONDS * 1000.0;
+    let clamped = ms.clamp(1.0, max);
+    let notice = (clamped != ms).then(|| {
+        format!("Timeout clamped to {clamped}ms (requested {ms}ms; allowed range 1-{max}ms).")
+    });
+    Ok((Some(Duration::from_secs_f64(clamped / 1000.0)), notice))
+}
+
 /// Disposes `sessions` at the same time, so the whole takes one `budget`, not one each.
 async fn dispose_all_of(inner: &Arc<PoolInner>, sessions: Vec<Arc<Session>>, budget: Duration) {
     let tasks: Vec<_> = sessions
@@ -1328,5 +1579,27 @@ mod tests {
             Some(Duration::from_secs(1))
         );
         assert!(clamp_timeout(Some(f64::NAN)).is_err());
+    }
+
+    #[test]
+    fn millisecond_timeouts_are_clamped_to_the_same_range() {
+        assert_eq!(
+            clamp_timeout_ms(250.0).unwrap(),
+            (Some(Duration::from_millis(250)), None)
+        );
+        assert_eq!(clamp_timeout_ms(0.0).unwrap(), (None, None));
+        let (t, notice) = clamp_timeout_ms(5_000_000.0).unwrap();
+        assert_eq!(t, Some(Duration::from_secs(3600)));
+        assert_eq!(
+            notice.unwrap(),
+            "Timeout clamped to 3600000ms (requested 5000000ms; allowed range 1-3600000ms)."
+        );
+        assert_eq!(
+            clamp_timeout_ms(0.5).unwrap().0,
+            Some(Duration::from_millis(1))
+        );
+        for bad in [-1.0, f64::NAN] {
+            assert!(clamp_timeout_ms(bad).is_err());
+        }
     }
 }

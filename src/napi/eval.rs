@@ -11,6 +11,11 @@ pub struct EvalCell {
     pub code: String,
     /// Named in the failure notice ("cell 2 of 3 (title) failed").
     pub title: Option<String>,
+    /// This cell's timeout in seconds, in place of the request's: clamped to 1..3600
+    /// with a notice, 0 = none.
+    pub timeout: Option<f64>,
+    /// A fresh kernel before this cell (`KernelPool.execute` only).
+    pub reset: Option<bool>,
 }
 
 #[napi(object)]

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::agent_text::{artifact_id, on_output_notice, LiveOutput};
 use super::cancel::{on_event_notice, Callback, EventSink};
+use super::cells::read_cells;
 use super::eval::{EvalCell, EvalResult};
 use super::options::{
     bounds, optional_integer, optional_millis, Cancellation, Misfit, OptionReader,
@@ -18,11 +19,12 @@ use super::sandbox::{sandbox_config, IsolationInfo, SandboxOptions};
 use super::{cwd_or_current, js_error, promise};
 use crate::error::KernelError;
 use crate::events::ExecuteOutcome;
-use crate::executor::{self, Cell, EvalOptions};
+use crate::executor::{self, EvalOptions};
 use napi::threadsafe_function::ThreadsafeFunction;
 
 use crate::kernel::{
-    Bridge, ExecuteRequest, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STARTUP_TIMEOUT,
+    Bridge, CallOrigin, ExecuteRequest, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_STARTUP_TIMEOUT,
 };
 
 #[napi(object, object_to_js = false)]
@@ -217,17 +219,44 @@ pub struct JsKernel {
 #[napi]
 impl JsKernel {
     /// Starts a kernel: resolves Python, spawns the runner, waits until it is ready.
-    #[napi(ts_return_type = "Promise<Kernel>")]
+    /// `signal` aborts the start (`ERR_ABORTED`), `deadlineMs` bounds all of it
+    /// (`ERR_KERNEL_START_TIMEOUT`); either way no process of it is left.
+    #[napi(
+        ts_args_type = "options?: KernelStartOptions",
+        ts_return_type = "Promise<Kernel>"
+    )]
     pub fn start<'env>(
         env: &'env Env,
-        options: Option<KernelOptions>,
+        options: Option<Object<'env>>,
     ) -> Result<PromiseRaw<'env, JsKernel>> {
         super::init_tracing();
-        let config = options.unwrap_or_default().into_config(env);
-        promise(env, async move {
-            let inner = Kernel::start(config?).await?;
-            Ok(JsKernel { inner })
-        })
+        // Converted as the typed argument was, so a field of the wrong type is napi's own
+        // error naming it, thrown here (main.js codes it).
+        let kernel_options = match &options {
+            // SAFETY: a live object of this call's env.
+            Some(obj) => unsafe { KernelOptions::from_napi_value(env.raw(), obj.raw()) }?,
+            None => KernelOptions::default(),
+        };
+        let reader = OptionReader::new(env, options.as_ref());
+        let parsed = (|| {
+            let config = kernel_options.into_config(env)?;
+            let deadline = reader.timeout_millis("deadlineMs", bounds::MAX_WAIT_MS)?;
+            Ok::<_, KernelError>((config, deadline, reader.signal()?))
+        })();
+        let (config, deadline, cancellation) = match parsed {
+            Ok(parsed) => parsed,
+            Err(err) => return promise(env, async move { Err(err) }),
+        };
+        let (abort, cancellation) = cancellation.split();
+        env.spawn_future_with_callback(
+            async move { Ok(Kernel::start_bounded(config, abort, deadline).await) },
+            move |env, started| {
+                cancellation.release(env);
+                started
+                    .map(|inner| JsKernel { inner })
+                    .map_err(|err| js_error(env, &err))
+            },
+        )
     }
 
     #[napi(getter)]
@@ -328,6 +357,15 @@ impl JsKernel {
             let artifacts_dir: Option<String> = reader.get("artifactsDir", "a string")?;
             let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
             let live = LiveOutput::read(&reader)?;
+            let (cells, notices) = read_cells(cells)?;
+            if cells.iter().any(|c| c.reset) {
+                return Err(KernelError::InvalidArgument {
+                    name: "cells[].reset",
+                    reason: "a Kernel cannot replace itself; `reset` applies to KernelPool.execute (start a new Kernel instead)".into(),
+                });
+            }
+            let env_changes = reader
+                .get::<HashMap<String, Option<String>>>("env", "an object of strings or nulls")?;
             let eval = EvalOptions {
                 timeout: reader.timeout_millis("timeoutMs", bounds::MAX_LONG_MS)?,
                 artifacts_dir: artifacts_dir.map(PathBuf::from),
@@ -337,23 +375,18 @@ impl JsKernel {
                     .get("includeFigureText", "a boolean")?
                     .unwrap_or(self.inner.include_figure_text()),
                 on_output: live.sender(),
+                annotations: notices,
+                env: env_changes.map(|vars| vars.into_iter().collect()),
                 ..Default::default()
             };
-            Ok::<_, KernelError>((eval, on_event, live, reader.signal()?))
+            Ok::<_, KernelError>((cells, eval, on_event, live, reader.signal()?))
         })();
-        let (mut eval, on_event, live, cancellation) = match parsed {
+        let (cells, mut eval, on_event, live, cancellation) = match parsed {
             Ok(parsed) => parsed,
             Err(err) => return promise(env, async move { Err(err) }),
         };
         let (abort, cancellation) = cancellation.split();
         eval.abort = abort;
-        let cells: Vec<Cell> = cells
-            .into_iter()
-            .map(|c| Cell {
-                code: c.code,
-                title: c.title,
-            })
-            .collect();
         let kernel = self.inner.clone();
         let place = kernel.queue();
         let source_len = cells.iter().map(|c| c.code.len()).sum();
@@ -483,11 +516,17 @@ impl Bridge for JsBridge {
         &self,
         name: String,
         args: Value,
-        run_id: String,
+        origin: CallOrigin,
     ) -> std::pin::Pin<
         Box<dyn std::future::Future<Output = std::result::Result<Value, String>> + Send>,
     > {
-        let call = serde_json::json!({ "name": name, "args": args, "runId": run_id });
+        let mut call = serde_json::json!({ "name": name, "args": args, "runId": origin.run_id });
+        // Left out when unknown, as `BridgeCall` declares them optional.
+        for (field, value) in [("sessionId", origin.session_id), ("owner", origin.owner)] {
+            if let Some(value) = value {
+                call[field] = Value::String(value);
+            }
+        }
         let on_call = self.on_call.clone();
         Box::pin(async move {
             // `_catch`: should the wrapper itself ever throw, the cell gets the error
@@ -543,6 +582,7 @@ fn parse_execute_options(
         env: env_changes.map(|m| m.into_iter().collect::<BTreeMap<_, _>>()),
         timeout: options.timeout_millis("timeoutMs", bounds::MAX_LONG_MS)?,
         max_captured_bytes: Some(captured_bytes(options)?),
+        caller: None,
     };
     Ok((request, options.callback("onEvent")?, options.signal()?))
 }

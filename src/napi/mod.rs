@@ -17,6 +17,7 @@
 
 mod agent_text;
 mod cancel;
+mod cells;
 mod eval;
 mod kernel;
 mod kv;

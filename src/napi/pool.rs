@@ -1,5 +1,6 @@
 //! The `KernelPool` class: sessions of kernels behind an agent's eval tool.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -10,12 +11,12 @@ use serde_json::Value;
 
 use super::agent_text::{artifact_id, LiveOutput};
 use super::cancel::EventSink;
+use super::cells::read_cells;
 use super::eval::{EvalCell, EvalResult};
 use super::kernel::{with_on_event_error, with_on_output_error, KernelOptions};
 use super::options::{bounds, optional_integer, optional_millis, OptionReader};
 use super::{js_error, promise};
 use crate::error::KernelError;
-use crate::executor::Cell;
 use crate::pool::{Pool, PoolConfig, PoolMode, PoolRequest};
 
 #[napi(object, object_to_js = false)]
@@ -218,15 +219,11 @@ impl JsKernelPool {
                     reason: "is required: an array of { code, title? }".into(),
                 },
             )?;
+            let (cells, notices) = read_cells(cells)?;
             let cancellation = reader.signal()?;
             let request = PoolRequest {
-                cells: cells
-                    .into_iter()
-                    .map(|c| Cell {
-                        code: c.code,
-                        title: c.title,
-                    })
-                    .collect(),
+                cells,
+                notices,
                 session_id: reader.get("sessionId", "a string")?,
                 session_file: reader.get("sessionFile", "a string")?,
                 cwd: reader
@@ -235,11 +232,19 @@ impl JsKernelPool {
                 interpreter: reader.get("interpreter", "a string")?,
                 owner_id: reader.get("ownerId", "a string")?,
                 timeout_seconds: timeout_seconds(reader.get("timeoutSeconds", "a number")?)?,
+                timeout_ms: reader.get("timeoutMs", "a number")?,
                 reset: reader.get("reset", "a boolean")?.unwrap_or(false),
                 abort: None,
                 artifact_id: artifact_id(&reader)?,
                 include_figure_text: reader.get("includeFigureText", "a boolean")?,
                 on_output: None,
+                env: reader
+                    .get::<HashMap<String, Option<String>>>("env", "an object of strings or nulls")?
+                    .map(|vars| vars.into_iter().collect()),
+                artifacts_dir: reader
+                    .get::<String>("artifactsDir", "a string")?
+                    .map(super::host_path),
+                deadline: reader.timeout_millis("deadlineMs", bounds::MAX_LONG_MS)?,
             };
             let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
             let live = LiveOutput::read(&reader)?;
@@ -311,6 +316,15 @@ impl JsKernelPool {
             pool.dispose_all(budget).await;
             Ok(())
         })
+    }
+
+    /// Takes work again after `disposeAll()`: new calls get fresh kernels. Without it a
+    /// disposed pool refuses work (`ERR_POOL_DISPOSED`). Call it once `disposeAll()` has
+    /// resolved; on a pool that was not disposed it does nothing.
+    #[napi]
+    pub fn reopen(&self) {
+        let pool = self.inner.clone();
+        napi::bindgen_prelude::within_runtime_if_available(move || pool.reopen());
     }
 
     /// Pids of the spare kernels kept ready for new sessions (see `prewarm`).

@@ -1,0 +1,46 @@
+//! The cells of an `evaluate` or `KernelPool.execute` call: their own timeouts (clamped
+//! as the pool's `timeoutSeconds`, with a notice naming the cell) and resets.
+
+use super::eval::EvalCell;
+use crate::error::KernelError;
+use crate::executor::Cell;
+use crate::pool::clamp_timeout;
+
+/// The cells, and the notices their timeouts' clamping gave.
+pub(super) fn read_cells(cells: Vec<EvalCell>) -> Result<(Vec<Cell>, Vec<String>), KernelError> {
+    let several = cells.len() > 1;
+    let mut notices = Vec::new();
+    let cells = cells
+        .into_iter()
+        .enumerate()
+        .map(|(index, cell)| {
+            let timeout = match cell.timeout {
+                None => None,
+                Some(seconds) if seconds < 0.0 || seconds.is_nan() => {
+                    return Err(KernelError::InvalidArgument {
+                        name: "cells[].timeout",
+                        reason: format!(
+                            "cell {}: must be 0 (no timeout) or a positive number of seconds (clamped to 1..3600 with a notice), got {seconds}",
+                            index + 1
+                        ),
+                    })
+                }
+                Some(seconds) => {
+                    let (timeout, notice) = clamp_timeout(Some(seconds))?;
+                    notices.extend(notice.map(|n| match several {
+                        true => format!("cell {}: {n}", index + 1),
+                        false => n,
+                    }));
+                    Some(timeout)
+                }
+            };
+            Ok(Cell {
+                code: cell.code,
+                title: cell.title,
+                timeout,
+                reset: cell.reset.unwrap_or(false),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((cells, notices))
+}
