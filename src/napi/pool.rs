@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::cancel::EventSink;
+use super::delivery::EventSink;
 use super::eval::{EvalCell, EvalResult};
 use super::kernel::{with_on_event_error, KernelOptions};
 use super::options::{bounds, optional_integer, optional_millis, OptionReader};
