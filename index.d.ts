@@ -55,8 +55,10 @@ export interface ExecuteOptions {
   timeoutMs?: number | undefined
   /** Aborting interrupts the cell like a timeout does. */
   signal?: AbortSignal | undefined
-  /** Called for every event, in order, before the promise resolves. */
-  onEvent?: ((event: KernelEvent) => void) | undefined
+  /** Called for every event, in order, before the promise resolves. A handler that
+   *  returns a Promise gets the next event once it settled, and slows the cell to its
+   *  pace; a rejection is reported like a throw (`onEventError`). */
+  onEvent?: ((event: KernelEvent) => unknown) | undefined
   /** Per-request working directory (it persists for the session); a relative one is
    *  taken from the host's working directory. */
   cwd?: string | undefined
@@ -78,8 +80,9 @@ export interface EvaluateOptions {
    *  does not stop). No timeout by default; 0 is none too. */
   timeoutMs?: number | undefined
   signal?: AbortSignal | undefined
-  /** Every event of every cell, in order, with the index of its cell. */
-  onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
+  /** Every event of every cell, in order, with the index of its cell; a returned
+   *  Promise is awaited before the next event (see `ExecuteOptions.onEvent`). */
+  onEvent?: ((cellIndex: number, event: KernelEvent) => unknown) | undefined
   /** When output is cut, the full sanitized text is written to a file here. */
   artifactsDir?: string | undefined
 }
@@ -99,7 +102,8 @@ export interface EvalRequest {
   /** A fresh kernel before the first cell. */
   reset?: boolean | undefined
   signal?: AbortSignal | undefined
-  onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
+  /** As `EvaluateOptions.onEvent`: a returned Promise is awaited before the next event. */
+  onEvent?: ((cellIndex: number, event: KernelEvent) => unknown) | undefined
 }
 
 /** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */
