@@ -44,6 +44,9 @@ use napi::threadsafe_function::{
 /// host's memory.
 const EVENT_QUEUE: usize = 64;
 
+/// How often a send waiting for room checks that JavaScript is still there to make it.
+const ENVIRONMENT_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Wraps a callback so that each value is handed to it only after the Promise its
 /// previous value returned (if any) settled. `deliver(...)` returns `true` when the
 /// callback ran and returned a non-thenable without throwing; otherwise it calls
@@ -168,12 +171,17 @@ impl Handled {
         }
     }
 
-    /// Blocks until at least `count` values have been handled.
-    fn wait_for(&self, count: u64) {
+    /// Blocks until at least `count` values have been handled, or `gone()` says
+    /// JavaScript never will (its environment is being torn down: a worker ending).
+    fn wait_for(&self, count: u64, gone: impl Fn() -> bool) {
         let mut guard = self.room_lock.lock().unwrap_or_else(|e| e.into_inner());
         self.waiting.store(true, Ordering::SeqCst);
-        while self.count.load(Ordering::SeqCst) < count {
-            guard = self.room.wait(guard).unwrap_or_else(|e| e.into_inner());
+        while self.count.load(Ordering::SeqCst) < count && !gone() {
+            guard = self
+                .room
+                .wait_timeout(guard, ENVIRONMENT_CHECK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         self.waiting.store(false, Ordering::SeqCst);
     }
@@ -202,7 +210,8 @@ impl<T: 'static + JsValuesTupleIntoVec> EventSink<T> {
         // timers go on meanwhile.
         if self.sent - handled.count.load(Ordering::SeqCst) >= EVENT_QUEUE as u64 {
             let room_at = self.sent + 1 - EVENT_QUEUE as u64;
-            tokio::task::block_in_place(|| handled.wait_for(room_at));
+            let deliver = &callback.deliver;
+            tokio::task::block_in_place(|| handled.wait_for(room_at, || deliver.aborted()));
         }
         let on_return = handled.clone();
         // Fewer than EVENT_QUEUE values in flight means the queue has room, so this does
