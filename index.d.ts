@@ -62,8 +62,10 @@ export interface ExecuteOptions {
   timeoutMs?: number | undefined
   /** Aborting interrupts the cell like a timeout does. */
   signal?: AbortSignal | undefined
-  /** Called for every event, in order, before the promise resolves. */
-  onEvent?: ((event: KernelEvent) => void) | undefined
+  /** Called for every event, in order, before the promise resolves. A handler that
+   *  returns a Promise gets the next event once it settled, and slows the cell to its
+   *  pace; a rejection is reported like a throw (`onEventError`). */
+  onEvent?: ((event: KernelEvent) => unknown) | undefined
   /** Per-request working directory (it persists for the session); a relative one is
    *  taken from the host's working directory. */
   cwd?: string | undefined
@@ -85,14 +87,15 @@ export interface EvaluateOptions {
    *  does not stop). No timeout by default; 0 is none too. */
   timeoutMs?: number | undefined
   signal?: AbortSignal | undefined
-  /** Every event of every cell, in order, with the index of its cell. */
-  onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
+  /** Every event of every cell, in order, with the index of its cell; a returned
+   *  Promise is awaited before the next event (see `ExecuteOptions.onEvent`). */
+  onEvent?: ((cellIndex: number, event: KernelEvent) => unknown) | undefined
   /** When output is cut, the full sanitized text is written to a file here. */
   artifactsDir?: string | undefined
   /** The agent text as it is built: sanitized chunks, in order, all before the promise
    *  resolves; they add up to `output` without its notices when nothing was cut or revised
    *  (see README, "Live output"). */
-  onOutput?: ((chunk: string) => void) | undefined
+  onOutput?: ((chunk: string) => unknown) | undefined
   /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
    *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
   artifactId?: string | undefined
@@ -143,11 +146,12 @@ export interface EvalRequest {
   /** A fresh kernel before the first cell. */
   reset?: boolean | undefined
   signal?: AbortSignal | undefined
-  onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
+  /** As `EvaluateOptions.onEvent`: a returned Promise is awaited before the next event. */
+  onEvent?: ((cellIndex: number, event: KernelEvent) => unknown) | undefined
   /** The agent text as it is built: sanitized chunks, in order, all before the promise
    *  resolves; they add up to `output` without its notices when nothing was cut or revised
    *  (see README, "Live output"). */
-  onOutput?: ((chunk: string) => void) | undefined
+  onOutput?: ((chunk: string) => unknown) | undefined
   /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
    *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
   artifactId?: string | undefined

@@ -62,8 +62,10 @@ export interface ExecuteOptions {
   timeoutMs?: number
   /** Aborting interrupts the cell like a timeout does. */
   signal?: AbortSignal
-  /** Called for every event, in order, before the promise resolves. */
-  onEvent?: (event: KernelEvent) => void
+  /** Called for every event, in order, before the promise resolves. A handler that
+   *  returns a Promise gets the next event once it settled, and slows the cell to its
+   *  pace; a rejection is reported like a throw (`onEventError`). */
+  onEvent?: (event: KernelEvent) => unknown
   /** Per-request working directory (it persists for the session); a relative one is
    *  taken from the host's working directory. */
   cwd?: string
@@ -85,14 +87,15 @@ export interface EvaluateOptions {
    *  does not stop). No timeout by default; 0 is none too. */
   timeoutMs?: number
   signal?: AbortSignal
-  /** Every event of every cell, in order, with the index of its cell. */
-  onEvent?: (cellIndex: number, event: KernelEvent) => void
+  /** Every event of every cell, in order, with the index of its cell; a returned
+   *  Promise is awaited before the next event (see `ExecuteOptions.onEvent`). */
+  onEvent?: (cellIndex: number, event: KernelEvent) => unknown
   /** When output is cut, the full sanitized text is written to a file here. */
   artifactsDir?: string
   /** The agent text as it is built: sanitized chunks, in order, all before the promise
    *  resolves; they add up to `output` without its notices when nothing was cut or revised
    *  (see README, "Live output"). */
-  onOutput?: (chunk: string) => void
+  onOutput?: (chunk: string) => unknown
   /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
    *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
   artifactId?: string
@@ -143,11 +146,12 @@ export interface EvalRequest {
   /** A fresh kernel before the first cell. */
   reset?: boolean
   signal?: AbortSignal
-  onEvent?: (cellIndex: number, event: KernelEvent) => void
+  /** As `EvaluateOptions.onEvent`: a returned Promise is awaited before the next event. */
+  onEvent?: (cellIndex: number, event: KernelEvent) => unknown
   /** The agent text as it is built: sanitized chunks, in order, all before the promise
    *  resolves; they add up to `output` without its notices when nothing was cut or revised
    *  (see README, "Live output"). */
-  onOutput?: (chunk: string) => void
+  onOutput?: (chunk: string) => unknown
   /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
    *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
   artifactId?: string

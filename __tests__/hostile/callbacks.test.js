@@ -131,5 +131,19 @@ test.describe('onEvent', { concurrency: 4 }, () => {
         assert.match(r.output, /0\n1\n2\n/, `${name}: the cell's output is intact`)
       }
     })
+    test(`${runtimeName} host: an async onEvent is awaited in order, its rejection reported, settled before the result`, { timeout: 40_000 }, async () => {
+      const report = await survive(runtime, runtimeName, 'onevent-async')
+      const lines = Array.from({ length: 40 }, (_, i) => `${i}\n`).join('')
+      for (const [name, r] of Object.entries(report)) {
+        assert.equal(r.overlaps, 0, `${name}: one event at a time`)
+        assert.equal(r.stdout, lines, `${name}: every line, in order`)
+        assert.equal(r.settledAtResolve, r.called, `${name}: every Promise settled before the result`)
+      }
+      assert.equal(report.execute.onEventError, 'async listener bug')
+      const notice = 'onEvent threw: async listener bug; later events were still delivered'
+      for (const name of ['evaluate', 'pool']) {
+        assert.deepEqual(report[name].annotations.filter((a) => a.startsWith('onEvent')), [notice], name)
+      }
+    })
   }
 })

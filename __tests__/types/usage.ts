@@ -34,7 +34,15 @@ async function main(): Promise<void> {
     signal: new AbortController().signal,
   })
   const text: unknown = result.result?.['text/plain']
-  const evaluated: EvalResult = await kernel.evaluate([{ code: 'print(1)' }], { timeoutMs: 0 })
+  const evaluated: EvalResult = await kernel.evaluate([{ code: 'print(1)' }], {
+    timeoutMs: 0,
+    // An async handler is awaited before the next event.
+    onEvent: async (cellIndex, event) => {
+      await new Promise((resolve) => setTimeout(resolve, 1))
+      if (event.type === 'stdout') events.push(event)
+      void cellIndex
+    },
+  })
   const exitCode: 0 | 1 | null = evaluated.exitCode
   for (const event of events) {
     if (event.type === 'error') {

@@ -9,7 +9,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::cancel::EventSink;
+use super::delivery::EventSink;
 use super::eval::{ImageOutput, TruncationInfo};
 use super::kernel::StatusInfo;
 use super::options::{optional_integer, OptionReader};

@@ -9,8 +9,9 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use super::agent_text::{artifact_id, on_output_notice, LiveOutput};
-use super::cancel::{on_event_notice, Callback, EventSink};
+
 use super::cells::read_cells;
+use super::delivery::{handler_threw_notice, Callback, EventSink};
 use super::eval::{EvalCell, EvalResult};
 use super::options::{
     bounds, optional_integer, optional_millis, Cancellation, Misfit, OptionReader,
@@ -549,7 +550,7 @@ pub(super) fn with_on_event_error(
     on_event_error: Option<String>,
 ) -> executor::EvalResult {
     if let Some(message) = on_event_error {
-        result.add_notice(on_event_notice(&message));
+        result.add_notice(handler_threw_notice("onEvent", &message));
     }
     result
 }

@@ -3,7 +3,9 @@
 //!
 //! - `kernel`: the `Kernel` class and its option and result objects.
 //! - `eval`: the agent-ready `EvalResult` objects.
-//! - `cancel`: AbortSignal -> [`crate::kernel::AbortHandle`], and ordered event delivery.
+//! - `cancel`: AbortSignal -> [`crate::kernel::AbortHandle`].
+//! - `delivery`: values to `onEvent` (and any later per-request callback) in order, with
+//!   backpressure, awaiting the Promises of async callbacks.
 //! - `options`: reading option objects that hold functions and signals.
 //! - `kv`: the `KvStore` class.
 //! - `pool`: the `KernelPool` class.
@@ -18,6 +20,7 @@
 mod agent_text;
 mod cancel;
 mod cells;
+mod delivery;
 mod eval;
 mod kernel;
 mod kv;

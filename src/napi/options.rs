@@ -11,7 +11,8 @@ use std::time::Duration;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::UnknownReturnValue;
 
-use super::cancel::{callback, watch_signal, AbortListener, Callback};
+use super::cancel::{watch_signal, AbortListener};
+use super::delivery::{callback, Callback};
 use crate::error::KernelError;
 use crate::kernel::AbortHandle;
 
@@ -224,7 +225,7 @@ impl<'a, 'env> OptionReader<'a, 'env> {
                 // SAFETY: a function, checked above.
                 let f = unsafe { value.cast::<Function<T, UnknownReturnValue>>() }
                     .map_err(|e| invalid(name, e.reason.clone()))?;
-                callback(f)
+                callback(self.env, f)
                     .map(Some)
                     .map_err(|e| invalid(name, e.reason.clone()))
             }

@@ -10,8 +10,9 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use super::agent_text::{artifact_id, LiveOutput};
-use super::cancel::EventSink;
+
 use super::cells::read_cells;
+use super::delivery::EventSink;
 use super::eval::{EvalCell, EvalResult};
 use super::kernel::{with_on_event_error, with_on_output_error, KernelOptions};
 use super::options::{bounds, optional_integer, optional_millis, OptionReader};
