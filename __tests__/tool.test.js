@@ -2,7 +2,7 @@
 // `pykernel/tool`: the eval tool as data. Its schema is valid JSON Schema that takes what
 // a model sends and refuses what it must not, `handle`'s own check agrees with it, and
 // `handle` runs calls through a real pool: text, errors, images, sessions, timeouts.
-// (Per-cell `timeout`/`reset` and `onOutput` are in tool-after-merge.test.js.)
+// (Per-cell `timeout`/`reset` and `onOutput` are in tool-pool.test.js.)
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')

@@ -214,9 +214,10 @@ impl AgentText {
             if !body.ends_with('\n') {
                 body.push('\n');
             }
+            let lines = truncated.total_lines;
+            let noun = if lines == 1 { "line" } else { "lines" };
             body.push_str(&format!(
-                "[full output ({} lines): {}]\n",
-                truncated.total_lines,
+                "[full output ({lines} {noun}): {}]\n",
                 artifact_uri(id)
             ));
         }

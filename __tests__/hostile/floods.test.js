@@ -67,7 +67,9 @@ test('1 GB printed: host memory bounded, output truncated, artifact complete, ho
   // The agent's copy: head + tail with the elision marker, a few tens of KiB.
   assert.ok(Buffer.byteLength(r.output) < 100 * 1024, `output is ${Buffer.byteLength(r.output)} bytes`)
   assert.match(r.output, /\[…\d+ lines elided…\]/)
-  assert.match(r.output, /THE END\n?$/)
+  // The cut output ends with the line saying where the rest is.
+  assert.match(r.output, /THE END\n\[full output \(\d+ lines\): artifact:\/\/([\w.-]+)\]\n$/)
+  assert.equal(r.output.match(/artifact:\/\/([\w.-]+)\]\n$/)[1], r.truncated?.artifactId)
   assert.ok(r.truncated, 'truncation is reported')
   assert.equal(r.truncated.totalBytes, expectedBytes)
   assert.equal(r.truncated.totalLines, LINES + 1)
@@ -107,7 +109,7 @@ test('a 50 MB line without a newline: capped line in the output, full line in th
   assert.equal(r.exitCode, 0)
   assert.ok(mem.growth < HOST_RSS_BOUND, `host RSS grew by ${(mem.growth / MB).toFixed(0)} MB`)
   assert.ok(Buffer.byteLength(r.output) <= 1024, `output is ${Buffer.byteLength(r.output)} bytes`)
-  assert.match(r.output, /^y+…$/)
+  assert.match(r.output, /^y+…\n\[full output \(1 line\): artifact:\/\/[\w.-]+\]\n$/)
   assert.equal(r.truncated?.totalBytes, SIZE)
   assert.equal(r.truncated?.totalLines, 1)
   assert.ok(r.truncated.artifactPath, 'the full line is kept in an artifact')

@@ -1,9 +1,7 @@
 'use strict'
-// `pykernel/tool` and `pykernel mcp` on pool features of issue 17 built beside them
-// (per-cell `timeout`/`reset`, `onOutput`, `artifactId`): the tool passes them through,
-// and these tests hold once the pool accepts them. They fail before that merge, which is
-// why they are in a file of their own, to be run (and then folded into tool.test.js and
-// mcp.test.js) after it.
+// `pykernel/tool` and `pykernel mcp` on the pool's per-request features: per-cell
+// `timeout`/`reset`, `onOutput`, `artifactId` pass through the tool, and MCP progress
+// notifications carry the live output.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
