@@ -322,6 +322,27 @@ test('OutputBuilder: the same rules on any stream', async (t) => {
     assert.equal(fs.readFileSync(path.join(artifactsDir, 'bash-1.txt'), 'utf8'), live)
   })
 
+  await t.test("a bash tool's output gets exactly what evaluate gives the same text", async (t) => {
+    // A shell prints colours, a \r progress bar and 30,000 lines; the builder fed with its
+    // raw stdout must give the agent what a kernel printing the same bytes would.
+    const script = "printf '\\033[1;31mred\\033[0m\\n'; for p in 10 50 100; do printf 'progress %s%%\\r' $p; done; echo; seq 1 30000"
+    const raw = require('node:child_process').execFileSync('bash', ['-c', script], { encoding: 'utf8' })
+    assert.match(raw, /\x1b\[1;31m/)
+    const builder = new addon.OutputBuilder({ artifactsDir: tempDir(), artifactId: 'bash-2' })
+    let streamed = ''
+    for (let i = 0; i < raw.length; i += 997) streamed += builder.push(raw.slice(i, i + 997))
+    const built = builder.finish()
+    assert.doesNotMatch(streamed, /\x1b|\r/, 'no escape codes or carriage returns reach a live UI')
+    const kernel = await startKernel()
+    t.after(() => kernel.shutdown())
+    const evaluated = await kernel.evaluate([{ code: `import sys\n_ = sys.stdout.write(${JSON.stringify(raw)})` }], { artifactsDir: tempDir(), artifactId: 'bash-2' })
+    assert.equal(built.output, evaluated.output)
+    assert.match(built.output, /^red\nprogress 100%\n1\n2\n/)
+    assert.equal(built.truncated.totalLines, 30002)
+    assert.equal(evaluated.truncated.totalLines, 30002)
+    assert.match(built.output, /\[full output \(30002 lines\): artifact:\/\/bash-2\]\n$/)
+  })
+
   await t.test('pushEvent takes KernelEvents: images aside, displays revised', () => {
     const b = new addon.OutputBuilder({ includeFigureText: false })
     assert.equal(b.pushEvent({ type: 'display', bundle: { 'image/png': 'iVBOR', 'text/plain': '<Figure>' } }), '')

@@ -278,14 +278,14 @@ test('agent() passes isolated, apply and merge to the host and returns the isola
   const last = () => calls.at(-1).args
 
   await ok(kernel, 'agent("p", isolated=True, apply=False, merge=True)')
-  assert.deepEqual(last(), { prompt: 'p', agent: 'task', isolated: true, apply: false, merge: true })
+  assert.deepEqual(last(), { prompt: 'p', agent: 'deep', isolated: true, apply: false, merge: true })
   await ok(kernel, 'agent("p", isolated=None, apply=None, merge=None)')
-  assert.deepEqual(last(), { prompt: 'p', agent: 'task' }, 'None leaves the choice to the host')
+  assert.deepEqual(last(), { prompt: 'p', agent: 'deep' }, 'None leaves the choice to the host')
 
   // The node keeps its own fields and gains the rest of the host's details.
   assert.equal(
     await value(kernel, 'node = agent("p", isolated=True, handle=True); sorted(node.items())'),
-    "[('agent', 'task'),\n ('branch', 'agent/a9'),\n ('handle', 'agent://a9'),\n ('id', 'a9'),\n ('isolated', True),\n ('output', 'patched'),\n ('patch', 'diff --git a/x b/x'),\n ('text', 'patched')]",
+    "[('agent', 'deep'),\n ('branch', 'agent/a9'),\n ('handle', 'agent://a9'),\n ('id', 'a9'),\n ('isolated', True),\n ('output', 'patched'),\n ('patch', 'diff --git a/x b/x'),\n ('text', 'patched')]",
   )
   assert.equal(await value(kernel, 'agent("p", isolated=True)'), "'patched'", 'without handle, the text alone')
 
@@ -344,12 +344,12 @@ test('tool, agent, completion and budget go through the bridge', async (t) => {
 
   await t.test('agent() returns text, parsed JSON with a schema, or a node with handle=True', async () => {
     assert.equal(await value(kernel, 'agent("summarize")'), "'did: summarize'")
-    assert.deepEqual(last(), { name: 'agent', args: { prompt: 'summarize', agent: 'task' } })
+    assert.deepEqual(last(), { name: 'agent', args: { prompt: 'summarize', agent: 'deep' } })
     await ok(kernel, 'agent("p", agent="explore", model="slow", label="scan")')
     assert.deepEqual(last().args, { prompt: 'p', agent: 'explore', model: 'slow', label: 'scan' })
 
     assert.equal(await value(kernel, 'agent("json", schema={"type": "object"})'), "{'ok': True, 'n': 2}")
-    assert.deepEqual(last().args, { prompt: 'json', agent: 'task', schema: { type: 'object' } })
+    assert.deepEqual(last().args, { prompt: 'json', agent: 'deep', schema: { type: 'object' } })
     assert.equal(await value(kernel, 'agent("fenced", schema={"type": "array"})'), '[1, 2]')
     const bad = await failure(kernel, 'agent("bad json", schema={})')
     assert.equal(bad.ename, 'ValueError')
@@ -358,9 +358,9 @@ test('tool, agent, completion and budget go through the bridge', async (t) => {
     assert.equal(
       await value(kernel, 'agent("summarize", handle=True)'),
       // pretty-printed as in IPython: too wide for one line, one key per line
-      "{'text': 'did: summarize',\n 'output': 'did: summarize',\n 'handle': 'agent://a1',\n 'id': 'a1',\n 'agent': 'task'}",
+      "{'text': 'did: summarize',\n 'output': 'did: summarize',\n 'handle': 'agent://a1',\n 'id': 'a1',\n 'agent': 'deep'}",
     )
-    assert.deepEqual(last().args, { prompt: 'summarize', agent: 'task', handle: true })
+    assert.deepEqual(last().args, { prompt: 'summarize', agent: 'deep', handle: true })
     assert.equal(
       await value(kernel, 'agent("json", schema={}, handle=True)'),
       "{'text': '{\"ok\": true, \"n\": 2}',\n 'output': '{\"ok\": true, \"n\": 2}',\n 'handle': 'agent://a7',\n 'id': 'a7',\n 'agent': 'task',\n 'data': {'ok': True, 'n': 2}}",

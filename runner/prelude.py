@@ -346,7 +346,7 @@ class _Tools:
 tool = _Tools()
 
 
-def agent(prompt, *, agent="task", model=None, label=None, schema=None,
+def agent(prompt, *, agent="deep", model=None, label=None, schema=None,
           handle=False, isolated=None, apply=None, merge=None):
     """Run a subagent through the host and return its final text.
 
