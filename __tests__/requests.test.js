@@ -276,6 +276,24 @@ test('a cell with reset runs in a fresh kernel; a Kernel refuses it', async (t) 
   assert.equal((await k.evaluate([{ code: '1 + 1' }])).output, '2\n')
 })
 
+test('a deadline that passes while a reset cell waits for its fresh kernel keeps the cells that ran', async (t) => {
+  for (const mode of ['session', 'per-call']) {
+    const pool = new KernelPool({ kernel, mode, prewarm: 0 })
+    t.after(() => pool.disposeAll())
+    await pool.execute({ sessionId: 'late', cells: [{ code: '1' }] })
+    // Cell 1 uses up the budget; the fresh kernel cell 2 asks for cannot start within it.
+    const r = await pool.execute({
+      sessionId: 'late',
+      deadlineMs: 1000,
+      cells: [{ code: 'import time\nprint("A ran")\ntime.sleep(0.99)' }, { code: 'print("B ran")', reset: true }],
+    })
+    assert.equal(r.timedOut, true, mode)
+    assert.match(r.output, /A ran/, `${mode}: the first cell's output is kept: ${r.output}`)
+    assert.doesNotMatch(r.output, /B ran/, mode)
+    assert.ok(r.cells.length >= 1 && r.cells[0].stdout === 'A ran\n', `${mode}: ${JSON.stringify(r.cells.map((c) => c.stdout))}`)
+  }
+})
+
 test('disposeAll refuses work until reopen(), which gives fresh kernels', async () => {
   const pool = new KernelPool({ kernel })
   await pool.execute({ sessionId: 'o', cells: [{ code: 'state = 1' }] })

@@ -199,6 +199,13 @@ impl Evaluation {
             .retain(|a| !a.ends_with(DIED_NOTICE_END));
     }
 
+    /// The next cell could not run (its fresh kernel did not start): it counts as the
+    /// failed one, with `notice`; the cells before it keep their results.
+    pub fn fail_next(&mut self, notice: impl Into<String>) {
+        self.result.failed_cell = Some(self.next);
+        self.annotate(notice);
+    }
+
     pub fn result_mut(&mut self) -> &mut EvalResult {
         &mut self.result
     }

@@ -260,6 +260,48 @@ struct Router {
 }
 
 /// Frames of request `id` arrive on the returned receiver until the guard is dropped.
+/// Folds into `event` (stdout or stderr text) the frames of the same stream already waiting
+/// behind it, so text that queued up while the consumer was slow (an async `onEvent`
+/// setting the pace, then a stopped cell's backlog) is delivered in few events instead of
+/// one per frame; nothing is dropped and the order is kept. Returns the first waiting
+/// frame that does not fold, to be handled next.
+fn fold_waiting_text(
+    collector: &mut Collector,
+    rx: &mut mpsc::Receiver<RunnerFrame>,
+    event: &mut KernelEvent,
+) -> Option<RunnerFrame> {
+    /// Bounds one event: a backlog folds in pieces of about this many bytes.
+    const MAX_FOLDED_BYTES: usize = 1 << 20;
+    loop {
+        let stdout = match event {
+            KernelEvent::Stdout(text) | KernelEvent::Stderr(text)
+                if text.len() < MAX_FOLDED_BYTES =>
+            {
+                matches!(event, KernelEvent::Stdout(_))
+            }
+            _ => return None,
+        };
+        let next = rx.try_recv().ok()?;
+        let same_stream = match &next {
+            RunnerFrame::Stdout { late: false, .. } => stdout,
+            RunnerFrame::Stderr { late: false, .. } => !stdout,
+            _ => false,
+        };
+        if !same_stream {
+            return Some(next);
+        }
+        // A non-late stream frame gives its own stream's text (or nothing, when it is not
+        // this request's), so nothing else can come back here.
+        if let (
+            Some(KernelEvent::Stdout(more) | KernelEvent::Stderr(more)),
+            KernelEvent::Stdout(text) | KernelEvent::Stderr(text),
+        ) = (collector.apply(next), &mut *event)
+        {
+            text.push_str(&more);
+        }
+    }
+}
+
 fn open_route<'a>(
     routes: &'a Routes,
     id: &'a str,
@@ -851,7 +893,12 @@ impl Kernel {
         // Set once the cell is to be stopped; the kernel is killed if it is still running then.
         let mut escalation: Option<Instant> = None;
         let mut killed = false;
+        // A frame taken from `rx` while folding text that did not fold: the next one to handle.
+        let mut carried: Option<RunnerFrame> = None;
         loop {
+            // The clocks and the abort come before the frames: a consumer that sets the pace
+            // (an async `onEvent`) keeps a frame always waiting, and frames first would then
+            // never let a timeout, a deadline or an abort through.
             let stop_requested = tokio::select! {
                 biased;
                 Some(()) = call_done_rx.recv() => {
@@ -860,7 +907,26 @@ impl Kernel {
                     }
                     false
                 }
-                frame = rx.recv() => {
+                _ = sleep_until(watchdog.deadline().map_or_else(Instant::now, Instant::from_std)),
+                    if watchdog.deadline().is_some() && escalation.is_none() => {
+                    collector.outcome.timed_out = true;
+                    true
+                }
+                _ = async { abort.as_ref().unwrap().aborted().await },
+                    if abort.is_some() && escalation.is_none() => true,
+                _ = sleep_until(escalation.unwrap_or_else(Instant::now)),
+                    if escalation.is_some() && !killed => {
+                    // The cell ignored the interrupt (C code, SIG_IGN): end the kernel.
+                    killed = true;
+                    self.terminate(DEFAULT_SHUTDOWN_GRACE).await;
+                    false
+                }
+                frame = async {
+                    match carried.take() {
+                        Some(frame) => Some(frame),
+                        None => rx.recv().await,
+                    }
+                } => {
                     match frame {
                         Some(RunnerFrame::Call { call_id, name, args, .. }) => {
                             if escalation.is_some() {
@@ -886,7 +952,8 @@ impl Kernel {
                             }
                         }
                         Some(frame) => {
-                            if let Some(event) = collector.apply(frame) {
+                            if let Some(mut event) = collector.apply(frame) {
+                                carried = fold_waiting_text(&mut collector, &mut rx, &mut event);
                                 on_event(event);
                             }
                             if collector.is_done() {
@@ -895,20 +962,6 @@ impl Kernel {
                         }
                         None => break,
                     }
-                    false
-                }
-                _ = sleep_until(watchdog.deadline().map_or_else(Instant::now, Instant::from_std)),
-                    if watchdog.deadline().is_some() && escalation.is_none() => {
-                    collector.outcome.timed_out = true;
-                    true
-                }
-                _ = async { abort.as_ref().unwrap().aborted().await },
-                    if abort.is_some() && escalation.is_none() => true,
-                _ = sleep_until(escalation.unwrap_or_else(Instant::now)),
-                    if escalation.is_some() && !killed => {
-                    // The cell ignored the interrupt (C code, SIG_IGN): end the kernel.
-                    killed = true;
-                    self.terminate(DEFAULT_SHUTDOWN_GRACE).await;
                     false
                 }
             };

@@ -1105,8 +1105,15 @@ async fn run_per_call(
     let abort = options.abort.clone().unwrap_or_default();
     let config = until_deadline(config, deadline);
     let mut evaluation = Evaluation::new(cells, options);
+    let mut first = true;
     loop {
-        let Some(live) = pool.new_kernel(&config, None, &abort).await? else {
+        let started = match pool.new_kernel(&config, None, &abort).await {
+            Ok(started) => started,
+            Err(err) if !first => return Ok(reset_failed(evaluation, err, deadline)),
+            Err(err) => return Err(err),
+        };
+        first = false;
+        let Some(live) = started else {
             return Ok(cancelled_waiting_for_room(evaluation));
         };
         let turn = live.kernel.queue().turn().await;
@@ -1119,6 +1126,26 @@ async fn run_per_call(
             return Ok(evaluation.finish());
         }
     }
+}
+
+/// A cell's reset whose fresh kernel did not start: the cells before it keep their
+/// results; it and the later ones did not run. A start cut short by the request's
+/// deadline is left for [`DeadlineWatch::say_so`] to report.
+fn reset_failed(
+    mut evaluation: Evaluation,
+    err: KernelError,
+    deadline: Option<tokio::time::Instant>,
+) -> EvalResult {
+    let deadline_passed = matches!(
+        err,
+        KernelError::StartTimeout { .. } | KernelError::StartDeadline { .. }
+    ) && deadline.is_some_and(|at| tokio::time::Instant::now() >= at);
+    if !deadline_passed {
+        evaluation.fail_next(format!(
+            "a fresh kernel for the next cell did not start: {err}; it and later cells did not run"
+        ));
+    }
+    evaluation.finish()
 }
 
 /// `config` with its start-up bounded by the request's deadline too.
@@ -1265,7 +1292,11 @@ async fn run_in_session(
             Some(old) => pool.end(old).await,
             None => None,
         };
-        let Some(kernel) = start_kernel(pool, session, room, &abort, deadline).await? else {
+        let started = match start_kernel(pool, session, room, &abort, deadline).await {
+            Ok(started) => started,
+            Err(err) => return Ok(reset_failed(evaluation, err, deadline)),
+        };
+        let Some(kernel) = started else {
             return aborted_waiting_for_room(session, evaluation);
         };
         let turn = kernel.queue().turn().await;

@@ -138,6 +138,34 @@ pub fn open_nofollow(path: &Path, options: &mut OpenOptions) -> io::Result<File>
         .open(path)
 }
 
+/// [`open_nofollow`] for a regular file only: a FIFO or a device planted under the name
+/// would block the open (or every read) for ever, so the open does not wait
+/// (`O_NONBLOCK`) and anything but a regular file is refused (`InvalidInput`).
+pub fn open_regular_nofollow(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    use std::os::fd::AsRawFd;
+    let file = options
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC | nix::libc::O_NONBLOCK)
+        .mode(0o600)
+        .open(path)?;
+    if !file.metadata()?.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    // Back to blocking reads and writes, as for any regular file.
+    let fd = file.as_raw_fd();
+    // SAFETY: `fd` is open for as long as `file` lives; F_GETFL/F_SETFL only change flags.
+    unsafe {
+        let flags = nix::libc::fcntl(fd, nix::libc::F_GETFL);
+        if flags < 0 || nix::libc::fcntl(fd, nix::libc::F_SETFL, flags & !nix::libc::O_NONBLOCK) < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(file)
+}
+
 /// Whether an open with `O_NOFOLLOW` failed because the path is a symlink.
 pub fn is_symlink_refusal(err: &io::Error) -> bool {
     err.raw_os_error() == Some(nix::libc::ELOOP)

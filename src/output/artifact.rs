@@ -186,7 +186,7 @@ fn open_named_file(dir: &Path, id: &str) -> io::Result<(PathBuf, File)> {
     let path = super::artifact_ref::artifact_path(dir, id);
     let mut options = OpenOptions::new();
     options.write(true).create(true).truncate(true);
-    let file = crate::safe_fs::open_nofollow(&path, &mut options)?;
+    let file = crate::safe_fs::open_regular_nofollow(&path, &mut options)?;
     Ok((path, file))
 }
 

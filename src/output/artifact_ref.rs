@@ -103,13 +103,28 @@ pub fn artifact_read_call(name: &str, args: &serde_json::Value) -> Option<String
     (name == "read" && path.starts_with(ARTIFACT_SCHEME)).then(|| path.to_string())
 }
 
-/// The text of the artifact `uri` names in `dir` (its selected lines, each with its `\n`).
+/// At most this much of an artifact is read back at once: a cell can ask for a file of
+/// gigabytes (its own output, or one it planted), and the whole of it would be held by the
+/// host and sent back in one frame. Past it the reply ends with a line saying how to read
+/// on (a line range).
+pub const MAX_READ_BYTES: usize = 4 << 20;
+
+/// The text of the artifact `uri` names in `dir` (its selected lines, each with its `\n`),
+/// at most [`MAX_READ_BYTES`] of it. `dir` must be private (ours, not writable by others,
+/// not a symlink) and the artifact a regular file.
 pub fn read_artifact(dir: &Path, uri: &str) -> Result<String, KernelError> {
     let reference = parse_artifact_uri(uri)?;
+    if let Some(fault) = crate::safe_fs::inspect_dir(dir).ok().flatten() {
+        return Err(KernelError::ArtifactsDir(crate::safe_fs::Refusal {
+            what: "artifactsDir",
+            path: dir.to_path_buf(),
+            fault,
+        }));
+    }
     let path = artifact_path(dir, &reference.id);
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
-    let file = crate::safe_fs::open_nofollow(&path, &mut options).map_err(|err| {
+    let file = crate::safe_fs::open_regular_nofollow(&path, &mut options).map_err(|err| {
         if err.kind() == io::ErrorKind::NotFound {
             KernelError::ArtifactNotFound {
                 uri: uri.to_string(),
@@ -121,30 +136,45 @@ pub fn read_artifact(dir: &Path, uri: &str) -> Result<String, KernelError> {
     })?;
     let reading = |err| KernelError::io(format!("reading {}", path.display()), err);
     let mut reader = BufReader::new(file);
-    let mut text = String::new();
-    match reference.lines {
-        None => {
-            reader.read_to_string(&mut text).map_err(reading)?;
+    let (first, last) = reference.lines.unwrap_or((1, None));
+    // Lines before the range are skipped without being held.
+    let mut number = 1u64;
+    while number < first {
+        if reader.skip_until(b'\n').map_err(reading)? == 0 {
+            return Ok(String::new());
         }
-        Some((first, last)) => {
-            let mut line = String::new();
-            let mut number = 0u64;
-            loop {
-                line.clear();
-                if reader.read_line(&mut line).map_err(reading)? == 0 {
-                    break;
-                }
-                number += 1;
-                if last.is_some_and(|last| number > last) {
-                    break;
-                }
-                if number >= first {
-                    text.push_str(&line);
-                }
-            }
-        }
+        number += 1;
     }
-    Ok(text)
+    let mut bytes = Vec::new();
+    loop {
+        if last.is_some_and(|last| number > last) {
+            break;
+        }
+        let room = (MAX_READ_BYTES - bytes.len()) as u64;
+        let read = (&mut reader)
+            .take(room)
+            .read_until(b'\n', &mut bytes)
+            .map_err(reading)?;
+        if read == 0 {
+            break;
+        }
+        if bytes.len() >= MAX_READ_BYTES {
+            let line_ended = bytes.ends_with(b"\n");
+            let mut text = String::from_utf8_lossy(&bytes).into_owned();
+            if !line_ended {
+                text.push('\n');
+            }
+            let next = if line_ended { number + 1 } else { number };
+            text.push_str(&format!(
+                "[… read stopped after {} MiB: read the rest with a line range, artifact://{}:{next}-]\n",
+                MAX_READ_BYTES >> 20,
+                reference.id
+            ));
+            return Ok(text);
+        }
+        number += 1;
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]
@@ -209,5 +239,39 @@ mod tests {
         );
         let missing = read_artifact(dir.path(), "artifact://b").unwrap_err();
         assert_eq!(missing.code(), "ERR_ARTIFACT_NOT_FOUND");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once_and_a_huge_artifact_is_read_in_bounded_pieces() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        // A FIFO would block the open for ever.
+        nix::unistd::mkfifo(&dir.path().join("f.txt"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = read_artifact(dir.path(), "artifact://f").unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+
+        // 5 MiB in one line, then two short lines: a read stops at the cap and says how to
+        // go on; a range after the long line skips it without holding it.
+        let mut big = "x".repeat(5 << 20);
+        big.push_str("\nsecond\nthird\n");
+        std::fs::write(dir.path().join("big.txt"), &big).unwrap();
+        let text = read_artifact(dir.path(), "artifact://big").unwrap();
+        assert!(text.len() < MAX_READ_BYTES + 200, "{}", text.len());
+        assert!(
+            text.ends_with("read the rest with a line range, artifact://big:1-]\n"),
+            "{}",
+            &text[text.len() - 120..]
+        );
+        assert_eq!(
+            read_artifact(dir.path(), "artifact://big:2-").unwrap(),
+            "second\nthird\n"
+        );
+
+        // A directory others can write is not read from.
+        std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = read_artifact(dir.path(), "artifact://a").unwrap_err();
+        assert!(matches!(err, KernelError::ArtifactsDir(_)), "{err}");
     }
 }
