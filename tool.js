@@ -36,7 +36,7 @@ const schema = {
       minLength: 1,
       description: `Which persistent Python process to use; state carries over between calls with the same session. Default "${DEFAULT_SESSION}".`,
     },
-    timeout: { type: 'number', exclusiveMinimum: 0, description: 'Seconds each cell may run. Default 30, clamped to 1..3600.' },
+    timeout: { type: 'number', exclusiveMinimum: 0, description: 'Seconds each cell may run, clamped to 1..3600. Default set by the host (30 unless configured).' },
     reset: { type: 'boolean', description: 'Start the session from a fresh Python process before the first cell.' },
   },
   required: ['cells'],
@@ -52,7 +52,7 @@ Sessions and state
 - A session can be restarted behind your back (idle for long, the host needed room, a crash); the result then says its earlier state is gone, so redo the setup. "reset": true starts the session fresh on purpose; a cell's own "reset" does it right before that cell.
 
 Time
-- "timeout" is seconds per cell: default 30, clamped to 1..3600; a cell's own "timeout" overrides it. A cell that runs past it is interrupted and the result says so; the session stays alive with its state. Waiting for agent() or completion() does not count against it.
+- "timeout" is seconds per cell (the host sets the default, 30 unless configured), clamped to 1..3600; a cell's own "timeout" overrides it. A cell that runs past it is interrupted and the result says so; the session stays alive with its state, unless the cell ignores the interrupt: then its process is replaced, its state is lost, and the result says that too. Waiting for agent() or completion() does not count against it.
 
 What comes back
 - stdout and stderr as written, the value of each cell's last expression, and tracebacks, as plain text: colour codes are removed and a progress bar keeps only its final line.
@@ -64,7 +64,7 @@ Ready-made names in every session
 - read(path, offset=1, limit=None): a file's lines (1-based), also artifact:// addresses; write(path, content) creates folders as needed.
 - env(key=None, value=None): read or set environment variables. defs(): what you have defined so far, with shapes.
 - kv.get(key, default=None), kv.set(key, value), kv.delete(key), kv.list(): a small JSON store for this session that survives a reset.
-- log(msg) and phase(title): progress notes for the user.
+- log(msg) and phase(title): progress notes, shown to the user where the host displays them (they are not part of your result).
 - tool.<name>(**args) calls a tool of the host; agent(prompt, ...) hands a task to another agent and completion(prompt, ...) asks a model; parallel(thunks) and pipeline(items, *stages) run such calls concurrently. These work only where the host provides them.
 
 IPython habits that work
@@ -114,13 +114,17 @@ function isPositiveNumber(value) {
 /**
  * The pool's session id and owner for a call. A host that serves several conversations
  * gives each its `ctx.sessionId`; the model's `session` names processes within it
- * (`<ctx.sessionId>/<session>`; the default session is `ctx.sessionId` itself), and they are owned by the conversation, so
+ * (`<ctx.sessionId>/<session>`, each part percent-encoded; the default session is the
+ * encoded `ctx.sessionId` itself), and they are owned by the conversation, so
  * `pool.disposeOwner(ctx.sessionId)` (or `ctx.ownerId`) ends all of them.
  */
 function sessionOf(request, ctx) {
   const session = request.session ?? DEFAULT_SESSION
   if (ctx.sessionId === undefined) return { sessionId: session, ownerId: ctx.ownerId }
-  const sessionId = session === DEFAULT_SESSION ? ctx.sessionId : `${ctx.sessionId}/${session}`
+  // Each part percent-encoded, so no `/` of a conversation id or a session name can make
+  // two (conversation, session) pairs meet in one process.
+  const conversation = encodeURIComponent(ctx.sessionId)
+  const sessionId = session === DEFAULT_SESSION ? conversation : `${conversation}/${encodeURIComponent(session)}`
   return { sessionId, ownerId: ctx.ownerId ?? ctx.sessionId }
 }
 

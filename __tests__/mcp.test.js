@@ -90,9 +90,24 @@ test('two sessions are isolated; reset_session ends one; list_sessions shows the
   assert.match(textOf(again), /had no live process/)
 })
 
-test('an unknown tool is an error result naming the tools there are', async (t) => {
+test('an unknown tool is a protocol error (-32602) naming the tools there are', async (t) => {
   const client = await connect(t)
-  const r = await client.callTool({ name: 'bash', arguments: {} })
-  assert.equal(r.isError, true)
-  assert.match(textOf(r), /Unknown tool "bash".*python, reset_session and list_sessions/)
+  await assert.rejects(client.callTool({ name: 'bash', arguments: {} }), (error) => {
+    assert.equal(error.code, -32602)
+    assert.match(error.message, /Unknown tool "bash".*python, reset_session and list_sessions/)
+    return true
+  })
+  // The server is still there.
+  assert.equal(textOf(await run(client, { cells: [{ code: '6*7' }] })), '42\n')
+})
+
+test('images past what one MCP message holds are left out with a note, and the client stays connected', async (t) => {
+  const client = await connect(t)
+  // Two ~4.6 MB PNGs of noise: the first fits, the second would pass the 10 MiB message limit.
+  const code = 'import os, base64\nfrom PIL import Image\nfor _ in range(2):\n    display(Image.frombytes("RGB", (1240, 1240), os.urandom(1240 * 1240 * 3)))'
+  const r = await run(client, { cells: [{ code }] })
+  const images = r.content.filter((c) => c.type === 'image')
+  assert.equal(images.length, 1, JSON.stringify(r.content.map((c) => c.type)))
+  assert.match(textOf(r), /\[image 2 \(image\/png, \d+\.\d MB\) left out: it would make the result too large to send/)
+  assert.equal(textOf(await run(client, { cells: [{ code: '6*7' }] })), '42\n')
 })

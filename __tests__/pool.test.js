@@ -477,3 +477,18 @@ test('a pool request streams sanitized output to onOutput and names its artifact
     await pool.disposeAll()
   }
 })
+
+test('a session that claimed the prewarmed spare reads its own cut output back through read()', async (t) => {
+  const artifactsDir = tempDir()
+  const pool = new KernelPool({ kernel, artifactsDir, prewarm: 1 })
+  t.after(() => pool.disposeAll())
+  assert.ok(await waitFor(() => pool.spares.length === 1, { timeoutMs: 5000 }))
+  const [spare] = pool.spares
+  const cut = await pool.execute({ sessionId: 'spare-reader', cells: [cell('for i in range(30000): print("line", i)')] })
+  assert.equal(sessionPid(pool, 'spare-reader'), spare, 'the session runs in the spare')
+  const id = cut.truncated?.artifactId
+  assert.ok(id, cut.output.slice(-200))
+  const back = await pool.execute({ sessionId: 'spare-reader', cells: [cell(`print(read('artifact://${id}:29999-'), end='')`)] })
+  assert.equal(back.exitCode, 0, back.output)
+  assert.match(back.output, /line 29998\nline 29999\n$/)
+})

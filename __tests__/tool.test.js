@@ -163,6 +163,21 @@ test('ctx.sessionId scopes the model\'s sessions to a conversation that owns the
   assert.deepEqual(pool.sessions.map((s) => s.owners), [['chat-b']], "disposing the conversation ends all of its sessions")
 })
 
+test('a `/` in a conversation id or a session name never makes two conversations share a process', async (t) => {
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const team = { pool, sessionId: 'team' }
+  const teamWork = { pool, sessionId: 'team/work' }
+  await tool.handle({ cells: [{ code: 'secret = "team work session"' }], session: 'work' }, team)
+  const other = await tool.handle({ cells: [{ code: 'secret' }] }, teamWork)
+  assert.match(other.text, /NameError/, "conversation 'team/work' does not see conversation 'team''s session 'work'")
+  await tool.handle({ cells: [{ code: 'mine = 1' }] }, teamWork)
+  const probe = await tool.handle({ cells: [{ code: 'mine' }], session: 'work/..' }, team)
+  assert.match(probe.text, /NameError/)
+  await pool.disposeOwner('team')
+  assert.deepEqual(pool.sessions.map((s) => s.owners), [['team/work']], "disposing 'team' ends its sessions only")
+})
+
 test('a refused call resolves with isError and the pool\'s code', async () => {
   const pool = new KernelPool({ kernel, prewarm: 0 })
   await pool.disposeAll()

@@ -15,7 +15,7 @@ const path = require('node:path')
 // while the tool's schema is plain JSON Schema data (`pykernel/tool`), listed as it is.
 const { Server } = require('@modelcontextprotocol/sdk/server/index.js')
 const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio.js')
-const { CallToolRequestSchema, ListToolsRequestSchema } = require('@modelcontextprotocol/sdk/types.js')
+const { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } = require('@modelcontextprotocol/sdk/types.js')
 const tool = require('../tool.js')
 
 /** Bounds the shutdown of every kernel when the client goes away. */
@@ -44,12 +44,28 @@ function textResult(text, isError = false, structuredContent) {
   return { content: [{ type: 'text', text }], isError, ...(structuredContent ? { structuredContent } : {}) }
 }
 
-/** The MCP result of a `python` call: the text first, then each image as image content. */
+/** The most image data (base64 characters) one result carries: the SDK's stdio transport
+ *  refuses a message over 10 MiB, and a client that got one stays disconnected. */
+const MAX_IMAGE_CHARS = 6 * 1024 * 1024
+
+/** The MCP result of a `python` call: the text first, then each image as image content,
+ *  as many as fit in [`MAX_IMAGE_CHARS`]; a note stands for each one left out. */
 function evalResultOf(result) {
-  return {
-    content: [{ type: 'text', text: result.text }, ...result.images.map(({ mime, data }) => ({ type: 'image', data, mimeType: mime }))],
-    isError: result.isError,
-  }
+  const content = [{ type: 'text', text: result.text }]
+  let room = MAX_IMAGE_CHARS
+  result.images.forEach(({ mime, data }, index) => {
+    if (data.length <= room) {
+      room -= data.length
+      content.push({ type: 'image', data, mimeType: mime })
+    } else {
+      const mb = ((data.length * 3) / 4 / (1024 * 1024)).toFixed(1)
+      content.push({
+        type: 'text',
+        text: `[image ${index + 1} (${mime}, ${mb} MB) left out: it would make the result too large to send; save it to a file and inspect it in smaller pieces, or display a smaller version]`,
+      })
+    }
+  })
+  return { content, isError: result.isError }
 }
 
 /**
@@ -119,7 +135,8 @@ function createServer(pool, defaults = {}) {
       case LIST_TOOL.name:
         return listSessions(pool)
       default:
-        return textResult(`Unknown tool "${request.params.name}": this server has ${tool.name}, ${RESET_TOOL.name} and ${LIST_TOOL.name}.`, true)
+        // A call to a tool that was never listed is a protocol error, not a tool failure.
+        throw new McpError(ErrorCode.InvalidParams, `Unknown tool "${request.params.name}": this server has ${tool.name}, ${RESET_TOOL.name} and ${LIST_TOOL.name}.`)
     }
   })
   return server

@@ -95,6 +95,17 @@ impl PoolConfig {
     /// Refuses (`ERR_ARTIFACTS_DIR`) an artifactsDir that is not safe to use, at
     /// construction, so the first call does not find out; missing ones are created 0700.
     /// Each kernel checks again as it starts, and each write as it happens.
+    /// The settings every kernel of the pool starts with, spares included: the pool's
+    /// `artifactsDir` is the kernel's unless `kernel` names its own (a spare without it
+    /// could not read back `artifact://` output in the session that claims it).
+    pub fn session_kernel(&self) -> KernelConfig {
+        let mut config = self.kernel.clone();
+        if config.artifacts_dir.is_none() {
+            config.artifacts_dir = self.artifacts_dir.clone();
+        }
+        config
+    }
+
     pub fn prepare_artifacts_dirs(&self) -> Result<()> {
         for dir in [&self.artifacts_dir, &self.kernel.artifacts_dir]
             .into_iter()
@@ -348,15 +359,12 @@ impl Pool {
         }
         // A first cell's reset is the request's: it shares the coalescing of resets.
         request.reset |= request.cells.first().is_some_and(|cell| cell.reset);
-        let mut config = inner.config.kernel.clone();
+        let mut config = inner.config.session_kernel();
         if let Some(cwd) = &request.cwd {
             config.cwd = cwd.clone();
         }
         if request.interpreter.is_some() {
             config.interpreter = request.interpreter.clone();
-        }
-        if config.artifacts_dir.is_none() {
-            config.artifacts_dir = inner.config.artifacts_dir.clone();
         }
         let mut caller = Caller {
             session_id: request.session_id.clone(),
@@ -587,7 +595,7 @@ impl PoolInner {
         };
         for slot in slots {
             let pool = Arc::downgrade(self);
-            let config = self.config.kernel.clone();
+            let config = self.config.session_kernel();
             let grace = self.config.shutdown_grace;
             self.runtime.spawn(async move {
                 // Initialized with the pool's defaults: a session claiming it with the
