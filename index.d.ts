@@ -239,7 +239,8 @@ export declare class KernelPool {
   /**
    * Takes work again after `disposeAll()`: new calls get fresh kernels. Without it a
    * disposed pool refuses work (`ERR_POOL_DISPOSED`). Call it once `disposeAll()` has
-   * resolved; on a pool that was not disposed it does nothing.
+   * resolved (before that it throws `ERR_POOL_DISPOSED`); on a pool that was not
+   * disposed it does nothing.
    */
   reopen(): void
   /** Pids of the spare kernels kept ready for new sessions (see `prewarm`). */

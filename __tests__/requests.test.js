@@ -306,6 +306,12 @@ test('disposeAll refuses work until reopen(), which gives fresh kernels', async 
   assert.equal(pool.sessions.length, 1)
   pool.reopen() // not disposed: nothing changes
   assert.equal(value(await pool.execute({ sessionId: 'o', cells: [{ code: '3' }] })), '3')
-  await pool.disposeAll()
+  // Before disposeAll() has finished, reopen() is refused: the disposal would end it.
+  const disposing = pool.disposeAll()
+  assert.throws(() => pool.reopen(), (err) => err.code === 'ERR_POOL_DISPOSED' && /await it, then call reopen/.test(err.message))
+  await disposing
   assert.deepEqual(pool.sessions, [])
+  pool.reopen()
+  assert.equal(value(await pool.execute({ sessionId: 'o', cells: [{ code: '4' }] })), '4')
+  await pool.disposeAll()
 })

@@ -51,6 +51,10 @@ pub enum KernelError {
     #[error("this KernelPool is being disposed and takes no new work; create a new KernelPool.")]
     PoolDisposed,
 
+    /// `reopen()` while a `disposeAll()` still runs: it would end the reopened pool too.
+    #[error("disposeAll() has not finished: await it, then call reopen().")]
+    DisposeInProgress,
+
     /// No room for a kernel within `acquireTimeoutMs`: every kernel the cap allows was
     /// busy the whole time.
     #[error("the KernelPool is full: it runs at most {limit} kernels (`{option}`), all stayed busy, and none became free within {waited_ms} ms. Raise `{option}`, {advice}, or wait longer with `acquireTimeoutMs`.")]
@@ -100,7 +104,7 @@ impl KernelError {
             KernelError::ArtifactNotFound { .. } => "ERR_ARTIFACT_NOT_FOUND",
             KernelError::InvalidArgument { .. } => "ERR_INVALID_ARG",
             KernelError::Sandbox { .. } => "ERR_SANDBOX",
-            KernelError::PoolDisposed => "ERR_POOL_DISPOSED",
+            KernelError::PoolDisposed | KernelError::DisposeInProgress => "ERR_POOL_DISPOSED",
             KernelError::PoolFull { .. } => "ERR_POOL_FULL",
             KernelError::SessionDisposed => "ERR_SESSION_DISPOSED",
             KernelError::Io { .. } => "ERR_IO",

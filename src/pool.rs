@@ -250,6 +250,8 @@ struct PoolInner {
     config: PoolConfig,
     sessions: Mutex<HashMap<SessionKey, Arc<Session>>>,
     disposing: AtomicBool,
+    /// `dispose_all` calls that began and have not ended: `reopen` waits for none of them.
+    disposals: AtomicU64,
     /// Counts `reopen`s: a maintenance task of an earlier opening ends when it changes.
     opening: AtomicU64,
     /// Kernels whose shutdown was not confirmed, retried on every maintenance tick. They
@@ -311,6 +313,7 @@ impl Pool {
             config,
             sessions: Mutex::default(),
             disposing: AtomicBool::new(false),
+            disposals: AtomicU64::new(0),
             opening: AtomicU64::new(0),
             unconfirmed: Mutex::default(),
             runtime: tokio::runtime::Handle::current(),
@@ -323,11 +326,16 @@ impl Pool {
     }
 
     /// Takes work again after [`Pool::dispose_all`]: new sessions get fresh kernels, and
-    /// maintenance and spares start over. A pool that was not disposed is left as it is.
-    pub fn reopen(&self) {
+    /// maintenance and spares start over. A pool that was not disposed is left as it is;
+    /// one whose disposal has not finished is refused ([`KernelError::DisposeInProgress`]),
+    /// as that disposal would end what the reopening starts.
+    pub fn reopen(&self) -> Result<()> {
         let inner = &self.inner;
+        if inner.disposals.load(Ordering::SeqCst) > 0 {
+            return Err(KernelError::DisposeInProgress);
+        }
         if !inner.disposing.swap(false, Ordering::SeqCst) {
-            return;
+            return Ok(());
         }
         let opening = inner.opening.fetch_add(1, Ordering::SeqCst) + 1;
         tracing::info!("reopening the pool");
@@ -335,6 +343,7 @@ impl Pool {
             .runtime
             .spawn(maintain(Arc::downgrade(inner), opening));
         inner.refill_spares();
+        Ok(())
     }
 
     /// Fixes the request's session and its place in that session's line, now.
@@ -466,18 +475,40 @@ impl Pool {
     }
 
     /// Disposes every session and refuses new work; for hosts' signal handlers.
-    pub async fn dispose_all(&self, budget: Duration) {
-        let inner = &self.inner;
+    pub fn dispose_all(&self, budget: Duration) -> impl std::future::Future<Output = ()> + Send {
+        // Refusing work, and counting as a disposal in progress, start now, not when the
+        // future is first polled: a `reopen()` right after must see it.
+        let inner = self.inner.clone();
         inner.disposing.store(true, Ordering::SeqCst);
-        // Calls waiting for room fail now, not at their deadline.
-        inner.slots.notify();
-        let sessions = inner.all_sessions();
-        dispose_all_of(inner, sessions, budget).await;
-        let spares = std::mem::take(&mut inner.spares.lock().unwrap().ready);
-        for spare in spares {
-            inner.end_within(spare, budget / 3).await;
+        let running = DisposalRunning::new(&inner);
+        async move {
+            let _running = running;
+            // Calls waiting for room fail now, not at their deadline.
+            inner.slots.notify();
+            let sessions = inner.all_sessions();
+            dispose_all_of(&inner, sessions, budget).await;
+            let spares = std::mem::take(&mut inner.spares.lock().unwrap().ready);
+            for spare in spares {
+                inner.end_within(spare, budget / 3).await;
+            }
+            inner.retry_unconfirmed(budget).await;
         }
-        inner.retry_unconfirmed(budget).await;
+    }
+}
+
+/// A `dispose_all` under way, counted in `PoolInner::disposals` until it ends or is dropped.
+struct DisposalRunning(Arc<PoolInner>);
+
+impl DisposalRunning {
+    fn new(inner: &Arc<PoolInner>) -> Self {
+        inner.disposals.fetch_add(1, Ordering::SeqCst);
+        DisposalRunning(inner.clone())
+    }
+}
+
+impl Drop for DisposalRunning {
+    fn drop(&mut self) {
+        self.0.disposals.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

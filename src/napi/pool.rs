@@ -311,21 +311,22 @@ impl JsKernelPool {
         options: Option<DisposeOptions>,
     ) -> Result<PromiseRaw<'env, ()>> {
         let pool = self.inner.clone();
-        let budget = budget(options, &pool);
+        let disposal = budget(options, &pool).map(|budget| pool.dispose_all(budget));
         promise(env, async move {
-            let budget = budget?;
-            pool.dispose_all(budget).await;
+            disposal?.await;
             Ok(())
         })
     }
 
     /// Takes work again after `disposeAll()`: new calls get fresh kernels. Without it a
     /// disposed pool refuses work (`ERR_POOL_DISPOSED`). Call it once `disposeAll()` has
-    /// resolved; on a pool that was not disposed it does nothing.
+    /// resolved (before that it throws `ERR_POOL_DISPOSED`); on a pool that was not
+    /// disposed it does nothing.
     #[napi]
-    pub fn reopen(&self) {
+    pub fn reopen(&self, env: Env) -> Result<()> {
         let pool = self.inner.clone();
-        napi::bindgen_prelude::within_runtime_if_available(move || pool.reopen());
+        napi::bindgen_prelude::within_runtime_if_available(move || pool.reopen())
+            .map_err(|err| js_error(&env, &err))
     }
 
     /// Pids of the spare kernels kept ready for new sessions (see `prewarm`).
