@@ -350,6 +350,15 @@ test('a second Ctrl-C exits at once', async () => {
   assert.ok(r.waitedMs < 1500, `exited ${r.waitedMs} ms after the second Ctrl-C`)
 })
 
+test("a script's kernel death gives python's status: os._exit(n) is n, a signal s is 128+s", async () => {
+  const [exited, signalled] = await Promise.all([
+    cli([...pythonArgs, '-c', 'import os; os._exit(7)']),
+    cli([...pythonArgs, '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGTERM)']),
+  ])
+  assert.equal(exited.code, 7, exited.stderr)
+  assert.equal(signalled.code, 143, signalled.stderr)
+})
+
 test('a dying kernel is reported in exactly one line, with its exit code or signal, and exits 1', async () => {
   const [exited, killed, crashed] = await Promise.all(
     [

@@ -48,9 +48,10 @@ Ctrl-D ends the REPL; at the prompt, Ctrl-C drops the input, and twice within 1 
 Ctrl-C interrupts the running cell; if it is still running 5 s later, the kernel is
 killed. A second Ctrl-C exits at once.
 
-Exit codes: 0 ok; n from a script's sys.exit(n); 1 the cell raised, timed out, or the
-kernel died (piped repl: any cell failed); 2 usage error, missing file, or the kernel
-could not start; 130 interrupted (Ctrl-C).`
+Exit codes: 0 ok; n from a script's sys.exit(n) or os._exit(n), 128+s when a signal s
+killed it; 1 the cell raised, timed out, or the kernel died (piped repl: any cell
+failed); 2 usage error, missing file, or the kernel could not start; 130 interrupted
+(Ctrl-C).`
 
 class UsageError extends Error {}
 
@@ -321,10 +322,20 @@ function reportEnding(result, { timeoutMs }) {
 function exitCodeOf(result, { script }) {
   if (result.timedOut) return 1
   if (result.cancelled) return 130 // Ctrl-C, even when the kernel had to be killed
-  if (result.kernelDied) return 1
+  if (result.kernelDied) return script ? deathStatus(result) : 1
   // run_script.py leaves sys.exit(n) as SystemExit(status) with status from 1 to 255.
   if (script && result.error && result.error.ename === 'SystemExit') return Number(result.error.evalue) || 1
   return result.status === 'ok' ? 0 : 1
+}
+
+/** A script's process status as python's would be: `os._exit(n)` is n, death by signal
+ *  s is 128 + s (as a shell reports it); anything else about the death is 1. */
+function deathStatus(result) {
+  const how = (result.error && result.error.evalue) || ''
+  const exit = how.match(/\(exit code (\d+)\)/)
+  if (exit) return Number(exit[1]) & 0xff
+  const signal = how.match(/killed by signal (\d+)/)
+  return signal ? 128 + Number(signal[1]) : 1
 }
 
 // ---------------------------------------------------------------------------
