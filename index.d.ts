@@ -39,6 +39,7 @@ export type ErrorCode =
   | 'ERR_KV_CORRUPT'
   | 'ERR_KV_KEY'
   | 'ERR_KV_LIMIT'
+  | 'ERR_LAUNCHER'
   | 'ERR_NO_BINDING'
   | 'ERR_POOL_DISPOSED'
   | 'ERR_POOL_FULL'
@@ -537,6 +538,26 @@ export interface KernelOptions {
    * already sandbox.
    */
   sandbox?: 'off' | SandboxOptions | undefined
+  /**
+   * Start the kernel somewhere else through this argv prefix, which must give a stdio
+   * pipe to the far side: `['docker', 'exec', '-i', 'box']`, `['kubectl', 'exec', '-i',
+   * 'pod', '--']`, `['ssh', '-T', 'host']`, `['bwrap', ...]`. pykernel appends
+   * `<interpreter or python3> -u -c <bootstrap> ...` and sends the runner over the pipe.
+   * `cwd` is then the far side's (its own start directory when unset), `interpreter` is
+   * looked up there, and the local sandbox does not apply.
+   */
+  launcher?: Array<string> | undefined
+  /**
+   * Whether the far side runs the launcher's words through a shell, so they are quoted.
+   * @default true when the launcher's program is `ssh`
+   */
+  launcherShell?: boolean | undefined
+  /**
+   * A launched kernel whose link returns nothing, heartbeats included, for this long is
+   * taken for lost: its launcher is killed and its cell ends with a `KernelDied` error
+   * that says so. From 100 to 3,600,000. @default 10000
+   */
+  linkTimeoutMs?: number | undefined
 }
 
 export interface KvStoreOptions {

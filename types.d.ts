@@ -39,6 +39,7 @@ export type ErrorCode =
   | 'ERR_KV_CORRUPT'
   | 'ERR_KV_KEY'
   | 'ERR_KV_LIMIT'
+  | 'ERR_LAUNCHER'
   | 'ERR_NO_BINDING'
   | 'ERR_POOL_DISPOSED'
   | 'ERR_POOL_FULL'

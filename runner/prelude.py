@@ -616,6 +616,9 @@ class _KvStore:
 
     def get(self, key, default=None):
         _kv_check_key(key)
+        if __pykernel__.kv_via_host:
+            found = _kv_on_host("get", key=key)
+            return found["value"] if "value" in found else default
         with _KvLock() as store:
             values = store.read()
         return values[key] if key in values else default
@@ -634,14 +637,22 @@ class _KvStore:
             raise ValueError("kv value for %r is %d bytes encoded; the limit is "
                              "%d bytes (256 KiB). Store less, or write a file and "
                              "keep its path." % (key, len(encoded), _KV_MAX_VALUE_BYTES))
-        with _KvLock() as store:
-            values = store.read()
-            values[key] = json.loads(encoded)
-            store.write(values)
+        if __pykernel__.kv_via_host:
+            _kv_on_host("set", key=key, value=json.loads(encoded))
+        else:
+            with _KvLock() as store:
+                values = store.read()
+                values[key] = json.loads(encoded)
+                store.write(values)
         _emit_status("kv", action="set", key=key)
 
     def delete(self, key):
         _kv_check_key(key)
+        if __pykernel__.kv_via_host:
+            if not _kv_on_host("delete", key=key):
+                return False
+            _emit_status("kv", action="delete", key=key)
+            return True
         with _KvLock() as store:
             values = store.read()
             if key not in values:
@@ -652,12 +663,23 @@ class _KvStore:
         return True
 
     def list(self):
+        if __pykernel__.kv_via_host:
+            return _kv_on_host("list")
         with _KvLock() as store:
             return sorted(store.read())
 
     def __repr__(self):
+        if __pykernel__.kv_via_host:
+            return "<kv store (kept by the host)>"
         return "<kv store %s>" % (self.path or "(none: the kernel has no "
                                   "artifactsDir and sessionId)")
+
+
+def _kv_on_host(op, **args):
+    """A kernel started through a launcher cannot see the host's files: its
+    store is the host's, reached by a bridge call the host answers itself."""
+    args["op"] = op
+    return __pykernel__.bridge_call("__pykernel.kv", args)
 
 
 kv = _KvStore()

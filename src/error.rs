@@ -73,6 +73,10 @@ pub enum KernelError {
     #[error("no artifact {uri}: {path} does not exist. Artifacts are kept only for truncated output, in the artifactsDir of the call that made them.")]
     ArtifactNotFound { uri: String, path: PathBuf },
 
+    /// The launcher's own program could not be run (not installed, not on PATH).
+    #[error("cannot run the launcher `{launcher}`: {reason}. Check that its program is installed and on PATH.")]
+    Launcher { launcher: String, reason: String },
+
     #[error("cannot sandbox the kernel: {reason}")]
     Sandbox { reason: String },
 
@@ -104,6 +108,7 @@ impl KernelError {
             KernelError::ArtifactNotFound { .. } => "ERR_ARTIFACT_NOT_FOUND",
             KernelError::InvalidArgument { .. } => "ERR_INVALID_ARG",
             KernelError::Sandbox { .. } => "ERR_SANDBOX",
+            KernelError::Launcher { .. } => "ERR_LAUNCHER",
             KernelError::PoolDisposed | KernelError::DisposeInProgress => "ERR_POOL_DISPOSED",
             KernelError::PoolFull { .. } => "ERR_POOL_FULL",
             KernelError::SessionDisposed => "ERR_SESSION_DISPOSED",

@@ -475,6 +475,8 @@ impl Collector {
             | RunnerFrame::Started { .. }
             | RunnerFrame::Call { .. }
             | RunnerFrame::Pong { .. }
+            | RunnerFrame::KernelExit { .. }
+            | RunnerFrame::Heartbeat
             | RunnerFrame::Unknown => None,
         }
     }

@@ -24,6 +24,7 @@ use crate::error::{KernelError, Result, StderrTail};
 use crate::events::{Collector, ErrorInfo, ExecuteOutcome, KernelEvent};
 use crate::fifo::{Fifo, Place, Turn};
 use crate::frame_reader::{FrameReader, Next, MAX_FRAME_BYTES};
+use crate::launcher::{Launcher, PAYLOAD};
 use crate::pids_cgroup::PidsCgroup;
 use crate::process_guard::Census;
 use crate::protocol::{decode_line, HostFrame, RunnerFrame};
@@ -36,6 +37,7 @@ use crate::watchdog::Watchdog;
 pub const DEFAULT_STATUS_MIME: &str = "application/x-pykernel-status";
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_millis(10_000);
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_millis(1_000);
+pub const DEFAULT_LINK_TIMEOUT: Duration = Duration::from_millis(10_000);
 /// How long an interrupted cell may take to end before the kernel is killed.
 pub const INTERRUPT_ESCALATION: Duration = Duration::from_millis(5_000);
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
@@ -68,6 +70,11 @@ pub struct KernelConfig {
     pub session_id: Option<String>,
     /// What the kernel may reach on the host (see `sandbox`).
     pub sandbox: SandboxConfig,
+    /// Start the kernel through this argv prefix, somewhere else (see `launcher.rs`).
+    pub launcher: Option<Launcher>,
+    /// A launched kernel whose link stays silent this long, heartbeats unanswered, is
+    /// taken for lost and its launcher killed.
+    pub link_timeout: Duration,
 }
 
 impl KernelConfig {
@@ -121,6 +128,8 @@ impl KernelConfig {
             artifacts_dir: None,
             session_id: None,
             sandbox: SandboxConfig::default(),
+            launcher: None,
+            link_timeout: DEFAULT_LINK_TIMEOUT,
         }
     }
 }
@@ -351,6 +360,48 @@ pub struct Kernel {
     stream_report: Arc<StreamReport>,
     /// Set once the host asked the kernel to end (`shutdown`, a pool's disposal).
     shut_down_by_host: AtomicBool,
+    /// Set for a kernel started through a launcher.
+    far: Option<FarSide>,
+    /// The kv store a launched kernel's `__pykernel.kv` calls reach, from its last init.
+    kv_home: Mutex<Option<KvHome>>,
+}
+
+/// Where a session's kv store is kept on the host.
+#[derive(Clone)]
+struct KvHome {
+    artifacts_dir: PathBuf,
+    prefix: String,
+    session_id: String,
+}
+
+/// The bridge call by which a launched kernel's `kv` reaches the host's store. Answered
+/// here, never passed to the host's `onCall`.
+const KV_CALL: &str = "__pykernel.kv";
+
+/// One `kv` operation on the host's store: `{op: get|set|delete|list, key?, value?}`.
+fn kv_call(home: &KvHome, args: &Value) -> std::result::Result<Value, String> {
+    let store = crate::kv::KvStore::open(&home.artifacts_dir, &home.prefix, &home.session_id)
+        .map_err(|e| e.to_string())?;
+    let key = || args.get("key").and_then(Value::as_str).unwrap_or_default();
+    let answer = match args.get("op").and_then(Value::as_str) {
+        Some("get") => store.get(key()).map(|v| {
+            // Absent and null differ: a missing key comes back as no `value` at all.
+            let mut found = serde_json::Map::new();
+            if let Some(v) = v {
+                found.insert("value".into(), v);
+            }
+            Value::Object(found)
+        }),
+        Some("set") => store
+            .set(key(), args.get("value").cloned().unwrap_or(Value::Null))
+            .map(|()| Value::Null),
+        Some("delete") => store.delete(key()).map(Value::Bool),
+        Some("list") => store
+            .list()
+            .map(|keys| Value::Array(keys.into_iter().map(Value::String).collect())),
+        other => return Err(format!("unknown kv operation {other:?}")),
+    };
+    answer.map_err(|e| e.to_string())
 }
 
 /// The runner's stdin; every host frame goes through here, one whole line at a time.
@@ -375,6 +426,16 @@ impl FrameWriter {
             .as_mut()
             .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
         pipe.write_all(&line).await?;
+        pipe.flush().await
+    }
+
+    /// Bytes that are not a frame: the runner sent ahead of a launched kernel's protocol.
+    async fn send_bytes(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let mut stdin = self.stdin.lock().await;
+        let pipe = stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+        pipe.write_all(bytes).await?;
         pipe.flush().await
     }
 
@@ -471,6 +532,9 @@ impl Kernel {
     /// Starts the Python process, which then waits for [`Kernel::initialize`]. Most of a
     /// kernel's start-up is here, so a pool can keep a spawned spare ready.
     pub async fn spawn(config: &KernelConfig) -> Result<Arc<Kernel>> {
+        if let Some(launcher) = &config.launcher {
+            return Kernel::spawn_launched(config, launcher).await;
+        }
         runtime::check_cwd(&config.cwd)?;
         let base_env = config.base_env_or_host();
         let resolved = Kernel::resolve(config).await?;
@@ -491,18 +555,7 @@ impl Kernel {
             env.entry("MALLOC_ARENA_MAX".into())
                 .or_insert_with(|| "2".into());
         }
-        if let Some((key, _)) = env
-            .iter()
-            .find(|(k, v)| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0'))
-        {
-            return Err(KernelError::InvalidArgument {
-                name: if config.env.contains_key(key) { "env" } else { "baseEnv" },
-                reason: format!(
-                    "variable '{}' cannot be given to a process: a name must be non-empty, without '=' or NUL; a value without NUL",
-                    key.replace('\0', "\\0")
-                ),
-            });
-        }
+        check_variables(&env, config)?;
         let trace = base_env
             .get(&format!("{}PYTHON_IPC_TRACE", config.env_prefix))
             .is_some_and(|v| v == "1");
@@ -589,39 +642,7 @@ impl Kernel {
         }
         drop(command);
         let (process, exit) = KernelProcess::watch(pid, sandbox.spawns_through_launcher());
-        let pipes = (|| {
-            Ok::<_, std::io::Error>((
-                stdin.map(ChildStdin::from_std).transpose()?,
-                ChildStdout::from_std(stdout.expect("stdout is piped"))?,
-                tokio::process::ChildStderr::from_std(stderr.expect("stderr is piped"))?,
-            ))
-        })();
-        let (stdin, stdout, stderr) = match pipes {
-            Ok(pipes) => pipes,
-            Err(e) => {
-                process.signal_group(Signal::SIGKILL);
-                return Err(KernelError::io("connecting to the kernel's pipes", e));
-            }
-        };
-        widen_pipe(&stdout);
-
-        let routes: Routes = Arc::default();
-        let stream_report = Arc::new(StreamReport::default());
-        tokio::spawn(read_frames(
-            stdout,
-            routes.clone(),
-            stream_report.clone(),
-            process.clone(),
-            trace,
-        ));
-        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
-        let (stderr_closed_tx, stderr_closed) = watch::channel(false);
-        tokio::spawn(drain_stderr(
-            stderr,
-            stderr_tail.clone(),
-            stderr_closed_tx,
-            trace,
-        ));
+        let pipes = Pipes::open(&process, stdin, stdout, stderr)?;
         let process_limit_hit = Arc::new(AtomicBool::new(false));
         if let Some(limit) = max_processes {
             let census = match cgroup {
@@ -639,23 +660,184 @@ impl Kernel {
                 process_limit_hit.clone(),
             ));
         }
+        Ok(Kernel::assemble(
+            config,
+            Parts {
+                process,
+                exit,
+                pipes,
+                trace,
+                isolation,
+                private_tmp,
+                resolved,
+                prelude: files.prelude,
+                process_limit_hit,
+                far: None,
+            },
+        ))
+    }
 
-        Ok(Arc::new(Kernel {
+    /// [`Kernel::spawn`] through `config.launcher`: the far side's Python is not resolved
+    /// or probed here, and the runner travels over the pipe (see `launcher.rs`).
+    async fn spawn_launched(config: &KernelConfig, launcher: &Launcher) -> Result<Arc<Kernel>> {
+        if config.max_processes.is_some() {
+            return Err(KernelError::InvalidArgument {
+                name: "maxProcesses",
+                reason: "cannot be counted through a launcher; limit processes where the kernel runs (docker run --pids-limit, a pod's pids limit)".into(),
+            });
+        }
+        if !config.sandbox.is_off() && config.sandbox != SandboxConfig::default() {
+            return Err(KernelError::InvalidArgument {
+                name: "sandbox",
+                reason: "applies to local kernels only; a launched kernel is isolated by what runs it (the container, the remote host, bwrap)".into(),
+            });
+        }
+        let base_env = config.base_env_or_host();
+        // The launcher runs here with the kernel's filtered variables (a local launcher
+        // hands them on to the kernel); ssh also needs the agent's socket, which the far
+        // side's supervisor removes again.
+        let mut env = EnvFilter::new(&config.env_prefix).filter(&base_env);
+        if let Some(sock) = base_env.get("SSH_AUTH_SOCK") {
+            env.insert("SSH_AUTH_SOCK".into(), sock.clone());
+        }
+        check_variables(&env, config)?;
+        let trace = base_env
+            .get(&format!("{}PYTHON_IPC_TRACE", config.env_prefix))
+            .is_some_and(|v| v == "1");
+        let interpreter = config
+            .interpreter
+            .clone()
+            .unwrap_or_else(|| "python3".into());
+        let mut command = launcher.command(
+            &interpreter,
+            config.memory_limit_bytes,
+            DEFAULT_SHUTDOWN_GRACE,
+            &env,
+        );
+        let mut child = command.spawn().map_err(|e| KernelError::Launcher {
+            launcher: launcher.describe(),
+            reason: e.to_string(),
+        })?;
+        let pid = child.id();
+        let (stdin, stdout, stderr) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        drop(child); // reaped by the watcher below
+        let (process, exit) = KernelProcess::watch(pid, false);
+        let pipes = Pipes::open(&process, stdin, stdout, stderr)?;
+        let kernel = Kernel::assemble(
+            config,
+            Parts {
+                process,
+                exit,
+                pipes,
+                trace,
+                isolation: Isolation {
+                    mode: "launcher".into(),
+                    enforced: Vec::new(),
+                    missing: Vec::new(),
+                },
+                private_tmp: None,
+                resolved: Resolved {
+                    path: PathBuf::from(&interpreter),
+                    version: String::new(),
+                    source: runtime::Source::Explicit,
+                    venv: None,
+                },
+                // Relative: the runner's directory on the far side is its own.
+                prelude: PathBuf::from("prelude.py"),
+                process_limit_hit: Arc::new(AtomicBool::new(false)),
+                far: Some(launcher.clone()),
+            },
+        );
+        // The runner, ahead of the protocol. A far side that is not there (no Python, a
+        // refused login) stops reading; the init that follows then reports its stderr.
+        let _ = timeout(
+            config.startup_timeout,
+            kernel.writer.send_bytes(&PAYLOAD.bytes),
+        )
+        .await;
+        tokio::spawn(watch_link(
+            kernel.writer.clone(),
+            kernel.stream_report.clone(),
+            kernel.process.clone(),
+            kernel.exit.clone(),
+            config.link_timeout,
+        ));
+        Ok(kernel)
+    }
+
+    /// The kernel object over a started process: its reader, stderr drain and writer.
+    fn assemble(config: &KernelConfig, parts: Parts) -> Arc<Kernel> {
+        let Parts {
+            process,
+            exit,
+            pipes,
+            trace,
+            isolation,
+            private_tmp,
+            resolved,
+            prelude,
+            process_limit_hit,
+            far,
+        } = parts;
+        let pid = process.pid();
+        let Pipes {
+            stdin,
+            stdout,
+            stderr,
+        } = pipes;
+        widen_pipe(&stdout);
+        let routes: Routes = Arc::default();
+        let stream_report = Arc::new(StreamReport::new());
+        stream_report
+            .link_timeout_ms
+            .store(config.link_timeout.as_millis() as u64, Ordering::Relaxed);
+        tokio::spawn(read_frames(
+            stdout,
+            routes.clone(),
+            stream_report.clone(),
+            process.clone(),
+            trace,
+        ));
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let (stderr_closed_tx, stderr_closed) = watch::channel(false);
+        tokio::spawn(drain_stderr(
+            stderr,
+            stderr_tail.clone(),
+            stderr_closed_tx,
+            trace,
+        ));
+        let writer = Arc::new(FrameWriter {
+            stdin: tokio::sync::Mutex::new(stdin),
+            pid,
+            trace,
+        });
+        let far = far.map(|launcher| {
+            let (signals, rx) = mpsc::unbounded_channel();
+            tokio::spawn(signal_far_side(
+                rx,
+                writer.clone(),
+                process.clone(),
+                exit.clone(),
+            ));
+            FarSide {
+                launcher,
+                signals,
+                ready: std::sync::OnceLock::new(),
+            }
+        });
+        Arc::new(Kernel {
             pid,
             process,
             isolation,
             isolation_reported: AtomicBool::new(false),
             _private_tmp: private_tmp,
             resolved,
-            prelude: files.prelude,
+            prelude,
             status_mime: config.status_mime.clone(),
             include_figure_text: config.include_figure_text,
             artifacts_dir: config.artifacts_dir.clone(),
-            writer: Arc::new(FrameWriter {
-                stdin: tokio::sync::Mutex::new(stdin),
-                pid,
-                trace,
-            }),
+            writer,
             routes,
             exit,
             stderr_tail,
@@ -671,7 +853,9 @@ impl Kernel {
             process_limit_hit,
             stream_report,
             shut_down_by_host: AtomicBool::new(false),
-        }))
+            far,
+            kv_home: Mutex::new(None),
+        })
     }
 
     /// Sends `init` (cwd, variables, prelude, kv store) and waits for `ready`, bounded by
@@ -687,7 +871,13 @@ impl Kernel {
         let _ = self.send(&init).await;
         let ready = timeout(config.startup_timeout, async {
             while let Some(frame) = init_rx.recv().await {
-                if let RunnerFrame::Ready { .. } = frame {
+                if let RunnerFrame::Ready {
+                    python, executable, ..
+                } = frame
+                {
+                    if let Some(far) = &self.far {
+                        let _ = far.ready.set((executable, python));
+                    }
                     return true;
                 }
             }
@@ -699,6 +889,14 @@ impl Kernel {
             Ok(true) => {
                 tracing::info!(pid = self.pid, interpreter = %self.interpreter(), "kernel started");
                 *self.initialized.lock().unwrap() = Some(encoded);
+                *self.kv_home.lock().unwrap() = match (&config.artifacts_dir, &config.session_id) {
+                    (Some(dir), Some(session)) if self.far.is_some() => Some(KvHome {
+                        artifacts_dir: dir.clone(),
+                        prefix: crate::kv::file_prefix(&config.env_prefix),
+                        session_id: session.clone(),
+                    }),
+                    _ => None,
+                };
                 Ok(())
             }
             Ok(false) => {
@@ -763,8 +961,18 @@ impl Kernel {
         })
     }
 
+    /// The real executable: resolved here, or for a launched kernel, what the far side's
+    /// Python said it is once it was ready (the name it was started by until then).
     pub fn interpreter(&self) -> &str {
+        if let Some((executable, _)) = self.far.as_ref().and_then(|f| f.ready.get()) {
+            return executable;
+        }
         self.resolved.path.to_str().unwrap_or_default()
+    }
+
+    /// The launcher a launched kernel was started through.
+    pub fn launcher(&self) -> Option<&Launcher> {
+        self.far.as_ref().map(|f| &f.launcher)
     }
 
     pub fn status_mime(&self) -> &str {
@@ -779,8 +987,15 @@ impl Kernel {
         self.exit.borrow().is_none()
     }
 
+    /// How the kernel ended. For a launched kernel, as its far side's supervisor said:
+    /// the launcher's own exit status cannot tell `os._exit(137)` from SIGKILL.
     pub fn exit_info(&self) -> Option<ExitInfo> {
-        *self.exit.borrow()
+        let ended = (*self.exit.borrow())?;
+        let far = self
+            .far
+            .as_ref()
+            .and_then(|_| *self.stream_report.far_exit.lock().unwrap());
+        Some(far.unwrap_or(ended))
     }
 
     pub fn execution_count(&self) -> u32 {
@@ -1019,12 +1234,14 @@ impl Kernel {
         };
         let by_host = self.shut_down_by_host.load(Ordering::SeqCst);
         let oversized = self.stream_report.oversized_frame.load(Ordering::SeqCst);
+        let link_lost = self.stream_report.link_lost.load(Ordering::SeqCst);
         outcome.ok = false;
         outcome.kernel_died = true;
         outcome.kernel_killed = killed_by_us
             || silenced
             || by_host
             || oversized
+            || link_lost
             || self.process_limit_hit.load(Ordering::SeqCst);
         outcome.execution_count = self.execution_count();
         let evalue = if self.process_limit_hit.load(Ordering::SeqCst) {
@@ -1036,6 +1253,12 @@ impl Kernel {
             format!(
                 "the kernel sent a protocol frame over {} MiB (not allowed); it was killed",
                 MAX_FRAME_BYTES >> 20
+            )
+        } else if link_lost {
+            format!(
+                "the link to the kernel was lost: nothing came back through `{}` for over {} ms, heartbeats included; the launcher was killed, and the far side ends the kernel when its link closes",
+                self.far.as_ref().map_or(String::new(), |f| f.launcher.describe()),
+                self.stream_report.link_timeout_ms.load(Ordering::Relaxed),
             )
         } else if killed_by_us {
             "the kernel did not respond to the interrupt and was killed".to_string()
@@ -1076,7 +1299,12 @@ impl Kernel {
             status_mime: config.status_mime.clone(),
             prelude: Some(self.prelude.display().to_string()),
             env_prefix: config.env_prefix.clone(),
-            kv_path: config.kv_path().map(|p| p.display().to_string()),
+            kv_path: if self.far.is_some() {
+                None
+            } else {
+                config.kv_path().map(|p| p.display().to_string())
+            },
+            kv_via_host: self.far.is_some() && config.kv_path().is_some(),
         }
     }
 
@@ -1162,8 +1390,23 @@ impl Kernel {
     ) {
         let bridge = self.bridge.clone();
         let artifacts_dir = self.artifacts_dir.clone();
+        let kv_home = self.kv_home.lock().unwrap().clone();
         self.spawn_reply(
             async move {
+                if name == KV_CALL {
+                    let answer = match kv_home {
+                        Some(home) => tokio::task::spawn_blocking(move || kv_call(&home, &args))
+                            .await
+                            .unwrap_or_else(|e| Err(e.to_string())),
+                        None => Err("the kv store needs artifactsDir and sessionId on the kernel (none was given, so there is no store)".into()),
+                    };
+                    return HostFrame::Reply {
+                        call_id,
+                        ok: answer.is_ok(),
+                        error: answer.as_ref().err().cloned(),
+                        value: answer.ok(),
+                    };
+                }
                 // `read('artifact://<id>')` of an output kept in this kernel's
                 // artifactsDir is answered here; any other read, or an artifact that is
                 // not there, goes to the host.
@@ -1244,7 +1487,14 @@ impl Kernel {
     /// someone else's by then). In a sandbox nothing of the kernel outlives it; without
     /// one, children that stayed in the group are signalled while the kernel lives.
     fn kill_group(&self, signal: Signal) {
-        self.process.signal_group(signal);
+        match &self.far {
+            Some(far) => {
+                let _ = far.signals.send(signal);
+            }
+            None => {
+                self.process.signal_group(signal);
+            }
+        }
     }
 
     async fn wait_for_exit(&self, wait: Duration) -> Option<ExitInfo> {
@@ -1273,6 +1523,131 @@ impl Drop for Kernel {
         // Nobody can reach this kernel any more; never leave it running.
         if self.alive() {
             self.kill_group(Signal::SIGKILL);
+        }
+    }
+}
+
+/// Refuses a variable no process can be given.
+fn check_variables(env: &BTreeMap<String, String>, config: &KernelConfig) -> Result<()> {
+    let bad = |k: &String, v: &String| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0');
+    let found = env.iter().chain(&config.env).find(|(k, v)| bad(k, v));
+    match found {
+        Some((key, _)) => Err(KernelError::InvalidArgument {
+            name: if config.env.contains_key(key) { "env" } else { "baseEnv" },
+            reason: format!(
+                "variable '{}' cannot be given to a process: a name must be non-empty, without '=' or NUL; a value without NUL",
+                key.replace('\0', "\\0")
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The pipes of a started kernel process, as tokio's.
+struct Pipes {
+    stdin: Option<ChildStdin>,
+    stdout: ChildStdout,
+    stderr: tokio::process::ChildStderr,
+}
+
+impl Pipes {
+    /// Kills the process when a pipe cannot be used: nobody could talk to it.
+    fn open(
+        process: &KernelProcess,
+        stdin: Option<std::process::ChildStdin>,
+        stdout: Option<std::process::ChildStdout>,
+        stderr: Option<std::process::ChildStderr>,
+    ) -> Result<Self> {
+        let pipes = (|| {
+            Ok::<_, std::io::Error>(Pipes {
+                stdin: stdin.map(ChildStdin::from_std).transpose()?,
+                stdout: ChildStdout::from_std(stdout.expect("stdout is piped"))?,
+                stderr: tokio::process::ChildStderr::from_std(stderr.expect("stderr is piped"))?,
+            })
+        })();
+        pipes.map_err(|e| {
+            process.signal_group(Signal::SIGKILL);
+            KernelError::io("connecting to the kernel's pipes", e)
+        })
+    }
+}
+
+/// What [`Kernel::assemble`] is made of.
+struct Parts {
+    process: Arc<KernelProcess>,
+    exit: watch::Receiver<Option<ExitInfo>>,
+    pipes: Pipes,
+    trace: bool,
+    isolation: Isolation,
+    private_tmp: Option<tempfile::TempDir>,
+    resolved: Resolved,
+    prelude: PathBuf,
+    process_limit_hit: Arc<AtomicBool>,
+    /// The launcher, for a kernel started through one.
+    far: Option<Launcher>,
+}
+
+/// A kernel started through a launcher: signals travel in band, to the far side's
+/// supervisor.
+struct FarSide {
+    launcher: Launcher,
+    signals: mpsc::UnboundedSender<Signal>,
+    /// The far side's `sys.executable` and version, from its `ready`.
+    ready: std::sync::OnceLock<(String, String)>,
+}
+
+/// Writes each signal asked for as a `signal` frame. SIGKILL ends the kernel whatever the
+/// far side does: after a moment for the frame to act, the link is cut (stdin closed, the
+/// launcher killed), and the supervisor there kills what is left when its stdin closes.
+async fn signal_far_side(
+    mut signals: mpsc::UnboundedReceiver<Signal>,
+    writer: Arc<FrameWriter>,
+    process: Arc<KernelProcess>,
+    mut exit: watch::Receiver<Option<ExitInfo>>,
+) {
+    while let Some(signal) = signals.recv().await {
+        if exit.borrow().is_some() {
+            continue;
+        }
+        let frame = HostFrame::Signal {
+            signal: signal.as_str(),
+        };
+        let _ = timeout(FRAME_WRITE_WAIT, writer.send(&frame)).await;
+        if signal == Signal::SIGKILL {
+            let _ = timeout(LINK_CUT_WAIT, exit.wait_for(|e| e.is_some())).await;
+            let _ = timeout(FRAME_WRITE_WAIT, writer.close()).await;
+            process.signal_group(Signal::SIGKILL);
+        }
+    }
+}
+
+/// How long the far side gets to act on an in-band SIGKILL before its launcher is killed.
+const LINK_CUT_WAIT: Duration = Duration::from_millis(1_000);
+
+/// Heartbeats a launched kernel's link, and cuts it when nothing came back for
+/// `link_timeout`: a frozen launcher or a dead network would otherwise leave every call
+/// waiting. Time the host itself spends not reading (a slow consumer holding the reader
+/// back) does not count against the link.
+async fn watch_link(
+    writer: Arc<FrameWriter>,
+    report: Arc<StreamReport>,
+    process: Arc<KernelProcess>,
+    mut exit: watch::Receiver<Option<ExitInfo>>,
+    link_timeout: Duration,
+) {
+    let every = (link_timeout / 4).max(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            _ = exit.wait_for(|e| e.is_some()) => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let _ = timeout(FRAME_WRITE_WAIT, writer.send(&HostFrame::Heartbeat)).await;
+        if report.silent_for() > link_timeout {
+            tracing::warn!(pid = process.pid(), "the link to a launched kernel is lost");
+            report.link_lost.store(true, Ordering::SeqCst);
+            let _ = timeout(FRAME_WRITE_WAIT, writer.close()).await;
+            process.signal_group(Signal::SIGKILL);
+            return;
         }
     }
 }
@@ -1334,6 +1709,42 @@ struct StreamReport {
     dropped_frames: AtomicU64,
     /// Set when the kernel sent a line over [`MAX_FRAME_BYTES`] and was killed for it.
     oversized_frame: AtomicBool,
+    /// A launched kernel's end, as the far side's supervisor reported it.
+    far_exit: Mutex<Option<ExitInfo>>,
+    /// Set when the link watch gave a launched kernel's link up.
+    link_lost: AtomicBool,
+    link_timeout_ms: AtomicU64,
+    /// When the last line came in (`None`: none yet, counted from `created`).
+    last_line: Mutex<Option<Instant>>,
+    created: Mutex<Option<Instant>>,
+    /// The reader is waiting for a request to take a frame: the host, not the link, is slow.
+    delivering: AtomicBool,
+}
+
+impl StreamReport {
+    fn new() -> Self {
+        let report = StreamReport::default();
+        *report.created.lock().unwrap() = Some(Instant::now());
+        report
+    }
+
+    fn heard(&self) {
+        *self.last_line.lock().unwrap() = Some(Instant::now());
+    }
+
+    /// How long the link has said nothing while the host was ready to listen.
+    fn silent_for(&self) -> Duration {
+        if self.delivering.load(Ordering::SeqCst) {
+            return Duration::ZERO;
+        }
+        let since = self
+            .last_line
+            .lock()
+            .unwrap()
+            .or(*self.created.lock().unwrap())
+            .unwrap_or_else(Instant::now);
+        since.elapsed()
+    }
 }
 
 /// Reads protocol lines and hands each frame to the request it belongs to; the rest are
@@ -1369,11 +1780,24 @@ async fn read_frames(
         if trace {
             eprintln!("[pykernel] <- {}", String::from_utf8_lossy(text));
         }
+        report.heard();
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         let delivered = match decode_line(text) {
-            Ok(frame) => deliver(&routes, frame).await,
+            Ok(RunnerFrame::Heartbeat) => true,
+            Ok(RunnerFrame::KernelExit { code, signal }) => {
+                // Only a launched kernel's is read (`Kernel::exit_info`); the last one
+                // counts, and the supervisor's comes after everything the kernel sent.
+                *report.far_exit.lock().unwrap() = Some(ExitInfo { code, signal });
+                true
+            }
+            Ok(frame) => {
+                report.delivering.store(true, Ordering::SeqCst);
+                let delivered = deliver(&routes, frame).await;
+                report.delivering.store(false, Ordering::SeqCst);
+                delivered
+            }
             Err(err) => {
                 tracing::warn!("{err}");
                 if trace {

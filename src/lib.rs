@@ -13,6 +13,7 @@ pub mod fifo;
 pub mod frame_reader;
 pub mod kernel;
 pub mod kv;
+pub mod launcher;
 mod napi;
 pub mod output;
 pub mod pids_cgroup;

@@ -28,6 +28,10 @@ pub enum HostFrame {
         /// The session's kv store file (`kv` in the prelude); absent without one.
         #[serde(skip_serializing_if = "Option::is_none")]
         kv_path: Option<String>,
+        /// The store is the host's, reached through `__pykernel.kv` calls (a launched
+        /// kernel cannot see the host's files).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        kv_via_host: bool,
     },
     Execute {
         id: String,
@@ -57,6 +61,13 @@ pub enum HostFrame {
         id: String,
     },
     Exit,
+    /// A signal for the kernel's process group, delivered by the far side's supervisor
+    /// (a launcher passes no signals on). `SIGINT`, `SIGTERM` or `SIGKILL`.
+    Signal {
+        signal: &'static str,
+    },
+    /// Echoed by the far side's supervisor: the link is alive.
+    Heartbeat,
 }
 
 impl HostFrame {
@@ -135,6 +146,15 @@ pub enum RunnerFrame {
         #[serde(default)]
         traceback: Vec<String>,
     },
+    /// From the far side's supervisor, last: how the kernel process ended there.
+    KernelExit {
+        #[serde(default)]
+        code: Option<i32>,
+        #[serde(default)]
+        signal: Option<i32>,
+    },
+    /// The far side's supervisor echoing a heartbeat.
+    Heartbeat,
     Call {
         id: Option<String>,
         call_id: String,
@@ -184,7 +204,7 @@ impl RunnerFrame {
             | RunnerFrame::Call { id, .. }
             | RunnerFrame::Pong { id }
             | RunnerFrame::Done { id, .. } => id.as_deref(),
-            RunnerFrame::Unknown => None,
+            RunnerFrame::KernelExit { .. } | RunnerFrame::Heartbeat | RunnerFrame::Unknown => None,
         }
     }
 }

@@ -64,6 +64,11 @@ const FILES: &[(&str, &str)] = &[
     ("pykernel_ipython.py", IPYTHON_PY),
 ];
 
+/// Every embedded file: its path relative to the runner directory, and its text.
+pub fn files() -> &'static [(&'static str, &'static str)] {
+    FILES
+}
+
 /// Where the materialized runner lives.
 #[derive(Debug, Clone)]
 pub struct RunnerFiles {

@@ -50,6 +50,7 @@ class PreludeAPI:
         self.status_mime = kernel.status_mime
         self.env_prefix = kernel.env_prefix
         self.kv_path = kernel.kv_path       # the session's kv store file, or None
+        self.kv_via_host = kernel.kv_via_host   # the store is reached by bridge calls
         self.namespace = kernel.namespace
         self.capture_frames = kernel.capture_frames
         self.reload_prelude = kernel.reload_prelude
@@ -100,6 +101,7 @@ class Kernel:
         self.status_mime = "application/x-pykernel-status"
         self.env_prefix = "PYKERNEL_"
         self.kv_path = None
+        self.kv_via_host = False
         self._prelude_path = None
 
         self._redirect_fds()
@@ -417,6 +419,7 @@ class Kernel:
             self.status_mime = request.get("statusMime") or self.status_mime
             self.env_prefix = request.get("envPrefix") or self.env_prefix
             self.kv_path = request.get("kvPath") or None
+            self.kv_via_host = bool(request.get("kvViaHost"))
             sys.argv = [""]
             here = {siblings.RUNNER_DIR,    # runner.py's, the package's parent
                     os.path.dirname(os.path.dirname(os.path.realpath(__file__)))}
@@ -427,7 +430,9 @@ class Kernel:
             self.running = request.get("id")
             prelude = request.get("prelude")
             if prelude:
-                self._load_prelude(prelude)
+                # A launched kernel's runner directory is the far side's own: the
+                # host names the prelude relative to it.
+                self._load_prelude(os.path.join(siblings.RUNNER_DIR, prelude))
             self._output.flush()
         except BaseException:
             import traceback

@@ -21,11 +21,12 @@ use super::{cwd_or_current, js_error, promise};
 use crate::error::KernelError;
 use crate::events::ExecuteOutcome;
 use crate::executor::{self, EvalOptions};
+use crate::launcher::Launcher;
 use napi::threadsafe_function::ThreadsafeFunction;
 
 use crate::kernel::{
-    Bridge, CallOrigin, ExecuteRequest, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_STARTUP_TIMEOUT,
+    Bridge, CallOrigin, ExecuteRequest, Kernel, KernelConfig, DEFAULT_LINK_TIMEOUT,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STARTUP_TIMEOUT,
 };
 
 #[napi(object, object_to_js = false)]
@@ -69,13 +70,43 @@ pub struct KernelOptions {
     /// already sandbox.
     #[napi(ts_type = "'off' | SandboxOptions")]
     pub sandbox: Option<Either<String, SandboxOptions>>,
+    /// Start the kernel somewhere else through this argv prefix, which must give a stdio
+    /// pipe to the far side: `['docker', 'exec', '-i', 'box']`, `['kubectl', 'exec', '-i',
+    /// 'pod', '--']`, `['ssh', '-T', 'host']`, `['bwrap', ...]`. pykernel appends
+    /// `<interpreter or python3> -u -c <bootstrap> ...` and sends the runner over the pipe.
+    /// `cwd` is then the far side's (its own start directory when unset), `interpreter` is
+    /// looked up there, and the local sandbox does not apply.
+    pub launcher: Option<Vec<String>>,
+    /// Whether the far side runs the launcher's words through a shell, so they are quoted.
+    /// @default true when the launcher's program is `ssh`
+    pub launcher_shell: Option<bool>,
+    /// A launched kernel whose link returns nothing, heartbeats included, for this long is
+    /// taken for lost: its launcher is killed and its cell ends with a `KernelDied` error
+    /// that says so. From 100 to 3,600,000. @default 10000
+    pub link_timeout_ms: Option<f64>,
 }
 
 impl KernelOptions {
     /// Call on the JavaScript thread: the bridge callback is bound to it here.
     pub(super) fn into_config(self, env: &Env) -> std::result::Result<KernelConfig, KernelError> {
-        let mut config = KernelConfig::new(cwd_or_current(self.cwd));
+        let launcher = self
+            .launcher
+            .map(|argv| Launcher::new(argv, self.launcher_shell))
+            .transpose()?;
+        // A launched kernel's cwd is the far side's: taken as given, none by default.
+        let cwd = match (&launcher, self.cwd) {
+            (Some(_), cwd) => PathBuf::from(cwd.unwrap_or_default()),
+            (None, cwd) => cwd_or_current(cwd),
+        };
+        let mut config = KernelConfig::new(cwd);
         config.sandbox = sandbox_config(self.sandbox, &config.cwd)?;
+        config.launcher = launcher;
+        config.link_timeout = optional_millis(
+            "linkTimeoutMs",
+            self.link_timeout_ms,
+            (100, bounds::MAX_WAIT_MS),
+            DEFAULT_LINK_TIMEOUT,
+        )?;
         match self.on_call {
             None => {}
             Some(Either::A(on_call)) => {

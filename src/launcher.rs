@@ -1,0 +1,225 @@
+//! Kernels started through a launcher: an argv prefix that gives a stdio pipe to a Python
+//! somewhere else (`docker exec -i box`, `kubectl exec -i pod --`, `ssh -T host`, `bwrap ...`).
+//!
+//! Nothing is assumed of the far side but a Python 3.8+: the command is
+//! `<launcher> <python> -u -c <BOOTSTRAP> <sha256> <memory limit> <grace ms>`, and the
+//! bootstrap reads the runner from its stdin (a length line, then the bytes), checks the
+//! bytes against the hash it was given and runs `runner/pykernel_far.py`, which writes the
+//! runner to a private directory there and supervises it (see that file). Protocol frames
+//! follow on the same pipe.
+//!
+//! `ssh` joins its words into one line for the far side's shell; `docker`, `kubectl`,
+//! `bwrap` and the like pass them on as they are. So the words after the launcher are
+//! quoted for a shell when the launcher's program is ssh, or when the caller says so.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use once_cell::sync::Lazy;
+use sha2::{Digest, Sha256};
+
+use crate::error::{KernelError, Result};
+
+/// The far side's supervisor and loader.
+const FAR_PY: &str = include_str!("../runner/pykernel_far.py");
+
+/// What `python -c` runs. Valid Python 2 up to the version check, so an old interpreter
+/// says what is wrong instead of failing on syntax. It reads with `os.read`: a buffered
+/// reader would swallow the protocol frames that follow the runner on the same pipe.
+const BOOTSTRAP: &str = r#"import os,sys
+if sys.version_info<(3,8):sys.exit("pykernel: the far side's Python is %d.%d; pykernel needs 3.8 or newer"%sys.version_info[:2])
+def r(n):
+ b=b""
+ while len(b)<n:
+  c=os.read(0,n-len(b))
+  if not c:sys.exit("pykernel: the link closed while the runner was being sent")
+  b+=c
+ return b
+n=b""
+while n[-1:]!=b"\n":n+=r(1)
+d=r(int(n))
+import hashlib
+if hashlib.sha256(d).hexdigest()!=sys.argv[1]:sys.exit("pykernel: the runner arrived damaged (its sha256 differs)")
+p=d.split(b"\0")
+exec(compile(p[0],"pykernel_far.py","exec"),{"__name__":"pykernel_far","FILES":p[1:]})
+"#;
+
+/// The bytes sent ahead of the protocol, and the sha256 the bootstrap checks them against.
+pub struct Payload {
+    /// `<length>\n` and the body: the far side's script, then each runner file's name and
+    /// contents, NUL-separated (Python sources hold no NUL).
+    pub bytes: Vec<u8>,
+    pub sha256: String,
+}
+
+pub static PAYLOAD: Lazy<Payload> = Lazy::new(|| {
+    let mut body = FAR_PY.as_bytes().to_vec();
+    for (name, text) in crate::runner_script::files() {
+        body.push(0);
+        body.extend_from_slice(name.as_bytes());
+        body.push(0);
+        body.extend_from_slice(text.as_bytes());
+    }
+    let sha256 = Sha256::digest(&body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut bytes = format!("{}\n", body.len()).into_bytes();
+    bytes.extend_from_slice(&body);
+    Payload { bytes, sha256 }
+});
+
+/// An argv prefix and how its words reach the far side.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Launcher {
+    pub argv: Vec<String>,
+    /// The far side runs the words through a shell (ssh does), so they are quoted.
+    pub shell: bool,
+}
+
+impl Launcher {
+    /// Checks `argv`; `shell` defaults to whether its program is ssh.
+    pub fn new(argv: Vec<String>, shell: Option<bool>) -> Result<Self> {
+        let invalid = |reason: &str| KernelError::InvalidArgument {
+            name: "launcher",
+            reason: reason.to_string(),
+        };
+        let Some(program) = argv.first() else {
+            return Err(invalid(
+                "must name a program, e.g. ['ssh', '-T', 'host'] or ['docker', 'exec', '-i', 'box']",
+            ));
+        };
+        if program.is_empty() {
+            return Err(invalid("its program (the first word) is empty"));
+        }
+        if argv.iter().any(|w| w.contains('\0')) {
+            return Err(invalid("a word holds a NUL byte"));
+        }
+        let shell = shell.unwrap_or_else(|| {
+            let name = program.rsplit('/').next().unwrap_or(program);
+            matches!(name, "ssh" | "autossh")
+        });
+        Ok(Self { argv, shell })
+    }
+
+    /// The command that starts the far side's Python; its stdio are pipes. It runs in a
+    /// session of its own (the terminal's Ctrl-C aimed at the host does not reach it) with
+    /// `env`, the host's variables filtered as for a local kernel: a local launcher
+    /// (bwrap, unshare) passes them on to the kernel.
+    pub fn command(
+        &self,
+        interpreter: &str,
+        memory_limit_bytes: Option<u64>,
+        grace: Duration,
+        env: &BTreeMap<String, String>,
+    ) -> Command {
+        let words = [
+            interpreter.to_string(),
+            "-u".into(),
+            "-c".into(),
+            BOOTSTRAP.into(),
+            PAYLOAD.sha256.clone(),
+            memory_limit_bytes.map_or("-".into(), |n| n.to_string()),
+            grace.as_millis().to_string(),
+        ];
+        let mut cmd = Command::new(&self.argv[0]);
+        cmd.args(&self.argv[1..]);
+        if self.shell {
+            cmd.args(words.iter().map(|w| shell_quote(w)));
+        } else {
+            cmd.args(words);
+        }
+        cmd.env_clear()
+            .envs(env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: only async-signal-safe system calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                #[cfg(target_os = "linux")]
+                nix::libc::syscall(
+                    nix::libc::SYS_close_range,
+                    3u32,
+                    u32::MAX,
+                    nix::libc::CLOSE_RANGE_CLOEXEC,
+                );
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+        cmd
+    }
+
+    /// How the launcher reads in messages: its program and first words.
+    pub fn describe(&self) -> String {
+        self.argv.join(" ")
+    }
+}
+
+/// One word for a POSIX shell: single-quoted, with `'` written as `'\''`.
+pub fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+    {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ssh_gets_its_words_quoted_and_others_as_they_are() {
+        assert!(
+            Launcher::new(vec!["ssh".into(), "h".into()], None)
+                .unwrap()
+                .shell
+        );
+        assert!(
+            Launcher::new(vec!["/usr/bin/ssh".into()], None)
+                .unwrap()
+                .shell
+        );
+        assert!(!Launcher::new(vec!["docker".into()], None).unwrap().shell);
+        assert!(
+            Launcher::new(vec!["my-ssh".into()], Some(true))
+                .unwrap()
+                .shell
+        );
+        for bad in [vec![], vec![String::new()], vec!["a\0b".to_string()]] {
+            let err = Launcher::new(bad, None).unwrap_err();
+            assert_eq!(err.code(), "ERR_INVALID_ARG");
+        }
+    }
+
+    #[test]
+    fn shell_quoting_survives_sh() {
+        for word in [BOOTSTRAP, "it's", "", "a b", "$HOME", "plain-word"] {
+            let out = std::process::Command::new("sh")
+                .args(["-c", &format!("printf %s {}", shell_quote(word))])
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), word);
+        }
+    }
+
+    #[test]
+    fn the_payload_carries_every_runner_file_and_its_hash() {
+        let body = &PAYLOAD.bytes[PAYLOAD.bytes.iter().position(|&b| b == b'\n').unwrap() + 1..];
+        let parts: Vec<&[u8]> = body.split(|&b| b == 0).collect();
+        assert_eq!(parts[0], FAR_PY.as_bytes());
+        assert_eq!((parts.len() - 1) / 2, crate::runner_script::files().len());
+        let sha: String = Sha256::digest(body)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(sha, PAYLOAD.sha256);
+    }
+}
