@@ -1,0 +1,301 @@
+'use strict'
+// Kernels started through real launchers: ssh to a throwaway sshd on 127.0.0.1, bwrap with a
+// private /tmp, and unshare. Each runs the core subset: start, streaming, display, an
+// interrupt in band, timeout escalation, crash reports, shutdown leaving nothing on either
+// side, and a dropped link. CI installs the tools (.ci/run); without CI a missing tool skips.
+const { test, describe, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+
+const { Kernel, KvStore } = require('..')
+const launchers = require('./helpers/launchers')
+const { isAlive, namespaceMembers, pidNamespace, waitFor } = require('./helpers/kernel')
+
+const python = process.env.PYKERNEL_TEST_PYTHON || 'python3'
+const LINK_TIMEOUT_MS = 1000
+
+/** The runner's files as the kernel imported them, its pids and its PID namespace. */
+const WHERE_PY = `import os, sys, json
+print(json.dumps({
+    "runner": sys.modules["pykernel_runner"].__file__,
+    "pid": os.getpid(), "ppid": os.getppid(),
+    "ns": os.readlink("/proc/self/ns/pid"),
+}))`
+
+async function where(kernel) {
+  const r = await kernel.execute(WHERE_PY)
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  return JSON.parse(r.stdout)
+}
+
+/** The host pid of the process that is `nsPid` in the PID namespace `ns`. */
+function hostPid(ns, nsPid) {
+  for (const pid of namespaceMembers(ns)) {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+    const ids = /^NSpid:\s+(.*)$/m.exec(status)[1].trim().split(/\s+/).map(Number)
+    if (ids[ids.length - 1] === nsPid) return pid
+  }
+  return null
+}
+
+/** Whether anything of the far side is left: the kernel's own PID namespace is empty, or
+ *  (ssh to this machine: the host's namespace) the kernel, its supervisor and `others`
+ *  are gone. */
+function farSideGone(at, others = []) {
+  if (at.ns !== pidNamespace(process.pid)) return namespaceMembers(at.ns).length === 0
+  return [at.pid, at.ppid, ...others].every((pid) => !isAlive(pid))
+}
+
+/** The process to freeze for a dead link: the one that carries the bytes. Through ssh
+ *  that is the ssh client (without ControlMaster); through bwrap and unshare the pipe goes
+ *  straight to the far side's supervisor. */
+function linkProcess(kernel, at, name) {
+  return name === 'ssh' ? kernel.pid : hostPid(at.ns, at.ppid)
+}
+
+const SETUPS = {
+  ssh: {
+    available: launchers.sshAvailable,
+    async make() {
+      const sshd = await launchers.startSshd()
+      // A dropped link is a frozen ssh client; with ControlMaster the master carries
+      // the bytes, so the client that is frozen must be a plain one.
+      const plain = []
+      for (let i = 0; i < sshd.launcher.length; i++) {
+        if (sshd.launcher[i] === '-o' && /^Control/.test(sshd.launcher[i + 1])) i++
+        else plain.push(sshd.launcher[i])
+      }
+      return { launcher: sshd.launcher, plain, stop: () => sshd.stop() }
+    },
+  },
+  bwrap: {
+    available: launchers.bwrapAvailable,
+    async make() {
+      const launcher = launchers.bwrapLauncher()
+      return { launcher, plain: launcher, stop: async () => {} }
+    },
+  },
+  unshare: {
+    available: launchers.unshareAvailable,
+    async make() {
+      const launcher = launchers.unshareLauncher()
+      return { launcher, plain: launcher, stop: async () => {} }
+    },
+  },
+}
+
+for (const [name, setup] of Object.entries(SETUPS)) {
+  describe(`through ${name}`, () => {
+    const usable = setup.available()
+    if (!usable && process.env.CI) {
+      test(`${name} is usable`, () => assert.fail(`${name} is not usable here, but CI is set (.ci/run installs it)`))
+      return
+    }
+    let env = null
+    const start = (options = {}) =>
+      Kernel.start({ launcher: env.launcher, interpreter: python, linkTimeoutMs: LINK_TIMEOUT_MS, ...options })
+
+    before(async () => {
+      if (usable) env = await setup.make()
+    })
+    after(async () => {
+      if (env) await env.stop()
+    })
+
+    test('the runner is shipped: a fresh private directory on the far side, removed at shutdown', { skip: !usable && `${name} unavailable` }, async () => {
+      const kernel = await start()
+      assert.equal(kernel.isolation.mode, 'launcher')
+      const at = await where(kernel)
+      const runnerDir = path.dirname(path.dirname(at.runner))
+      assert.match(path.basename(runnerDir), /^pykernel-far-[0-9a-f]{16}$/)
+      // The host's runner directory is not what the kernel imported from.
+      assert.ok(!at.runner.startsWith(path.join(os.tmpdir(), `pykernel-${process.getuid()}`)))
+      const r = await kernel.execute(
+        `import os; print(oct(os.stat(${JSON.stringify(runnerDir)}).st_mode & 0o777), os.path.exists(${JSON.stringify(os.tmpdir() + '/pykernel-' + process.getuid())}))`,
+      )
+      const [mode, hostDirVisible] = r.stdout.trim().split(' ')
+      assert.equal(mode, '0o700')
+      if (name === 'bwrap') assert.equal(hostDirVisible, 'False', 'the host /tmp is invisible in bwrap')
+      // What the far side's Python says it is, not the name it was started by.
+      const exe = (await kernel.execute('import sys; print(sys.executable)')).stdout.trim()
+      assert.equal(kernel.interpreter, exe)
+      await kernel.shutdown()
+      if (name !== 'bwrap') assert.ok(!fs.existsSync(runnerDir), `${runnerDir} was left behind`)
+    })
+
+    test('streams output in order, shows displays and results, runs bridge calls', { skip: !usable && `${name} unavailable` }, async () => {
+      const calls = []
+      const kernel = await start({ onCall: (call) => (calls.push(call), { echoed: call.args }) })
+      const events = []
+      const r = await kernel.execute(
+        'import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.05)\ndisplay({"text/html": "<b>hi</b>"}, raw=True)\nprint(tool.echo(x=1))\n6 * 7',
+        { onEvent: (e) => events.push(e) },
+      )
+      assert.equal(r.status, 'ok', JSON.stringify(r.error))
+      assert.equal(r.stdout, "0\n1\n2\n{'echoed': {'x': 1}}\n")
+      const streamed = events.filter((e) => e.type === 'stdout').map((e) => e.text).join('')
+      assert.equal(streamed, r.stdout)
+      assert.ok(events.filter((e) => e.type === 'stdout').length >= 2, 'output arrived as it was printed')
+      assert.deepEqual(r.displays, [{ 'text/html': '<b>hi</b>' }])
+      assert.equal(r.result['text/plain'], '42')
+      assert.equal(calls.length, 1)
+      assert.equal(calls[0].name, 'echo')
+      await kernel.shutdown()
+    })
+
+    test('an interrupt travels in band and reaches the cell and its children', { skip: !usable && `${name} unavailable` }, async () => {
+      const kernel = await start()
+      const events = []
+      const running = kernel.execute(
+        'import subprocess\nprint("go", flush=True)\nsubprocess.run(["sleep", "30"])',
+        { onEvent: (e) => events.push(e) },
+      )
+      assert.ok(await waitFor(() => events.some((e) => e.type === 'stdout'), { timeoutMs: 10000 }))
+      const t0 = Date.now()
+      kernel.interrupt()
+      const r = await running
+      assert.equal(r.status, 'error')
+      assert.equal(r.error.ename, 'KeyboardInterrupt')
+      assert.equal(r.kernelDied, false)
+      assert.ok(Date.now() - t0 < 4000, `the interrupt took ${Date.now() - t0} ms`)
+      const again = await kernel.execute('1 + 1')
+      assert.equal(again.result['text/plain'], '2')
+      await kernel.shutdown()
+    })
+
+    test('a cell that ignores the interrupt is killed with all it started, on the far side too', { skip: !usable && `${name} unavailable` }, async () => {
+      const kernel = await start()
+      const at = await where(kernel)
+      const r = await kernel.execute(
+        'import signal, subprocess, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\np = subprocess.Popen(["sleep", "300"])\nprint(p.pid, flush=True)\nwhile True: time.sleep(0.1)',
+        { timeoutMs: 300 },
+      )
+      assert.equal(r.timedOut, true)
+      assert.equal(r.kernelDied, true)
+      assert.match(r.error.evalue, /did not respond to the interrupt and was killed/)
+      const child = Number(r.stdout.trim())
+      assert.ok(await waitFor(() => farSideGone(at, [child]), { timeoutMs: 5000 }), 'something was left on the far side')
+      assert.ok(await waitFor(() => !isAlive(kernel.pid), { timeoutMs: 3000 }), 'the launcher is still running')
+    })
+
+    test('crashes are reported as the far side saw them', { skip: !usable && `${name} unavailable` }, async () => {
+      let kernel = await start()
+      let r = await kernel.execute('import os; os._exit(7)')
+      assert.equal(r.kernelDied, true)
+      assert.match(r.error.evalue, /died during the cell \(exit code 7\)/)
+      assert.equal(kernel.alive, false)
+      kernel = await start()
+      r = await kernel.execute('import os, signal; os.kill(os.getpid(), signal.SIGSEGV)')
+      assert.match(r.error.evalue, /killed by signal 11 \(SIGSEGV\)/)
+    })
+
+    test('shutdown leaves no process on either side', { skip: !usable && `${name} unavailable` }, async () => {
+      const kernel = await start()
+      const at = await where(kernel)
+      const r = await kernel.execute('import subprocess; print(subprocess.Popen(["sleep", "300"]).pid)')
+      const child = Number(r.stdout.trim())
+      const outcome = await kernel.shutdown()
+      assert.equal(outcome.confirmed, true)
+      assert.equal(outcome.exitCode, 0)
+      assert.ok(!isAlive(kernel.pid), 'the launcher is still running')
+      assert.ok(await waitFor(() => farSideGone(at, [child]), { timeoutMs: 3000 }), 'something was left on the far side')
+    })
+
+    test('a dropped link is detected by the heartbeat and the far side cleans up', { skip: !usable && `${name} unavailable` }, async () => {
+      const kernel = await Kernel.start({ launcher: env.plain, interpreter: python, linkTimeoutMs: LINK_TIMEOUT_MS })
+      const at = await where(kernel)
+      const frozen = linkProcess(kernel, at, name)
+      assert.ok(frozen, 'found the process that carries the link')
+      // The cell holds the GIL: the kernel cannot notice its stdin closing, so only the
+      // supervisor's kill ends it on the far side.
+      const running = kernel.execute('import ctypes; ctypes.PyDLL(None).usleep(60 * 1000 * 1000)')
+      await new Promise((r) => setTimeout(r, 100))
+      const t0 = Date.now()
+      process.kill(frozen, 'SIGSTOP')
+      try {
+        const r = await running
+        assert.equal(r.kernelDied, true)
+        assert.match(r.error.evalue, /the link to the kernel was lost/)
+        assert.ok(Date.now() - t0 < LINK_TIMEOUT_MS + 4000, `noticed after ${Date.now() - t0} ms`)
+        assert.ok(await waitFor(() => farSideGone(at), { timeoutMs: 5000 }), 'something was left on the far side')
+      } finally {
+        try {
+          process.kill(frozen, 'SIGCONT')
+        } catch {}
+      }
+    })
+
+    test('a cell that holds the GIL is not taken for a dead link: the supervisor answers', { skip: !usable && `${name} unavailable` }, async () => {
+      const kernel = await start()
+      // PyDLL keeps the GIL across the call: the runner's own threads cannot run.
+      const r = await kernel.execute(`import ctypes; ctypes.PyDLL(None).usleep(${(LINK_TIMEOUT_MS * 2.5 * 1000) | 0}); "alive"`)
+      assert.equal(r.status, 'ok', JSON.stringify(r.error))
+      assert.equal(r.result['text/plain'], "'alive'")
+      await kernel.shutdown()
+    })
+  })
+}
+
+describe('launcher edge cases (env as the launcher)', () => {
+  test('bad launchers and options are refused with codes', async () => {
+    await assert.rejects(Kernel.start({ launcher: [] }), { code: 'ERR_INVALID_ARG', message: /launcher/ })
+    await assert.rejects(Kernel.start({ launcher: ['no-such-launcher-xyz'] }), { code: 'ERR_LAUNCHER', message: /no-such-launcher-xyz/ })
+    await assert.rejects(Kernel.start({ launcher: ['env'], maxProcesses: 64 }), { code: 'ERR_INVALID_ARG', message: /maxProcesses.*launcher/ })
+    await assert.rejects(Kernel.start({ launcher: ['env'], sandbox: { writable: ['/tmp'] } }), { code: 'ERR_INVALID_ARG', message: /sandbox/ })
+    await assert.rejects(Kernel.start({ launcher: ['env'], linkTimeoutMs: 5 }), { code: 'ERR_INVALID_ARG', message: /linkTimeoutMs/ })
+  })
+
+  test('no Python on the far side, or one too old, is said plainly', async () => {
+    await assert.rejects(Kernel.start({ launcher: ['env'], interpreter: 'python-none-such' }), {
+      code: 'ERR_KERNEL_START_FAILED',
+      message: /python-none-such/,
+    })
+    const old = path.join(os.homedir(), '.pyenv/versions/3.7.16/bin/python')
+    if (!fs.existsSync(old)) return
+    await assert.rejects(Kernel.start({ launcher: ['env'], interpreter: old }), {
+      code: 'ERR_KERNEL_START_FAILED',
+      message: /far side's Python is 3\.7; pykernel needs 3\.8 or newer/,
+    })
+  })
+
+  test('a runner altered in transit is refused, not run', async () => {
+    // The launcher changes one word of what crosses it, as a tampering relay would.
+    const relay = ['sh', '-c', 'sed -u "0,/import os/s//import oz/" | "$@"', 'relay']
+    await assert.rejects(Kernel.start({ launcher: relay, interpreter: python }), {
+      code: 'ERR_KERNEL_START_FAILED',
+      message: /the runner arrived damaged/,
+    })
+  })
+
+  test("the host's secrets and ssh agent do not reach a launched kernel; the agent reaches the launcher", async () => {
+    // The launcher notes the agent socket it was given (ssh signs with it), then runs on.
+    const seen = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'pk-launcher-')), 'sock')
+    const kernel = await Kernel.start({
+      launcher: ['sh', '-c', 'printf %s "$SSH_AUTH_SOCK" > "$0"; exec "$@"', seen],
+      interpreter: python,
+      baseEnv: { PATH: process.env.PATH, HOME: os.homedir(), OPENAI_API_KEY: 'sk-secret', SSH_AUTH_SOCK: '/tmp/agent.sock', PYKERNEL_VISIBLE: 'seen' },
+      env: { MANAGED: 'yes' },
+    })
+    const r = await kernel.execute('import os; print(sorted(k for k in os.environ if k in ("OPENAI_API_KEY", "SSH_AUTH_SOCK", "PYKERNEL_VISIBLE", "MANAGED")))')
+    assert.equal(r.stdout.trim(), "['MANAGED', 'PYKERNEL_VISIBLE']")
+    assert.equal(fs.readFileSync(seen, 'utf8'), '/tmp/agent.sock')
+    await kernel.shutdown()
+  })
+
+  test('kv goes through the host when the far side cannot see its files', { skip: !launchers.bwrapAvailable() && !process.env.CI && 'bwrap unavailable' }, async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pk-kv-'))
+    const kernel = await Kernel.start({ launcher: launchers.bwrapLauncher(), interpreter: python, artifactsDir: dir, sessionId: 's1' })
+    const r = await kernel.execute(
+      `import os; print(os.path.exists(${JSON.stringify(dir)})); kv.set("k", {"n": [1, 2]}); print(kv.get("k"), kv.get("nope", "dflt"), kv.list(), kv.path)`,
+    )
+    assert.equal(r.status, 'ok', JSON.stringify(r.error))
+    assert.equal(r.stdout, "False\n{'n': [1, 2]} dflt ['k'] None\n")
+    assert.deepEqual(new KvStore(dir, 's1').get('k'), { n: [1, 2] })
+    const big = await kernel.execute('kv.set("big", "x" * 300000)')
+    assert.match(big.error.evalue, /limit is 262144 bytes/)
+    await kernel.shutdown()
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+})
