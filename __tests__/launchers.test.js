@@ -284,7 +284,7 @@ describe('launcher edge cases (env as the launcher)', () => {
     await kernel.shutdown()
   })
 
-  test('kv goes through the host when the far side cannot see its files', { skip: !launchers.bwrapAvailable() && !process.env.CI && 'bwrap unavailable' }, async () => {
+  test('kv and artifacts go through the host when the far side cannot see its files', { skip: !launchers.bwrapAvailable() && !process.env.CI && 'bwrap unavailable' }, async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pk-kv-'))
     const kernel = await Kernel.start({ launcher: launchers.bwrapLauncher(), interpreter: python, artifactsDir: dir, sessionId: 's1' })
     const r = await kernel.execute(
@@ -295,6 +295,12 @@ describe('launcher edge cases (env as the launcher)', () => {
     assert.deepEqual(new KvStore(dir, 's1').get('k'), { n: [1, 2] })
     const big = await kernel.execute('kv.set("big", "x" * 300000)')
     assert.match(big.error.evalue, /limit is 262144 bytes/)
+    // A truncated output's artifact is the host's file too, read back through the host.
+    const cut = await kernel.evaluate([{ code: 'for i in range(100000):\n    print(f"line {i}")' }], { artifactsDir: dir })
+    assert.ok(cut.truncated.artifactId)
+    const back = await kernel.execute(`print(read("artifact://${cut.truncated.artifactId}:2-3"), end="")`)
+    assert.equal(back.status, 'ok', JSON.stringify(back.error))
+    assert.equal(back.stdout, 'line 1\nline 2\n')
     await kernel.shutdown()
     fs.rmSync(dir, { recursive: true, force: true })
   })

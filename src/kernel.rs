@@ -756,6 +756,8 @@ impl Kernel {
             kernel.writer.send_bytes(&PAYLOAD.bytes),
         )
         .await;
+        // The link is judged from now: connecting and sending the runner took their time.
+        kernel.stream_report.heard();
         tokio::spawn(watch_link(
             kernel.writer.clone(),
             kernel.stream_report.clone(),
