@@ -6,6 +6,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
+const path = require('node:path')
 const { addon, python, waitFor } = require('./helpers/kernel')
 const { unshareLauncher, unshareAvailable } = require('./helpers/launchers')
 
@@ -42,6 +43,14 @@ test('a request names its launcher: part of the session key, as the interpreter 
   // check is not made for a launched one (its cwd is the far side's).
   const far = await pool.execute({ sessionId: 'far', launcher: at('f'), cwd: '/', cells: [{ code: 'import os; os.getcwd()' }] })
   assert.equal(far.output.trim(), "'/'")
+  // Nor is its interpreter looked up here: `bin/python` exists only where `env -C` goes.
+  if (python) {
+    const venv = path.dirname(path.dirname(python))
+    assert.equal(fs.existsSync('bin/python'), false)
+    const there = await pool.execute({ sessionId: 'venv', launcher: ['env', '-C', venv], interpreter: 'bin/python', cells: [{ code: 'import sys; sys.prefix' }] })
+    assert.equal(there.exitCode, 0, there.output)
+    assert.equal(there.output.trim(), `'${fs.realpathSync(venv)}'`)
+  }
   // A launcher that is no argv prefix is refused before anything starts.
   for (const launcher of [[], 'env', [42], ['']]) {
     await assert.rejects(run(pool, 'bad', { launcher }), { code: 'ERR_INVALID_ARG', message: /launcher/ }, JSON.stringify(launcher))
@@ -88,7 +97,9 @@ test('launchers, least-loaded: the launcher with the fewest kernels, ties by lis
 test('launcherFor (sync and async) picks by session; undefined is the default, which takes the spare', async (t) => {
   const asked = []
   const pool = new KernelPool({
-    kernel,
+    // A launched kernel's cwd is kernel.cwd as given, so it equals the spare's here: only
+    // where it runs tells them apart.
+    kernel: { ...kernel, cwd: process.cwd() },
     launcherFor: (key) => {
       asked.push(key)
       if (key.sessionId === 'sync') return at('s')
