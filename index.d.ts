@@ -129,10 +129,11 @@ export interface EvalRequest {
   cwd?: string | undefined
   /** A launched kernel's is looked up on the far side. */
   interpreter?: string | undefined
-  /** Run this session's kernel through this argv prefix (as `KernelOptions.launcher`)
-   *  instead of where the pool would (`kernel.launcher`, `launchers`, `launcherFor`). Part
-   *  of the session's key, as `interpreter` is: the same `sessionId` with another launcher
-   *  is another session, with its own kernel. */
+  /** Run this session's kernel through this argv prefix (as `KernelOptions.launcher`;
+   *  its words are quoted for a shell as `kernel.launcherShell` says) instead of where the
+   *  pool would (`kernel.launcher`, `launchers`, `launcherFor`). Part of the session's
+   *  key, as `interpreter` is: the same `sessionId` with another launcher is another
+   *  session, with its own kernel. */
   launcher?: string[] | undefined
   /** Explicit owner; default: the session id (or the session's file or cwd). */
   ownerId?: string | undefined
@@ -651,7 +652,8 @@ export interface PoolOptions {
    * Launchers (argv prefixes, as `kernel.launcher`) to place sessions on: a session
    * whose request names no `launcher` runs on one of them, chosen by `placement` when
    * its first kernel starts and kept for the session's life (a `reset`, or a restart
-   * after its kernel died, runs on the same one). Their words are quoted for a shell as
+   * after its kernel died, runs on the same one; once disposed or evicted, the session
+   * is placed anew). Their words are quoted for a shell as
    * `kernel.launcherShell` says. Not with `launcherFor`; an empty list or an empty argv
    * is `ERR_INVALID_ARG`; so are `kernel.maxProcesses` and a `kernel.sandbox` other than
    * the default or 'off' (a launched kernel takes neither). Spares stay on the pool's

@@ -129,10 +129,11 @@ export interface EvalRequest {
   cwd?: string
   /** A launched kernel's is looked up on the far side. */
   interpreter?: string
-  /** Run this session's kernel through this argv prefix (as `KernelOptions.launcher`)
-   *  instead of where the pool would (`kernel.launcher`, `launchers`, `launcherFor`). Part
-   *  of the session's key, as `interpreter` is: the same `sessionId` with another launcher
-   *  is another session, with its own kernel. */
+  /** Run this session's kernel through this argv prefix (as `KernelOptions.launcher`;
+   *  its words are quoted for a shell as `kernel.launcherShell` says) instead of where the
+   *  pool would (`kernel.launcher`, `launchers`, `launcherFor`). Part of the session's
+   *  key, as `interpreter` is: the same `sessionId` with another launcher is another
+   *  session, with its own kernel. */
   launcher?: string[]
   /** Explicit owner; default: the session id (or the session's file or cwd). */
   ownerId?: string

@@ -217,6 +217,7 @@ test('invalid placement options are ERR_INVALID_ARG', () => {
     [{ launcherFor: 42 }, /`launcherFor`: must be a function, got a number/],
     [{ launchers: 'env' }, /launchers/],
     [{ launchers: [at('a')], kernel: { ...kernel, maxProcesses: 64 } }, /`maxProcesses`: cannot be counted through a launcher/],
+    [{ launchers: [at('a')], kernel: { ...kernel, sandbox: { network: false } } }, /`sandbox`: applies to local kernels only/],
   ]
   for (const [options, message] of cases) {
     assert.throws(() => new KernelPool({ prewarm: 0, ...options }), { code: 'ERR_INVALID_ARG', message }, JSON.stringify(options))

@@ -67,7 +67,8 @@ pub struct PoolOptions {
     /// Launchers (argv prefixes, as `kernel.launcher`) to place sessions on: a session
     /// whose request names no `launcher` runs on one of them, chosen by `placement` when
     /// its first kernel starts and kept for the session's life (a `reset`, or a restart
-    /// after its kernel died, runs on the same one). Their words are quoted for a shell as
+    /// after its kernel died, runs on the same one; once disposed or evicted, the session
+    /// is placed anew). Their words are quoted for a shell as
     /// `kernel.launcherShell` says. Not with `launcherFor`; an empty list or an empty argv
     /// is `ERR_INVALID_ARG`; so are `kernel.maxProcesses` and a `kernel.sandbox` other than
     /// the default or 'off' (a launched kernel takes neither). Spares stay on the pool's
