@@ -124,8 +124,17 @@ export interface EvalRequest {
   /** Session key parts: session id, else session file, else cwd. */
   sessionId?: string | undefined
   sessionFile?: string | undefined
+  /** A local kernel's is taken from the host's working directory when relative; a
+   *  launched one's is the far side's, as given. */
   cwd?: string | undefined
+  /** A launched kernel's is looked up on the far side. */
   interpreter?: string | undefined
+  /** Run this session's kernel through this argv prefix (as `KernelOptions.launcher`;
+   *  its words are quoted for a shell as `kernel.launcherShell` says) instead of where the
+   *  pool would (`kernel.launcher`, `launchers`, `launcherFor`). Part of the session's
+   *  key, as `interpreter` is: the same `sessionId` with another launcher is another
+   *  session, with its own kernel. */
+  launcher?: string[] | undefined
   /** Explicit owner; default: the session id (or the session's file or cwd). */
   ownerId?: string | undefined
   /** Per cell. @default 30, clamped to 1..3600 with a notice; 0 = no timeout. */
@@ -631,11 +640,46 @@ export interface PoolOptions {
    * Kernels kept started and initialized with the pool's settings for new sessions (a
    * session with its own cwd or kv store initializes one again). Spares count against
    * `maxSessions` (`maxConcurrent`) and only fill free room: none while a call waits
-   * for room. @default 1 in 'session' mode, 0 in 'per-call'. An integer from 0 to 64.
+   * for room. They run on the pool's default launcher (`kernel.launcher`, or here) and
+   * are only given to sessions that run there, never to one placed or sent elsewhere.
+   * @default 1 in 'session' mode (0 with `launchers`, unless one of them is
+   * `kernel.launcher`), 0 in 'per-call'. An integer from 0 to 64.
    */
   prewarm?: number | undefined
-  /** Defaults for every kernel (a request's cwd and interpreter override them). */
+  /** Defaults for every kernel (a request's cwd, interpreter and launcher override them). */
   kernel?: KernelOptions | undefined
+  /**
+   * Launchers (argv prefixes, as `kernel.launcher`) to place sessions on: a session
+   * whose request names no `launcher` runs on one of them, chosen by `placement` when
+   * its first kernel starts and kept for the session's life (a `reset`, or a restart
+   * after its kernel died, runs on the same one; once disposed or evicted, the session
+   * is placed anew). Their words are quoted for a shell as
+   * `kernel.launcherShell` says. Not with `launcherFor`; an empty list or an empty argv
+   * is `ERR_INVALID_ARG`; so are `kernel.maxProcesses` and a `kernel.sandbox` other than
+   * the default or 'off' (a launched kernel takes neither). Spares stay on the pool's
+   * default launcher (see `prewarm`).
+   */
+  launchers?: Array<Array<string>> | undefined
+  /**
+   * How `launchers` are given to new sessions: 'round-robin' (each on the next of the
+   * list, in the order their first kernels start) or 'least-loaded' (on the one running
+   * the fewest of this pool's kernels, spares and those of requests that named it
+   * included; ties go to the earlier in the list). Only with `launchers`.
+   * @default 'round-robin'
+   */
+  placement?: 'round-robin' | 'least-loaded' | undefined
+  /**
+   * Where a session whose request names no `launcher` runs: asked once, when the
+   * session's first kernel starts (the answer is kept for the session's life, as with
+   * `launchers`), with the request's `sessionId`, `sessionFile` and `ownerId` (each when
+   * given). It returns an argv prefix, or `undefined`/`null` for the pool's default
+   * (`kernel.launcher`, or here), or a Promise of one. A throw, a rejection or any other
+   * value fails that request with `ERR_INVALID_ARG` naming `launcherFor` (the pool
+   * goes on; the session's next call asks again). While it decides, the session's later
+   * calls wait; the request's `signal` and `deadlineMs` bound the wait. Not with
+   * `launchers`. Spares run on the default and serve only the sessions it sends there.
+   */
+  launcherFor?: ((sessionKey: { sessionId?: string; sessionFile?: string; ownerId?: string }) => string[] | undefined | null | Promise<string[] | undefined | null>) | undefined
 }
 
 /**
@@ -723,6 +767,11 @@ export interface SessionInfo {
   /** Milliseconds since the epoch. */
   lastUsed: number
   executionCount: number
+  /**
+   * The launcher its kernels run through (the request's, the pool's default or where
+   * the pool placed it); absent when they run here, or before the pool placed it.
+   */
+  launcher?: Array<string> | undefined
 }
 
 export interface ShutdownOptions {

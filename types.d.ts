@@ -124,8 +124,17 @@ export interface EvalRequest {
   /** Session key parts: session id, else session file, else cwd. */
   sessionId?: string
   sessionFile?: string
+  /** A local kernel's is taken from the host's working directory when relative; a
+   *  launched one's is the far side's, as given. */
   cwd?: string
+  /** A launched kernel's is looked up on the far side. */
   interpreter?: string
+  /** Run this session's kernel through this argv prefix (as `KernelOptions.launcher`;
+   *  its words are quoted for a shell as `kernel.launcherShell` says) instead of where the
+   *  pool would (`kernel.launcher`, `launchers`, `launcherFor`). Part of the session's
+   *  key, as `interpreter` is: the same `sessionId` with another launcher is another
+   *  session, with its own kernel. */
+  launcher?: string[]
   /** Explicit owner; default: the session id (or the session's file or cwd). */
   ownerId?: string
   /** Per cell. @default 30, clamped to 1..3600 with a notice; 0 = no timeout. */

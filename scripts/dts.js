@@ -24,7 +24,9 @@ for (const [name, why] of Object.entries(NO_CONSTRUCTOR)) {
 // Optional fields say `| undefined`: under `exactOptionalPropertyTypes` a caller may then
 // pass `{cwd: maybeCwd}` with `maybeCwd` undefined, which the addon accepts as absent.
 text = text.replace(/^(\s+(?:readonly )?\w+\?: )(.+)$/gm, (line, head, type) => {
-  if (/\|\s*undefined\b/.test(type)) return line
+  // A function type's own `undefined` (in what it returns) is not the field's.
+  const optional = type.includes('=>') ? /\)\s*\|\s*undefined$/ : /\|\s*undefined\b/
+  if (optional.test(type)) return line
   return `${head}${type.includes('=>') ? `(${type})` : type} | undefined`
 })
 fs.writeFileSync(file, text)

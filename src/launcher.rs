@@ -72,7 +72,7 @@ pub static PAYLOAD: Lazy<Payload> = Lazy::new(|| {
 });
 
 /// An argv prefix and how its words reach the far side.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Launcher {
     pub argv: Vec<String>,
     /// The far side runs the words through a shell (ssh does), so they are quoted.

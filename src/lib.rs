@@ -17,6 +17,7 @@ pub mod launcher;
 mod napi;
 pub mod output;
 pub mod pids_cgroup;
+pub mod placement;
 pub mod pool;
 pub mod process_guard;
 pub mod protocol;

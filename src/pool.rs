@@ -1,10 +1,13 @@
 //! Sessions: which kernel a request runs on, and the life of those kernels (SPEC 10).
 //!
 //! `session` mode keeps one kernel per key (session id | session file | cwd, plus the real
-//! cwd and interpreter). Calls on one session take turns in call order ([`Fifo`]); calls
-//! on different sessions run at once. Idle sessions are evicted, and a heartbeat replaces
-//! kernels that died or stopped answering while idle. A kernel that dies under a cell is
-//! replaced and the cell retried once; the result always says when state was lost.
+//! cwd, the interpreter and the launcher the request named). A session that names no
+//! launcher runs on the pool's default (`kernel.launcher`, or here), or where the pool
+//! places it when its first kernel starts (see `placement.rs`), for the rest of its life.
+//! Calls on one session take turns in call order ([`Fifo`]); calls on different sessions
+//! run at once. Idle sessions are evicted, and a heartbeat replaces kernels that died or
+//! stopped answering while idle. A kernel that dies under a cell is replaced and the cell
+//! retried once; the result always says when state was lost.
 //! `per-call` mode starts a kernel per request and shuts it down after.
 //!
 //! The pool's cap (`maxSessions`, or `maxConcurrent` per call) counts kernel processes,
@@ -29,6 +32,8 @@ use crate::events::KernelEvent;
 use crate::executor::{Cell, EvalOptions, EvalResult, Evaluation};
 use crate::fifo::{Fifo, Place, Turn};
 use crate::kernel::{AbortHandle, Caller, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE};
+use crate::launcher::Launcher;
+use crate::placement::{Load, Loads, Placement, Placer, SessionRef};
 use crate::runtime::Resolved;
 use crate::slots::{Slot, Slots};
 
@@ -63,8 +68,17 @@ pub struct PoolConfig {
     pub artifacts_dir: Option<PathBuf>,
     /// Spawned spare kernels kept ready, so a new session's first cell does not wait for
     /// Python to start. They only take free room: never more than the cap, and none while
-    /// a call waits for room.
+    /// a call waits for room. They start on the pool's default launcher (`kernel.launcher`,
+    /// or here) and serve only kernels meant to run there.
     pub prewarm: usize,
+    /// Where sessions that name no launcher run, when not on `kernel.launcher`.
+    pub placement: Option<Placement>,
+    /// Whether the words after a launcher a request, `launchers` or `launcherFor` names are
+    /// quoted for a shell on the far side (`launcherShell`); by default when it is ssh.
+    pub launcher_shell: Option<bool>,
+    /// The cwd of a launched kernel whose request names none: `kernel.cwd` as given (a
+    /// directory of the far side), empty for the far side's own start directory.
+    pub far_cwd: PathBuf,
 }
 
 impl PoolConfig {
@@ -78,9 +92,15 @@ impl PoolConfig {
             heartbeat_interval: Duration::from_secs(5),
             heartbeat_timeout: Duration::from_secs(2),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
-            kernel,
             artifacts_dir: None,
             prewarm: 1,
+            placement: None,
+            launcher_shell: None,
+            far_cwd: match kernel.launcher {
+                Some(_) => kernel.cwd.clone(),
+                None => PathBuf::new(),
+            },
+            kernel,
         }
     }
 
@@ -106,6 +126,30 @@ impl PoolConfig {
         config
     }
 
+    /// The settings of a kernel run through `launcher` (`None`: here) for a request that
+    /// names `cwd` and `interpreter` (else the pool's). A launched kernel's cwd is the far
+    /// side's, taken as given; a local one is made absolute against the host's.
+    fn kernel_for(
+        &self,
+        cwd: Option<&Path>,
+        interpreter: Option<&String>,
+        launcher: Option<Launcher>,
+    ) -> KernelConfig {
+        let mut config = self.session_kernel();
+        config.cwd = match (&launcher, cwd) {
+            (Some(_), Some(cwd)) => cwd.to_path_buf(),
+            (Some(_), None) => self.far_cwd.clone(),
+            (None, Some(cwd)) => std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf()),
+            // Local only when the pool's default is: `kernel.cwd` is then a local one.
+            (None, None) => config.cwd,
+        };
+        if interpreter.is_some() {
+            config.interpreter = interpreter.cloned();
+        }
+        config.launcher = launcher;
+        config
+    }
+
     pub fn prepare_artifacts_dirs(&self) -> Result<()> {
         for dir in [&self.artifacts_dir, &self.kernel.artifacts_dir]
             .into_iter()
@@ -122,8 +166,12 @@ pub struct PoolRequest {
     pub cells: Vec<Cell>,
     pub session_id: Option<String>,
     pub session_file: Option<String>,
+    /// As the caller gave it: made absolute against the host's cwd for a local kernel,
+    /// the far side's for a launched one.
     pub cwd: Option<PathBuf>,
     pub interpreter: Option<String>,
+    /// Run the session's kernel through this argv prefix, not where the pool would.
+    pub launcher: Option<Vec<String>>,
     pub owner_id: Option<String>,
     /// `None` is the default (30 s); 0 is no timeout.
     pub timeout_seconds: Option<f64>,
@@ -152,9 +200,14 @@ pub struct PoolRequest {
 pub struct SessionKey {
     /// `session:<id>`, `file:<path>` or `cwd:<path>`.
     pub identity: String,
+    /// The real cwd of a local kernel; for a launched or not yet placed one, as given.
     pub cwd: PathBuf,
-    /// The requested interpreter's real path; empty for discovery.
+    /// The requested interpreter's real path (as given for a launched or not yet placed
+    /// kernel); empty for discovery.
     pub interpreter: String,
+    /// The launcher the request named, else `kernel.launcher` when the pool places no
+    /// session; `None` for a local kernel or one the pool places.
+    pub launcher: Option<Launcher>,
 }
 
 impl std::fmt::Display for SessionKey {
@@ -162,6 +215,9 @@ impl std::fmt::Display for SessionKey {
         write!(f, "{} @ {}", self.identity, self.cwd.display())?;
         if !self.interpreter.is_empty() {
             write!(f, " [{}]", self.interpreter)?;
+        }
+        if let Some(launcher) = &self.launcher {
+            write!(f, " via {}", launcher.describe())?;
         }
         Ok(())
     }
@@ -176,6 +232,8 @@ pub struct SessionInfo {
     pub busy: bool,
     pub last_used: SystemTime,
     pub execution_count: u32,
+    /// Where its kernels run: the launcher's argv; `None` here, or not placed yet.
+    pub launcher: Option<Vec<String>>,
 }
 
 /// A kernel process of the pool and the room it takes. Given back through
@@ -183,11 +241,48 @@ pub struct SessionInfo {
 struct LiveKernel {
     kernel: Arc<Kernel>,
     slot: Slot,
+    /// Counts it on its launcher (least-loaded placement) until it is gone.
+    _load: Option<Load>,
+}
+
+/// The settings a session's kernels start with (a per-call request's too): known when it
+/// is admitted, or once the pool has placed it, as its first kernel starts.
+#[derive(Clone)]
+enum Site {
+    Placed(Box<KernelConfig>),
+    Unplaced(Unplaced),
+}
+
+impl Site {
+    /// The site of a session: its kernels know their session (the kv store, bridge calls).
+    fn for_session(self, session_id: String) -> Site {
+        match self {
+            Site::Placed(mut config) => {
+                config.session_id = Some(session_id);
+                Site::Placed(config)
+            }
+            Site::Unplaced(mut unplaced) => {
+                unplaced.session_id = Some(session_id);
+                Site::Unplaced(unplaced)
+            }
+        }
+    }
+}
+
+/// A request the pool has yet to place: what it asked for, and who it is.
+#[derive(Clone)]
+struct Unplaced {
+    /// As the request gave it: whether it is a local path depends on the placement.
+    cwd: Option<PathBuf>,
+    /// The request's, else the pool's.
+    interpreter: Option<String>,
+    session_id: Option<String>,
+    who: SessionRef,
 }
 
 struct Session {
     key: SessionKey,
-    config: KernelConfig,
+    site: Mutex<Site>,
     turns: Arc<Fifo>,
     kernel: Mutex<Option<LiveKernel>>,
     /// Set once a kernel was started for it: a session that never had one holds no state.
@@ -238,6 +333,10 @@ impl Session {
             busy: self.turns.busy(),
             last_used: self.last_used.lock().unwrap().1,
             execution_count: kernel.map_or(0, |k| k.execution_count()),
+            launcher: match &*self.site.lock().unwrap() {
+                Site::Placed(config) => config.launcher.as_ref().map(|l| l.argv.clone()),
+                Site::Unplaced(_) => None,
+            },
         }
     }
 }
@@ -265,6 +364,8 @@ struct PoolInner {
     slots: Arc<Slots>,
     /// Sessions evicted lately and why, told to each one's next call (oldest first).
     evictions: Mutex<VecDeque<(SessionKey, String)>>,
+    /// Where sessions that name no launcher run.
+    placer: Placer,
 }
 
 #[derive(Default)]
@@ -302,14 +403,20 @@ enum Target {
         place: Place,
         reset_epoch: Option<u64>,
     },
-    PerCall(Box<KernelConfig>),
+    PerCall(Site),
 }
 
 impl Pool {
     /// Must be called inside a tokio runtime: it starts the maintenance task.
     pub fn new(config: PoolConfig) -> Pool {
+        let placer = Placer::new(
+            config.placement.clone(),
+            config.kernel.launcher.clone(),
+            config.launcher_shell,
+        );
         let inner = Arc::new(PoolInner {
             slots: Slots::new(config.cap().0),
+            placer,
             config,
             sessions: Mutex::default(),
             disposing: AtomicBool::new(false),
@@ -368,13 +475,7 @@ impl Pool {
         }
         // A first cell's reset is the request's: it shares the coalescing of resets.
         request.reset |= request.cells.first().is_some_and(|cell| cell.reset);
-        let mut config = inner.config.session_kernel();
-        if let Some(cwd) = &request.cwd {
-            config.cwd = cwd.clone();
-        }
-        if request.interpreter.is_some() {
-            config.interpreter = request.interpreter.clone();
-        }
+        let site = inner.site_of(&request)?;
         let mut caller = Caller {
             session_id: request.session_id.clone(),
             owner: request
@@ -385,27 +486,30 @@ impl Pool {
         let target = match inner.config.mode {
             PoolMode::PerCall => {
                 // Refused now, as in session mode, not after the call waited for room.
-                checked_cwd(&config.cwd)?;
-                Target::PerCall(Box::new(config))
+                if let Site::Placed(config) = &site {
+                    if config.launcher.is_none() {
+                        checked_cwd(&config.cwd)?;
+                    }
+                }
+                Target::PerCall(site)
             }
             PoolMode::Session => {
-                let key = session_key(&request, &config)?;
-                config.session_id = Some(
-                    request
-                        .session_id
-                        .clone()
-                        .unwrap_or_else(|| key.identity.clone()),
-                );
+                let key = session_key(&request, &site)?;
+                let session_id = request
+                    .session_id
+                    .clone()
+                    .unwrap_or_else(|| key.identity.clone());
                 let owner = request
                     .owner_id
                     .clone()
                     .or_else(|| request.session_id.clone())
                     .unwrap_or_else(|| key.identity.clone());
                 caller = Caller {
-                    session_id: config.session_id.clone(),
+                    session_id: Some(session_id.clone()),
                     owner: Some(owner.clone()),
                 };
-                let (session, place) = inner.session_for(key, config, owner);
+                let site = site.for_session(session_id);
+                let (session, place) = inner.session_for(key, site, owner);
                 let reset_epoch = request.reset.then(|| {
                     let mut resets = session.resets.lock().unwrap();
                     match resets.pending {
@@ -521,6 +625,75 @@ impl Drop for Pool {
 }
 
 impl PoolInner {
+    /// Where a request's kernel runs: through the launcher it names, else on the pool's
+    /// default, unless the pool places sessions: then where it decides as the first kernel
+    /// starts.
+    fn site_of(&self, request: &PoolRequest) -> Result<Site> {
+        let named = request
+            .launcher
+            .clone()
+            .map(|argv| Launcher::new(argv, self.config.launcher_shell))
+            .transpose()?;
+        if named.is_none() && self.placer.places() {
+            return Ok(Site::Unplaced(Unplaced {
+                cwd: request.cwd.clone(),
+                interpreter: request
+                    .interpreter
+                    .clone()
+                    .or_else(|| self.config.kernel.interpreter.clone()),
+                session_id: None,
+                who: SessionRef {
+                    session_id: request.session_id.clone(),
+                    session_file: request.session_file.clone(),
+                    owner_id: request.owner_id.clone(),
+                },
+            }));
+        }
+        let launcher = named.or_else(|| self.config.kernel.launcher.clone());
+        Ok(Site::Placed(Box::new(self.config.kernel_for(
+            request.cwd.as_deref(),
+            request.interpreter.as_ref(),
+            launcher,
+        ))))
+    }
+
+    /// The settings of the next kernel of `site`, placed first if it is not yet (it then
+    /// stays where it was placed), and the count a least-loaded choice took for it.
+    /// `None`: aborted while the host's `launcherFor` was deciding. Cancel safety:
+    /// dropping the future leaves the site unplaced.
+    async fn placed(
+        &self,
+        site: &Mutex<Site>,
+        abort: &AbortHandle,
+    ) -> Result<Option<(KernelConfig, Option<Load>)>> {
+        let unplaced = match &*site.lock().unwrap() {
+            Site::Placed(config) => return Ok(Some(((**config).clone(), None))),
+            Site::Unplaced(unplaced) => unplaced.clone(),
+        };
+        let (launcher, load) = tokio::select! {
+            placed = self.placer.place(unplaced.who.clone()) => placed?,
+            _ = abort.aborted() => return Ok(None),
+        };
+        let mut config = self.config.kernel_for(
+            unplaced.cwd.as_deref(),
+            unplaced.interpreter.as_ref(),
+            launcher,
+        );
+        config.session_id = unplaced.session_id;
+        if config.launcher.is_none() {
+            checked_cwd(&config.cwd)?;
+        }
+        tracing::info!(
+            launcher = config
+                .launcher
+                .as_ref()
+                .map_or("(here)".into(), |l| l.describe()),
+            "placed a session"
+        );
+        *site.lock().unwrap() = Site::Placed(Box::new(config.clone()));
+        Ok(Some((config, load)))
+    }
+
     /// A snapshot of the sessions (the lock is not held while they are worked on).
     fn all_sessions(&self) -> Vec<Arc<Session>> {
         self.sessions.lock().unwrap().values().cloned().collect()
@@ -529,12 +702,7 @@ impl PoolInner {
     /// The session for `key` and a place in its line, taken under the sessions lock so
     /// that eviction (which only takes sessions nobody is in line for) cannot take it
     /// between the two.
-    fn session_for(
-        &self,
-        key: SessionKey,
-        config: KernelConfig,
-        owner: String,
-    ) -> (Arc<Session>, Place) {
+    fn session_for(&self, key: SessionKey, site: Site, owner: String) -> (Arc<Session>, Place) {
         let mut sessions = self.sessions.lock().unwrap();
         if let Some(session) = sessions.get(&key) {
             session.owners.lock().unwrap().insert(owner);
@@ -547,7 +715,7 @@ impl PoolInner {
         };
         let session = Arc::new(Session {
             key: key.clone(),
-            config,
+            site: Mutex::new(site),
             turns: Fifo::new(),
             kernel: Mutex::default(),
             had_kernel: AtomicBool::new(false),
@@ -628,10 +796,11 @@ impl PoolInner {
             let pool = Arc::downgrade(self);
             let config = self.config.session_kernel();
             let grace = self.config.shutdown_grace;
+            let loads = self.placer.loads().clone();
             self.runtime.spawn(async move {
                 // Initialized with the pool's defaults: a session claiming it with the
                 // same settings (the usual case) runs its first cell at once.
-                let started = start_in(slot, &config, grace).await;
+                let started = start_in(slot, &config, grace, &loads, None).await;
                 // Dropped with the pool: the kernel's Drop kills it.
                 let Some(pool) = pool.upgrade() else { return };
                 let spare = {
@@ -665,12 +834,14 @@ impl PoolInner {
 
     /// A ready kernel for `config` in room of its own: a spare that fits, else a fresh
     /// start in `room` (the room of a kernel this call replaced), else in room found or
-    /// waited for (see [`PoolInner::wait_for_room`]). `None`: aborted while waiting.
+    /// waited for (see [`PoolInner::wait_for_room`]). `load`: the count a least-loaded
+    /// placement took for it. `None`: aborted while waiting.
     async fn new_kernel(
         self: &Arc<Self>,
         config: &KernelConfig,
         room: Option<Slot>,
         abort: &AbortHandle,
+        mut load: Option<Load>,
     ) -> Result<Option<LiveKernel>> {
         // Before a spare is initialized with it: its kv store path reaches the runner there.
         config.prepare_artifacts_dir()?;
@@ -700,7 +871,8 @@ impl PoolInner {
                 // not now: a Python starting beside the first cell would slow that cell.
                 Room::Slot(slot) => {
                     let grace = self.config.shutdown_grace;
-                    return match start_in(slot, config, grace).await {
+                    let loads = self.placer.loads();
+                    return match start_in(slot, config, grace, loads, load.take()).await {
                         Ok(kernel) => Ok(Some(kernel)),
                         Err(failed) => {
                             if let Some(kernel) = failed.unconfirmed {
@@ -712,12 +884,12 @@ impl PoolInner {
                 }
                 Room::Wait => {
                     // Resolved before room is taken: a request whose interpreter is
-                    // missing or unusable ends no other session's kernel.
-                    if resolved.is_none() {
+                    // missing or unusable ends no other session's kernel. A launched
+                    // kernel's interpreter is the far side's: nothing here to look at.
+                    if resolved.is_none() && config.launcher.is_none() {
                         resolved = Some(Kernel::resolve(config).await?);
                     }
-                    let resolved = resolved.as_ref().expect("resolved above");
-                    self.wait_for_room(config, resolved, abort).await?
+                    self.wait_for_room(config, resolved.as_ref(), abort).await?
                 }
                 Room::Aborted => return Ok(None),
             }
@@ -732,7 +904,7 @@ impl PoolInner {
     async fn wait_for_room(
         self: &Arc<Self>,
         config: &KernelConfig,
-        resolved: &Resolved,
+        resolved: Option<&Resolved>,
         abort: &AbortHandle,
     ) -> Result<Room> {
         let started = Instant::now();
@@ -743,7 +915,7 @@ impl PoolInner {
             if self.disposing.load(Ordering::SeqCst) {
                 return Err(KernelError::PoolDisposed);
             }
-            if let Some(spare) = self.take_spare(config, Some(resolved)) {
+            if let Some(spare) = self.take_spare(config, resolved) {
                 return Ok(Room::Spare(spare));
             }
             if let Some(slot) = self.slots.try_take() {
@@ -829,16 +1001,24 @@ impl PoolInner {
     }
 
     /// A spare for `config`, if one is ready: with the pool's settings any spare fits
-    /// (no resolution, a blocking-pool thread, on the way); otherwise one running the
-    /// interpreter `config` resolves to, when `resolved` is known.
+    /// (no resolution, a blocking-pool thread, on the way); otherwise, for a local kernel,
+    /// one running the interpreter `config` resolves to, when `resolved` is known. Spares
+    /// run on the pool's default launcher (or here): a kernel meant elsewhere takes none.
     fn take_spare(&self, config: &KernelConfig, resolved: Option<&Resolved>) -> Option<LiveKernel> {
-        let mut spares = self.spares.lock().unwrap();
         let pool = &self.config.kernel;
+        if config.launcher != pool.launcher {
+            return None;
+        }
+        let mut spares = self.spares.lock().unwrap();
         let index = if config.interpreter == pool.interpreter
             && config.cwd == pool.cwd
             && config.base_env == pool.base_env
         {
             spares.ready.iter().position(|k| k.kernel.alive())?
+        } else if config.launcher.is_some() {
+            // What a launched kernel's interpreter or cwd are is the far side's business:
+            // only a spare started with the same settings is known to fit.
+            return None;
         } else if config.sandbox != pool.sandbox || config.sandbox.confines_writes() {
             // The sandbox is fixed at spawn, and confined writes name the cwd: such a
             // spare cannot serve a session elsewhere.
@@ -903,16 +1083,26 @@ struct StartFailed {
 
 /// Starts a kernel in `slot`: spawned, then initialized with `config`. On failure nothing
 /// is left: the process is confirmed gone before its room is given back.
+///
+/// A launched kernel is counted on its launcher from the start (`load`, or a count of its
+/// own), so a least-loaded choice made meanwhile sees it.
 async fn start_in(
     slot: Slot,
     config: &KernelConfig,
     grace: Duration,
+    loads: &Arc<Loads>,
+    load: Option<Load>,
 ) -> Result<LiveKernel, StartFailed> {
+    let load = load.or_else(|| config.launcher.as_ref().map(|l| loads.count(l)));
     let kernel = Kernel::spawn(config).await.map_err(|error| StartFailed {
         error,
         unconfirmed: None,
     })?;
-    let live = LiveKernel { kernel, slot };
+    let live = LiveKernel {
+        kernel,
+        slot,
+        _load: load,
+    };
     match live.kernel.initialize(config).await {
         Ok(()) => Ok(live),
         Err(error) => Err(StartFailed {
@@ -997,16 +1187,8 @@ impl Admission {
         };
         let abort = options.abort.clone().expect("set above");
         match target {
-            Target::PerCall(config) => {
-                run_per_call(
-                    &pool,
-                    &config,
-                    request.cells,
-                    options,
-                    deadline,
-                    &mut on_event,
-                )
-                .await
+            Target::PerCall(site) => {
+                run_per_call(&pool, site, request.cells, options, deadline, &mut on_event).await
             }
             Target::Session {
                 session,
@@ -1135,18 +1317,22 @@ impl Drop for DeadlineWatch {
 /// another.
 async fn run_per_call(
     pool: &Arc<PoolInner>,
-    config: &KernelConfig,
+    site: Site,
     cells: Vec<Cell>,
     options: EvalOptions,
     deadline: Option<tokio::time::Instant>,
     on_event: &mut (impl FnMut(usize, KernelEvent) + Send),
 ) -> Result<EvalResult> {
     let abort = options.abort.clone().unwrap_or_default();
-    let config = until_deadline(config, deadline);
     let mut evaluation = Evaluation::new(cells, options);
+    // Placed once: a cell's reset runs on the same launcher.
+    let Some((config, mut load)) = pool.placed(&Mutex::new(site), &abort).await? else {
+        return Ok(cancelled_waiting_for_room(evaluation));
+    };
+    let config = until_deadline(&config, deadline);
     let mut first = true;
     loop {
-        let started = match pool.new_kernel(&config, None, &abort).await {
+        let started = match pool.new_kernel(&config, None, &abort, load.take()).await {
             Ok(started) => started,
             Err(err) if !first => return Ok(reset_failed(evaluation, err, deadline)),
             Err(err) => return Err(err),
@@ -1366,9 +1552,12 @@ async fn start_kernel(
     abort: &AbortHandle,
     deadline: Option<tokio::time::Instant>,
 ) -> Result<Option<Arc<Kernel>>> {
+    let Some((config, load)) = pool.placed(&session.site, abort).await? else {
+        return Ok(None);
+    };
     tracing::info!(key = %session.key, "starting kernel");
-    let config = until_deadline(&session.config, deadline);
-    let Some(live) = pool.new_kernel(&config, room, abort).await? else {
+    let config = until_deadline(&config, deadline);
+    let Some(live) = pool.new_kernel(&config, room, abort, load).await? else {
         return Ok(None);
     };
     let kernel = live.kernel.clone();
@@ -1461,8 +1650,31 @@ fn checked_cwd(cwd: &Path) -> Result<PathBuf> {
     Ok(real)
 }
 
-fn session_key(request: &PoolRequest, config: &KernelConfig) -> Result<SessionKey> {
-    let cwd = checked_cwd(&config.cwd)?;
+fn session_key(request: &PoolRequest, site: &Site) -> Result<SessionKey> {
+    // A local kernel's cwd and interpreter are keyed by their real paths. A launched one's
+    // are the far side's, and one the pool has yet to place may run on either side: both
+    // are keyed as given, and nothing here is looked at.
+    let (cwd, interpreter, launcher) = match site {
+        Site::Placed(config) if config.launcher.is_none() => {
+            let cwd = checked_cwd(&config.cwd)?;
+            let interpreter = config
+                .interpreter
+                .as_deref()
+                .map(|i| real_interpreter(i, &cwd))
+                .unwrap_or_default();
+            (cwd, interpreter, None)
+        }
+        Site::Placed(config) => (
+            config.cwd.clone(),
+            config.interpreter.clone().unwrap_or_default(),
+            config.launcher.clone(),
+        ),
+        Site::Unplaced(unplaced) => (
+            unplaced.cwd.clone().unwrap_or_default(),
+            unplaced.interpreter.clone().unwrap_or_default(),
+            None,
+        ),
+    };
     let identity = if let Some(id) = &request.session_id {
         format!("session:{id}")
     } else if let Some(file) = &request.session_file {
@@ -1470,15 +1682,11 @@ fn session_key(request: &PoolRequest, config: &KernelConfig) -> Result<SessionKe
     } else {
         format!("cwd:{}", cwd.display())
     };
-    let interpreter = config
-        .interpreter
-        .as_deref()
-        .map(|i| real_interpreter(i, &cwd))
-        .unwrap_or_default();
     Ok(SessionKey {
         identity,
         cwd,
         interpreter,
+        launcher,
     })
 }
 

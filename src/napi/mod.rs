@@ -9,6 +9,7 @@
 //! - `options`: reading option objects that hold functions and signals.
 //! - `kv`: the `KvStore` class.
 //! - `pool`: the `KernelPool` class.
+//! - `placement`: the pool's `launchers`, `placement` and `launcherFor` options.
 //! - `python`: `resolvePython`, `checkPythonKernelAvailability`, `filterEnv`.
 //! - `output`: `renderBundle`, `clampLine` and the preview helpers.
 //! - `agent_text`: the `OutputBuilder` class, `readArtifact`, and the agent-text options
@@ -26,6 +27,7 @@ mod kernel;
 mod kv;
 mod options;
 mod output;
+mod placement;
 mod pool;
 mod python;
 mod sandbox;

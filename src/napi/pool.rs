@@ -15,9 +15,11 @@ use super::cells::read_cells;
 use super::delivery::EventSink;
 use super::eval::{EvalCell, EvalResult};
 use super::kernel::{with_on_event_error, with_on_output_error, KernelOptions};
-use super::options::{bounds, optional_integer, optional_millis, OptionReader};
+use super::options::{bounds, optional_integer, optional_millis, Misfit, OptionReader};
+use super::placement::read_placement;
 use super::{js_error, promise};
 use crate::error::KernelError;
+use crate::placement::Placement;
 use crate::pool::{Pool, PoolConfig, PoolMode, PoolRequest};
 
 #[napi(object, object_to_js = false)]
@@ -55,10 +57,43 @@ pub struct PoolOptions {
     /// Kernels kept started and initialized with the pool's settings for new sessions (a
     /// session with its own cwd or kv store initializes one again). Spares count against
     /// `maxSessions` (`maxConcurrent`) and only fill free room: none while a call waits
-    /// for room. @default 1 in 'session' mode, 0 in 'per-call'. An integer from 0 to 64.
+    /// for room. They run on the pool's default launcher (`kernel.launcher`, or here) and
+    /// are only given to sessions that run there, never to one placed or sent elsewhere.
+    /// @default 1 in 'session' mode (0 with `launchers`, unless one of them is
+    /// `kernel.launcher`), 0 in 'per-call'. An integer from 0 to 64.
     pub prewarm: Option<f64>,
-    /// Defaults for every kernel (a request's cwd and interpreter override them).
+    /// Defaults for every kernel (a request's cwd, interpreter and launcher override them).
     pub kernel: Option<KernelOptions>,
+    /// Launchers (argv prefixes, as `kernel.launcher`) to place sessions on: a session
+    /// whose request names no `launcher` runs on one of them, chosen by `placement` when
+    /// its first kernel starts and kept for the session's life (a `reset`, or a restart
+    /// after its kernel died, runs on the same one; once disposed or evicted, the session
+    /// is placed anew). Their words are quoted for a shell as
+    /// `kernel.launcherShell` says. Not with `launcherFor`; an empty list or an empty argv
+    /// is `ERR_INVALID_ARG`; so are `kernel.maxProcesses` and a `kernel.sandbox` other than
+    /// the default or 'off' (a launched kernel takes neither). Spares stay on the pool's
+    /// default launcher (see `prewarm`).
+    pub launchers: Option<Vec<Vec<String>>>,
+    /// How `launchers` are given to new sessions: 'round-robin' (each on the next of the
+    /// list, in the order their first kernels start) or 'least-loaded' (on the one running
+    /// the fewest of this pool's kernels, spares and those of requests that named it
+    /// included; ties go to the earlier in the list). Only with `launchers`.
+    /// @default 'round-robin'
+    #[napi(ts_type = "'round-robin' | 'least-loaded'")]
+    pub placement: Option<String>,
+    /// Where a session whose request names no `launcher` runs: asked once, when the
+    /// session's first kernel starts (the answer is kept for the session's life, as with
+    /// `launchers`), with the request's `sessionId`, `sessionFile` and `ownerId` (each when
+    /// given). It returns an argv prefix, or `undefined`/`null` for the pool's default
+    /// (`kernel.launcher`, or here), or a Promise of one. A throw, a rejection or any other
+    /// value fails that request with `ERR_INVALID_ARG` naming `launcherFor` (the pool
+    /// goes on; the session's next call asks again). While it decides, the session's later
+    /// calls wait; the request's `signal` and `deadlineMs` bound the wait. Not with
+    /// `launchers`. Spares run on the default and serve only the sessions it sends there.
+    #[napi(
+        ts_type = "(sessionKey: { sessionId?: string; sessionFile?: string; ownerId?: string }) => string[] | undefined | null | Promise<string[] | undefined | null>"
+    )]
+    pub launcher_for: Option<Either<FunctionRef<Value, Unknown<'static>>, Misfit>>,
 }
 
 #[napi(object)]
@@ -71,6 +106,9 @@ pub struct SessionInfo {
     /// Milliseconds since the epoch.
     pub last_used: f64,
     pub execution_count: u32,
+    /// The launcher its kernels run through (the request's, the pool's default or where
+    /// the pool placed it); absent when they run here, or before the pool placed it.
+    pub launcher: Option<Vec<String>>,
 }
 
 #[napi(object)]
@@ -119,8 +157,40 @@ impl JsKernelPool {
         super::init_tracing();
         let options = options.unwrap_or_default();
         let build = || -> std::result::Result<PoolConfig, KernelError> {
-            let kernel = options.kernel.unwrap_or_default().into_config(&env)?;
+            let kernel_options = options.kernel.unwrap_or_default();
+            let given_cwd = kernel_options.cwd.clone();
+            let launcher_shell = kernel_options.launcher_shell;
+            let kernel = kernel_options.into_config(&env)?;
             let mut config = PoolConfig::new(kernel);
+            config.launcher_shell = launcher_shell;
+            if config.kernel.launcher.is_none() {
+                // A kernel the pool sends elsewhere starts in `cwd` as given, there.
+                config.far_cwd = given_cwd.map(PathBuf::from).unwrap_or_default();
+            }
+            config.placement = read_placement(
+                &env,
+                options.launchers,
+                options.placement,
+                options.launcher_for,
+                launcher_shell,
+            )?;
+            if let Some(Placement::Launchers { .. }) = &config.placement {
+                // Every placed session would fail to start: refused now.
+                if config.kernel.max_processes.is_some() {
+                    return Err(KernelError::InvalidArgument {
+                        name: "maxProcesses",
+                        reason: "cannot be counted through a launcher, and every session of a pool with `launchers` runs through one; limit processes where the kernels run".into(),
+                    });
+                }
+                if !config.kernel.sandbox.is_off()
+                    && config.kernel.sandbox != crate::sandbox::SandboxConfig::default()
+                {
+                    return Err(KernelError::InvalidArgument {
+                        name: "sandbox",
+                        reason: "applies to local kernels only, and every session of a pool with `launchers` runs through one; leave it out or set it to 'off'".into(),
+                    });
+                }
+            }
             config.mode = match options.mode.as_deref() {
                 None | Some("session") => PoolMode::Session,
                 Some("per-call") => PoolMode::PerCall,
@@ -187,10 +257,20 @@ impl JsKernelPool {
             )?;
             config.artifacts_dir = options.artifacts_dir.map(PathBuf::from);
             let prewarm = optional_integer("prewarm", options.prewarm, (0, bounds::MAX_PREWARM))?;
+            // Spares run on the default launcher: with `launchers`, no session that names
+            // none would take one, unless the default is one of them.
+            let spares_fit = match &config.placement {
+                Some(Placement::Launchers { launchers, .. }) => config
+                    .kernel
+                    .launcher
+                    .as_ref()
+                    .is_some_and(|default| launchers.contains(default)),
+                _ => true,
+            };
             config.prewarm = match (prewarm, config.mode) {
                 (Some(n), _) => n as usize,
-                (None, PoolMode::Session) => 1,
-                (None, PoolMode::PerCall) => 0,
+                (None, PoolMode::Session) if spares_fit => 1,
+                (None, _) => 0,
             };
             config.prepare_artifacts_dirs()?;
             Ok(config)
@@ -227,10 +307,11 @@ impl JsKernelPool {
                 notices,
                 session_id: reader.get("sessionId", "a string")?,
                 session_file: reader.get("sessionFile", "a string")?,
-                cwd: reader
-                    .get::<String>("cwd", "a string")?
-                    .map(super::host_path),
+                // As given: the pool makes a local kernel's absolute against the host's
+                // cwd, and leaves a launched one's to the far side.
+                cwd: reader.get::<String>("cwd", "a string")?.map(PathBuf::from),
                 interpreter: reader.get("interpreter", "a string")?,
+                launcher: reader.get("launcher", "an array of strings (an argv prefix)")?,
                 owner_id: reader.get("ownerId", "a string")?,
                 timeout_seconds: timeout_seconds(reader.get("timeoutSeconds", "a number")?)?,
                 timeout_ms: reader.get("timeoutMs", "a number")?,
@@ -350,6 +431,7 @@ impl JsKernelPool {
                     .duration_since(UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_millis() as f64),
                 execution_count: s.execution_count,
+                launcher: s.launcher,
             })
             .collect()
     }
