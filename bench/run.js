@@ -21,6 +21,7 @@ const { killAll } = require('./lib/proc')
 const { measureFloors } = require('./lib/floors')
 const { measurePykernel } = require('./lib/pykernel')
 const { measureJupyter } = require('./lib/jupyter')
+const { measureLaunchers } = require('./lib/launchers')
 const { buildRows, targets, markdown } = require('./lib/report')
 
 // A 1x1 PNG, base64: the display-frame payload.
@@ -136,6 +137,16 @@ async function main() {
     pykernel = { __error: e.message, addon }
     log(`pykernel failed: ${e.message}`)
   }
+  log('launchers (bwrap, ssh to 127.0.0.1)')
+  let launchers
+  const tLaunchers = Date.now()
+  try {
+    launchers = await measureLaunchers(python, cfg, log)
+  } catch (e) {
+    launchers = { __error: e.message.replace(/\s+/g, ' ') }
+    log(`launchers failed: ${e.message}`)
+  }
+  log(`launchers took ${((Date.now() - tLaunchers) / 1000).toFixed(1)} s`)
   const runner = pykernel.runner || { __error: pykernel.__error || 'not run' }
   let jupyter = null
   let jupyterRaw = null
@@ -161,7 +172,7 @@ async function main() {
   }
   if (pykernel.echoAfterIdleMs) floor.newSessionFirstCellMs = pykernel.echoAfterIdleMs
   if (pykernel.echoAfterShortIdleMs) floor.newSessionFirstCellShortIdleMs = pykernel.echoAfterShortIdleMs
-  const rows = buildRows({ pykernel, jupyter, floor, runner }, cfg)
+  const rows = buildRows({ pykernel, jupyter, floor, runner, launchers }, cfg)
   let pythonReal = python
   try {
     pythonReal = fs.realpathSync(python)
@@ -183,7 +194,7 @@ async function main() {
     config: cfg,
     rows,
     targets: targets(rows, cfg),
-    raw: { pykernel, jupyter: jupyterRaw || jupyter, floor },
+    raw: { pykernel, jupyter: jupyterRaw || jupyter, floor, launchers },
   }
   out.elapsedS = Math.round((Date.now() - t0) / 100) / 10
   const md = markdown(out) + `\nRun took ${out.elapsedS} s (\`node bench/run.js --${args.mode}\`).\n`

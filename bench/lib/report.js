@@ -2,12 +2,24 @@
 // Results -> summary rows, the issue-7 targets, and the markdown table.
 const { summarize } = require('./stats')
 
-// key, label, unit, scale (raw -> shown), which sides have it, floor key and its label.
+// The launcher rows' reference: a local kernel, same interpreter, `sandbox: 'off'`, timed
+// interleaved with the launched ones (lib/launchers.js).
+const LOCAL_START = { sides: ['pykernel', 'floor'], floorFrom: 'launchers', floor: 'startLocalMs', floorWhat: "local Kernel.start, `sandbox: 'off'`, interleaved" }
+const LOCAL_WARM = { sides: ['pykernel', 'floor'], floorFrom: 'launchers', floor: 'warmLocalMs', floorWhat: "local kernel, `sandbox: 'off'`, interleaved" }
+
+// key, label, unit, scale (raw -> shown), which sides have it, floor key and its label
+// (floorFrom: the results the floor column reads, default the floors).
 const METRICS = [
   { key: 'coldStartMs', label: 'cold start: spawn -> `1+1` result', unit: 'ms', floor: 'coldStartMs', floorWhat: 'echo server spawn -> first answer' },
   { key: 'coldStartOffMs', label: "… the same with `sandbox: 'off'` (interleaved)", unit: 'ms', sides: ['pykernel'] },
   { key: 'startToReadyMs', label: '… of which Kernel.start (spawn -> ready)', unit: 'ms', sides: ['pykernel'] },
   { key: 'coldStartMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'coldStartMs' },
+  // Through a launcher (lib/launchers.js): the floor column holds the local kernel measured
+  // in the same window (same interpreter, `sandbox: 'off'`), so the ratio is launcher/local.
+  { key: 'startEnvMs', from: 'launchers', label: '… Kernel.start through a no-op launcher (`env`: bootstrap, runner shipped, far-side relay)', unit: 'ms', ...LOCAL_START },
+  { key: 'startBwrapMs', from: 'launchers', label: '… Kernel.start through `bwrap`', unit: 'ms', ...LOCAL_START },
+  { key: 'startSshMs', from: 'launchers', label: '… Kernel.start through `ssh` to 127.0.0.1, ControlMaster on', unit: 'ms', ...LOCAL_START },
+  { key: 'startSshNoCmMs', from: 'launchers', label: '… Kernel.start through `ssh` to 127.0.0.1, no ControlMaster (new TCP + key auth each start)', unit: 'ms', ...LOCAL_START },
   { key: 'newSessionFirstCellMs', label: "new session's first `1+1` (KernelPool, prewarmed, after {idle} s idle)", unit: 'ms', sides: ['pykernel', 'floor'], floor: 'newSessionFirstCellMs', floorWhat: 'one echo round trip after the same idle time' },
   { key: 'newSessionFirstCellShortIdleMs', label: '… after {shortIdle} s idle instead of {idle} s', unit: 'ms', sides: ['pykernel', 'floor'], when: (cfg) => cfg.shortSettleMs < cfg.settleMs, floor: 'newSessionFirstCellShortIdleMs', floorWhat: 'one echo round trip after the same idle time' },
   { key: 'warmRoundTripMs', label: 'warm `1+1` round trip', unit: 'ms', floor: 'warmRoundTripMs', floorWhat: 'echo round trip, interleaved with pykernel' },
@@ -15,6 +27,9 @@ const METRICS = [
   { key: 'warmRoundTripMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'warmRoundTripMs' },
   { key: 'warmOneCoreMs', label: '… host and kernel pinned to one core', unit: 'ms', sides: ['pykernel', 'floor'], floor: 'warmOneCoreMs', floorWhat: 'echo round trip, pinned the same way' },
   { key: 'warmTwoCoresMs', label: '… host pinned to one core, kernel to the other', unit: 'ms', sides: ['pykernel', 'floor'], floor: 'warmTwoCoresMs', floorWhat: 'echo round trip, pinned the same way' },
+  { key: 'warmEnvMs', from: 'launchers', label: '… through a no-op launcher (`env`)', unit: 'ms', ...LOCAL_WARM },
+  { key: 'warmBwrapMs', from: 'launchers', label: '… through `bwrap`', unit: 'ms', ...LOCAL_WARM },
+  { key: 'warmSshMs', from: 'launchers', label: '… through `ssh` to 127.0.0.1, ControlMaster on', unit: 'ms', ...LOCAL_WARM },
   { key: 'hostCpuPerCellUs', label: 'host CPU per warm cell', unit: 'µs', floor: 'hostCpuPerCellUs', floorWhat: 'Node CPU per echo round trip, interleaved' },
   { key: 'hostCpuPerCellUs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'µs', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'hostCpuPerCellUs' },
   { key: 'linesMBps', label: '{MB} MB as {lines} print lines', unit: 'MB/s', higher: true, floor: 'linesMBps', floorWhat: 'bare pipe, `python -u` prints, Node reads' },
@@ -67,7 +82,7 @@ function buildRows(results, cfg) {
         row[s] = null
         continue
       }
-      const src = s === 'pykernel' && m.from ? m.from : s
+      const src = s === 'pykernel' && m.from ? m.from : s === 'floor' && m.floorFrom ? m.floorFrom : s
       const got = side(results[src], s === 'floor' ? m.floor : m.key)
       if (got.summary) {
         const sc = {}
@@ -148,6 +163,21 @@ function markdown(out) {
   else L.push(`  - Jupyter: n/a (${out.jupyterError})`)
   if (out.raw.pykernel && out.raw.pykernel.__error) L.push(`  - pykernel: n/a (${out.raw.pykernel.__error})`)
   L.push(`  - base interpreter (made the venv; its site-packages runs .pth files at start-up): \`${out.interpreters.base}\``)
+  const la = out.raw.launchers
+  if (la && la.__error) L.push(`- launcher rows: n/a (${la.__error})`)
+  else if (la) {
+    const rep = Object.entries(la.interpreterReported || {}).map(([k, v]) => `${k} \`${v}\``).join(', ')
+    L.push(`- launcher rows (\`Kernel.start({ launcher })\`): the same interpreter, passed by absolute path, runs on the far side; the floor column is a local kernel (\`sandbox: 'off'\`, as a launched kernel has no local sandbox) timed interleaved with them, so pykernel/floor is launcher/local`)
+    if (rep) L.push(`  - kernels report \`sys.executable\`: ${rep}`)
+    const argv = (a) => (a ? `\`${a.join(' ')}\`` : 'n/a')
+    L.push(`  - no-op: ${argv(la.launchers.Env)}; bwrap: ${argv(la.launchers.Bwrap)}`)
+    L.push(`  - ssh: a throwaway sshd on 127.0.0.1 (key auth, \`UsePAM no\`), ${argv(la.launchers.Ssh)}; the discarded warm-up start finds the ControlMaster up and later starts share its connection. No ControlMaster: the same with \`-o ControlMaster=no -o ControlPath=none\` in place of the Control options`)
+    const med = (x) => {
+      const got = side(la, x)
+      return got.summary ? `${fmt(got.summary.median)} ms` : `n/a (${got.missing})`
+    }
+    if (la.sshTrueMs) L.push(`  - \`ssh … true\` alone, interleaved with the starts (a session with no kernel: the connection or mux session, and the far login shell with its startup files): ${med('sshTrueMs')} with the ControlMaster, ${med('sshNoCmTrueMs')} without`)
+  }
   L.push(`- sizes: ${out.config.streamBytes / 1e6} MB streams (${out.config.streamBytes / 100} lines), ${out.config.frames} frames, ${out.config.warmRuns} warm cells, ${out.config.coldRuns} cold starts, ${out.config.interruptRuns} interrupts, ${out.config.fourRuns}x 4 sessions`)
   L.push('')
   L.push('| metric | pykernel | Jupyter | floor | pykernel/Jupyter | pykernel/floor |')
