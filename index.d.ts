@@ -646,6 +646,16 @@ export interface PoolOptions {
    * `kernel.launcher`), 0 in 'per-call'. An integer from 0 to 64.
    */
   prewarm?: number | undefined
+  /**
+   * Modules each spare imports as soon as it is ready (e.g. `['numpy', 'pandas',
+   * 'matplotlib.pyplot']`), so a new session that claims one finds them in
+   * `sys.modules` and its `import pandas as pd` is instant. Imported by the runner, not
+   * in the session's namespace (no name is defined), under the spare's own sandbox; a
+   * module that fails to import is logged and skipped. Only spares preload (see
+   * `prewarm`): a session that starts its own kernel imports what it needs itself.
+   * Dotted module names, at most 64.
+   */
+  preload?: Array<string> | undefined
   /** Defaults for every kernel (a request's cwd, interpreter and launcher override them). */
   kernel?: KernelOptions | undefined
   /**

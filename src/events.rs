@@ -475,6 +475,7 @@ impl Collector {
             | RunnerFrame::Started { .. }
             | RunnerFrame::Call { .. }
             | RunnerFrame::Pong { .. }
+            | RunnerFrame::Preloaded { .. }
             | RunnerFrame::KernelExit { .. }
             | RunnerFrame::Heartbeat
             | RunnerFrame::Unknown => None,

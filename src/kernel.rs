@@ -1365,6 +1365,49 @@ impl Kernel {
         }
     }
 
+    /// Imports `modules` in the kernel ahead of its first cell, outside the user's
+    /// namespace (its stdout goes nowhere), in this kernel's turn; `Ok` holds the modules
+    /// that failed, with their exceptions. An error when the kernel did not answer within
+    /// `wait` (it is then of no use: the caller ends it) or died.
+    pub async fn preload(
+        &self,
+        modules: &[String],
+        wait: Duration,
+    ) -> Result<BTreeMap<String, String>> {
+        let turn = self.queue().turn().await;
+        let id = self.request_id('l');
+        let (mut rx, _route) = open_route(&self.routes, &id);
+        let frame = HostFrame::Preload {
+            id: id.clone(),
+            modules: modules.to_vec(),
+        };
+        let answer = timeout(wait, async {
+            self.send(&frame).await.ok()?;
+            while let Some(frame) = rx.recv().await {
+                if let RunnerFrame::Preloaded { errors, .. } = frame {
+                    return Some(errors);
+                }
+            }
+            None
+        })
+        .await;
+        drop(turn);
+        match answer {
+            Ok(Some(errors)) => Ok(errors),
+            Ok(None) => Err(KernelError::KernelDead {
+                exit: self
+                    .exit_info()
+                    .map_or("closed its protocol pipe".into(), |e| e.to_string()),
+                stderr: self.stderr_tail().await,
+            }),
+            Err(_) => Err(KernelError::StartTimeout {
+                timeout_ms: wait.as_millis() as u64,
+                interpreter: self.interpreter().to_string(),
+                stderr: self.stderr_tail().await,
+            }),
+        }
+    }
+
     /// Sends a ping and waits for its pong.
     pub async fn ping(&self, wait: Duration) -> bool {
         let id = self.request_id('p');

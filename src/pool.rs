@@ -71,6 +71,9 @@ pub struct PoolConfig {
     /// a call waits for room. They start on the pool's default launcher (`kernel.launcher`,
     /// or here) and serve only kernels meant to run there.
     pub prewarm: usize,
+    /// Modules every spare imports once it is ready, so a session that claims it finds
+    /// them in `sys.modules` (see [`Kernel::preload`]).
+    pub preload: Vec<String>,
     /// Where sessions that name no launcher run, when not on `kernel.launcher`.
     pub placement: Option<Placement>,
     /// Whether the words after a launcher a request, `launchers` or `launcherFor` names are
@@ -94,6 +97,7 @@ impl PoolConfig {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             artifacts_dir: None,
             prewarm: 1,
+            preload: Vec::new(),
             placement: None,
             launcher_shell: None,
             far_cwd: match kernel.launcher {
@@ -797,10 +801,14 @@ impl PoolInner {
             let config = self.config.session_kernel();
             let grace = self.config.shutdown_grace;
             let loads = self.placer.loads().clone();
+            let preload = self.config.preload.clone();
             self.runtime.spawn(async move {
                 // Initialized with the pool's defaults: a session claiming it with the
                 // same settings (the usual case) runs its first cell at once.
-                let started = start_in(slot, &config, grace, &loads, None).await;
+                let started = match start_in(slot, &config, grace, &loads, None).await {
+                    Ok(spare) => preload_spare(spare, &preload, grace).await,
+                    failed => failed,
+                };
                 // Dropped with the pool: the kernel's Drop kills it.
                 let Some(pool) = pool.upgrade() else { return };
                 let spare = {
@@ -1108,6 +1116,35 @@ async fn start_in(
         Err(error) => Err(StartFailed {
             error,
             unconfirmed: end_kernel(live, grace).await.err(),
+        }),
+    }
+}
+
+/// How long a spare may take to import the pool's `preload` (pandas and matplotlib take
+/// seconds on a slow machine) before it is given up.
+const PRELOAD_WAIT: Duration = Duration::from_secs(120);
+
+/// Imports the pool's `preload` in a spare that just started. A module that fails is
+/// logged and the spare kept (the session's own import will say why); a spare that does
+/// not answer is ended.
+async fn preload_spare(
+    spare: LiveKernel,
+    modules: &[String],
+    grace: Duration,
+) -> Result<LiveKernel, StartFailed> {
+    if modules.is_empty() {
+        return Ok(spare);
+    }
+    match spare.kernel.preload(modules, PRELOAD_WAIT).await {
+        Ok(errors) => {
+            for (module, error) in errors {
+                tracing::warn!(module = %module, "a spare kernel could not preload it: {error}");
+            }
+            Ok(spare)
+        }
+        Err(error) => Err(StartFailed {
+            error,
+            unconfirmed: end_kernel(spare, grace).await.err(),
         }),
     }
 }

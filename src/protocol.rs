@@ -55,6 +55,12 @@ pub enum HostFrame {
     Ping {
         id: String,
     },
+    /// Import these modules ahead, outside the user's namespace (a pool's spare, so a
+    /// session that claims it finds them in `sys.modules`). Answered by `preloaded`.
+    Preload {
+        id: String,
+        modules: Vec<String>,
+    },
     /// Stop request `id`: sent before the SIGINT, so an interrupt that lands before the
     /// cell is running (and is ignored there) still reaches it when the cell starts.
     Interrupt {
@@ -165,6 +171,12 @@ pub enum RunnerFrame {
     Pong {
         id: Option<String>,
     },
+    /// The `preload` is over; `errors` maps each module that failed to its exception.
+    Preloaded {
+        id: Option<String>,
+        #[serde(default)]
+        errors: BTreeMap<String, String>,
+    },
     Done {
         id: Option<String>,
         #[serde(default)]
@@ -203,6 +215,7 @@ impl RunnerFrame {
             | RunnerFrame::Error { id, .. }
             | RunnerFrame::Call { id, .. }
             | RunnerFrame::Pong { id }
+            | RunnerFrame::Preloaded { id, .. }
             | RunnerFrame::Done { id, .. } => id.as_deref(),
             RunnerFrame::KernelExit { .. } | RunnerFrame::Heartbeat | RunnerFrame::Unknown => None,
         }

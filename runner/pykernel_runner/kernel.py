@@ -282,7 +282,7 @@ class Kernel:
         kind = request.get("type")
         if kind is None and "code" in request:
             kind = request["type"] = "execute"
-        if kind in ("execute", "init"):
+        if kind in ("execute", "init", "preload"):
             self._requests.put(request)
         elif kind == "reply":
             self._settle_call(request)
@@ -400,6 +400,8 @@ class Kernel:
                     self._warm_up()
                 elif request["type"] == "init":
                     self._init(request)
+                elif request["type"] == "preload":
+                    self._preload(request)
                 else:
                     self._execute(request)
             except KeyboardInterrupt:
@@ -446,6 +448,27 @@ class Kernel:
             "python": "%d.%d.%d" % sys.version_info[:3],
             "executable": sys.executable,
         })
+
+    def _preload(self, request):
+        """Import the modules a pool's spare keeps ready, as the runner's own:
+        nothing enters the user's namespace, and what an import prints belongs to
+        this request, which the host discards.  A module that fails is reported,
+        not raised: the others are still worth having."""
+        errors = {}
+        self._main_thread.__dict__[RUN_ATTR] = request.get("id")
+        self.running = request.get("id")
+        try:
+            for name in request.get("modules") or ():
+                try:
+                    __import__(name)
+                except BaseException as exc:     # SystemExit, KeyboardInterrupt too
+                    errors[name] = "%s: %s" % (type(exc).__name__, safe_str(exc))
+            self._drain_output(DRAIN_TIMEOUT)
+        finally:
+            self.running = None
+            self._main_thread.__dict__[RUN_ATTR] = None
+        self._channel.send({"type": "preloaded", "id": request.get("id"),
+                            "errors": errors})
 
     def _make_namespace(self):
         if self.namespace is None:  # a second init replaces the namespace, not this

@@ -62,6 +62,14 @@ pub struct PoolOptions {
     /// @default 1 in 'session' mode (0 with `launchers`, unless one of them is
     /// `kernel.launcher`), 0 in 'per-call'. An integer from 0 to 64.
     pub prewarm: Option<f64>,
+    /// Modules each spare imports as soon as it is ready (e.g. `['numpy', 'pandas',
+    /// 'matplotlib.pyplot']`), so a new session that claims one finds them in
+    /// `sys.modules` and its `import pandas as pd` is instant. Imported by the runner, not
+    /// in the session's namespace (no name is defined), under the spare's own sandbox; a
+    /// module that fails to import is logged and skipped. Only spares preload (see
+    /// `prewarm`): a session that starts its own kernel imports what it needs itself.
+    /// Dotted module names, at most 64.
+    pub preload: Option<Vec<String>>,
     /// Defaults for every kernel (a request's cwd, interpreter and launcher override them).
     pub kernel: Option<KernelOptions>,
     /// Launchers (argv prefixes, as `kernel.launcher`) to place sessions on: a session
@@ -272,6 +280,7 @@ impl JsKernelPool {
                 (None, PoolMode::Session) if spares_fit => 1,
                 (None, _) => 0,
             };
+            config.preload = preload_modules(options.preload)?;
             config.prepare_artifacts_dirs()?;
             Ok(config)
         };
@@ -435,4 +444,32 @@ impl JsKernelPool {
             })
             .collect()
     }
+}
+
+/// The `preload` option: dotted module names (`pkg.sub`), each part an identifier.
+fn preload_modules(names: Option<Vec<String>>) -> std::result::Result<Vec<String>, KernelError> {
+    let names = names.unwrap_or_default();
+    let invalid = |reason: String| KernelError::InvalidArgument {
+        name: "preload",
+        reason,
+    };
+    if names.len() > 64 {
+        return Err(invalid(format!(
+            "names at most 64 modules, got {}",
+            names.len()
+        )));
+    }
+    for name in &names {
+        let identifier = |part: &str| {
+            let mut chars = part.chars();
+            chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+                && chars.all(|c| c == '_' || c.is_alphanumeric())
+        };
+        if !name.split('.').all(identifier) {
+            return Err(invalid(format!(
+                "{name:?} is not a module name (dotted identifiers, e.g. 'matplotlib.pyplot')"
+            )));
+        }
+    }
+    Ok(names)
 }
