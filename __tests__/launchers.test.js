@@ -191,6 +191,22 @@ for (const [name, setup] of Object.entries(SETUPS)) {
       assert.match(r.error.evalue, /killed by signal 11 \(SIGSEGV\)/)
     })
 
+    test('a cell that kills its supervisor takes the kernel with it', { skip: !usable && `${name} unavailable` }, async () => {
+      const kernel = await start()
+      const at = await where(kernel)
+      // Holding the GIL after the kill: the kernel cannot notice its stdin closing.
+      const r = await kernel.execute('import ctypes, os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nctypes.PyDLL(None).usleep(6 * 1000 * 1000)')
+      if (at.ppid === 1) {
+        // The supervisor is its PID namespace's init (unshare): the kill does nothing.
+        assert.equal(r.status, 'ok', JSON.stringify(r.error))
+        await kernel.shutdown()
+        return
+      }
+      assert.equal(r.kernelDied, true)
+      assert.ok(await waitFor(() => farSideGone(at), { timeoutMs: 3000 }), 'the kernel outlived its supervisor')
+      assert.ok(await waitFor(() => !isAlive(kernel.pid), { timeoutMs: 3000 }), 'the launcher is still running')
+    })
+
     test('shutdown leaves no process on either side', { skip: !usable && `${name} unavailable` }, async () => {
       const kernel = await start()
       const at = await where(kernel)

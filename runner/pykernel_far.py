@@ -43,13 +43,14 @@ def main():
     directory = write_runner(FILES)  # noqa: F821 (given by the bootstrap)
     to_kernel_r, to_kernel_w = os.pipe()
     from_kernel_r, from_kernel_w = os.pipe()
+    supervisor = os.getpid()
     kernel = os.fork()
     if kernel == 0:
         os.dup2(to_kernel_r, 0)
         os.dup2(from_kernel_w, 1)
         for fd in (to_kernel_r, to_kernel_w, from_kernel_r, from_kernel_w):
             os.close(fd)
-        run_kernel(directory, memory_limit)
+        run_kernel(directory, memory_limit, supervisor)
     os.close(to_kernel_r)
     os.close(from_kernel_w)
     status = Supervisor(kernel, to_kernel_w, from_kernel_r, grace).run()
@@ -83,10 +84,11 @@ def write_runner(files):
              % "; ".join(errors))
 
 
-def run_kernel(directory, memory_limit):
+def run_kernel(directory, memory_limit, supervisor):
     """Become the kernel: runner.py as ``__main__``, in this interpreter (a
     second one would double the start-up)."""
     os.setsid()     # its own group: in-band signals reach it and its children
+    die_with(supervisor)
     if memory_limit != "-":
         import resource
         limit = int(memory_limit)
@@ -110,6 +112,20 @@ def run_kernel(directory, memory_limit):
         traceback.print_exc()
         os._exit(1)
     os._exit(0)
+
+
+def die_with(supervisor):
+    """On Linux the kernel is killed when its supervisor ends, however it ends
+    (a cell can kill it: same user): nobody would stop the kernel otherwise."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)     # PR_SET_PDEATHSIG, SIGKILL
+    except Exception:
+        return
+    if os.getppid() != supervisor:      # it ended before the call
+        os._exit(1)
 
 
 def remove_tree(directory):
