@@ -462,3 +462,22 @@ test('a usage error is one line on stderr and exits 2', async () => {
     assert.equal(r.code, 2)
   })
 })
+
+test('--launcher starts the kernel through a command (words or a JSON array); bad ones are usage errors', async () => {
+  const far = "import sys; print(sys.modules['pykernel_runner'].__file__)"
+  for (const launcher of ['env', '["env"]']) {
+    const r = await cli([...pythonArgs, '--launcher', launcher, '-c', far])
+    assert.equal(r.code, 0, r.stderr)
+    assert.match(r.stdout, /\/pykernel-far-[0-9a-f]{16}\/pykernel_runner\/__init__\.py\n$/)
+  }
+  const empty = await cli(['--launcher', ' ', '-c', '1'])
+  assert.equal(empty.code, 2)
+  assert.match(empty.stderr, /--launcher needs a command/)
+  const json = await cli(['--launcher', '[1]', '-c', '1'])
+  assert.match(json.stderr, /array of strings/)
+  const check = await cli(['check', '--launcher', 'env'])
+  assert.match(check.stderr, /--launcher does not apply/)
+  const missing = await cli([...pythonArgs, '--launcher', 'no-such-launcher-pk', 'exec', '1'])
+  assert.equal(missing.code, 2)
+  assert.match(missing.stderr, /cannot run the launcher `no-such-launcher-pk`/)
+})

@@ -13,8 +13,8 @@ const tool = require('../tool.js')
 const cli = path.join(__dirname, '..', 'bin', 'pykernel.js')
 
 /** A connected client of a fresh `pykernel mcp`, closed (and the server gone) after `t`. */
-async function connect(t) {
-  const args = [cli, 'mcp', ...(python ? ['--python', python] : [])]
+async function connect(t, extra = []) {
+  const args = [cli, 'mcp', ...(python ? ['--python', python] : []), ...extra]
   const transport = new StdioClientTransport({ command: process.execPath, args, stderr: 'pipe' })
   const client = new Client({ name: 'pykernel-test', version: '0' })
   await client.connect(transport)
@@ -110,4 +110,11 @@ test('images past what one MCP message holds are left out with a note, and the c
   assert.equal(images.length, 1, JSON.stringify(r.content.map((c) => c.type)))
   assert.match(textOf(r), /\[image 2 \(image\/png, \d+\.\d MB\) left out: it would make the result too large to send/)
   assert.equal(textOf(await run(client, { cells: [{ code: '6*7' }] })), '42\n')
+})
+
+test('--launcher runs the sessions through it (here `env`): the runner is the far side\'s copy', async (t) => {
+  const client = await connect(t, ['--launcher', 'env'])
+  const r = await run(client, { cells: [{ code: "import sys\nprint(sys.modules['pykernel_runner'].__file__)" }], session: 'far' })
+  assert.equal(r.isError, false, textOf(r))
+  assert.match(textOf(r), /\/pykernel-far-[0-9a-f]{16}\/pykernel_runner\/__init__\.py/)
 })

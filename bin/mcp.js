@@ -151,7 +151,9 @@ async function serveMcp(addon, opts) {
   // Full output of a truncated call, and kv stores, go here; gone with the server, as the
   // sessions are.
   const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-mcp-'))
-  const pool = new addon.KernelPool({ kernel: { cwd: process.cwd(), interpreter: opts.python }, artifactsDir })
+  // Through `--launcher` the kernels run elsewhere, in the far side's own directory.
+  const kernel = opts.launcher ? { interpreter: opts.python, launcher: opts.launcher } : { cwd: process.cwd(), interpreter: opts.python }
+  const pool = new addon.KernelPool({ kernel, artifactsDir })
   const server = createServer(pool, {
     timeoutSeconds: opts.timeoutMs === undefined ? undefined : opts.timeoutMs / 1000,
   })

@@ -20,12 +20,15 @@ const USAGE = `Usage:
   pykernel repl [options]                      the REPL; piped lines run as if typed
                                                (Out[N]; an error does not stop it)
   pykernel check [--python <path>]             show which Python a kernel would use
-  pykernel mcp [--python <path>] [--timeout <seconds>]
+  pykernel mcp [--python <path>] [--launcher <command>] [--timeout <seconds>]
                                                serve the python tool (and session
                                                tools) to an MCP client over stdio
 
 Options (for run, -c and -, before the file or code: what follows it is the script's):
   --python <path>      Python interpreter to use (default: discovery; see check)
+  --launcher <command> start the kernel through this command, elsewhere: words
+                       ("docker exec -i box", "ssh -T gpu-1") or a JSON array;
+                       --python is then the far side's (default python3)
   --timeout <seconds>  interrupt a cell (or script) that runs longer than this
   --images-dir <dir>   where to save image/png and image/jpeg outputs
                        (default: a new pykernel-images-* folder in the temp dir)
@@ -76,7 +79,7 @@ function scriptNamedBy(positional) {
  * (`run <file>`, `-c <code>`, `-`); everything after it is the script's `sys.argv[1:]`.
  */
 function parseArgs(argv) {
-  const opts = { json: false, help: false, version: false, python: undefined, timeoutMs: undefined, imagesDir: undefined }
+  const opts = { json: false, help: false, version: false, python: undefined, launcher: undefined, timeoutMs: undefined, imagesDir: undefined }
   const positional = []
   const takeValue = (name, i, inline) => {
     if (inline !== undefined) return [inline, i]
@@ -122,6 +125,10 @@ function parseArgs(argv) {
         if (!value) throw new UsageError('--python needs a path')
         opts.python = value
         break
+      case '--launcher':
+        ;[value, i] = takeValue(name, i, inline)
+        opts.launcher = launcherWords(value)
+        break
       case '--images-dir':
         ;[value, i] = takeValue(name, i, inline)
         if (!value) throw new UsageError('--images-dir needs a directory')
@@ -141,6 +148,35 @@ function parseArgs(argv) {
     }
   }
   return { opts, positional }
+}
+
+/**
+ * `--launcher`'s value as an argv prefix: a JSON array of words (`'["ssh","-T","h"]'`), or
+ * words separated by spaces (`'docker exec -i box'`).
+ */
+function launcherWords(value) {
+  let words
+  if (value.trim().startsWith('[')) {
+    try {
+      words = JSON.parse(value)
+    } catch (err) {
+      throw new UsageError(`--launcher is not a JSON array of words: ${err.message}`)
+    }
+    if (!Array.isArray(words) || !words.every((w) => typeof w === 'string')) {
+      throw new UsageError('--launcher as JSON must be an array of strings')
+    }
+  } else {
+    words = value.split(/\s+/).filter(Boolean)
+  }
+  if (!words.length || !words[0]) throw new UsageError('--launcher needs a command, e.g. --launcher "docker exec -i box"')
+  return words
+}
+
+/** Where a kernel of the CLI starts: here, or through `--launcher` (the far side's own cwd). */
+function kernelOptions(opts) {
+  return opts.launcher
+    ? { interpreter: opts.python, launcher: opts.launcher }
+    : { cwd: process.cwd(), interpreter: opts.python }
 }
 
 // ---------------------------------------------------------------------------
@@ -423,7 +459,7 @@ function installSignalHandlers(onIdleInterrupt) {
 
 async function startKernel(addon, opts) {
   try {
-    return await addon.Kernel.start({ cwd: process.cwd(), interpreter: opts.python })
+    return await addon.Kernel.start(kernelOptions(opts))
   } catch (err) {
     errLine(`pykernel: ${messageOf(err)}`)
     flushAndExit(2)
@@ -797,6 +833,7 @@ async function main(argv) {
       return usageError('run needs a file to run (or - for stdin)')
     case 'check':
       if (args.length) return usageError(`unexpected argument '${args[0]}'`)
+      if (opts.launcher) return usageError('check looks for Python here; --launcher does not apply')
       return cmdCheck(loadAddon(), opts)
     case 'mcp':
       if (args.length) return usageError(`unexpected argument '${args[0]}'`)
