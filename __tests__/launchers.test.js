@@ -263,6 +263,20 @@ describe('launcher edge cases (env as the launcher)', () => {
     await assert.rejects(Kernel.start({ launcher: ['env'], linkTimeoutMs: 5 }), { code: 'ERR_INVALID_ARG', message: /linkTimeoutMs/ })
   })
 
+  test("a start's abort and deadline end a far side that never answers, without waiting out the start-up timeout", async () => {
+    const silent = ['sh', '-c', 'sleep 30', 'silent-far-side']
+    const ac = new AbortController()
+    setTimeout(() => ac.abort(), 200)
+    let t0 = Date.now()
+    await assert.rejects(Kernel.start({ launcher: silent, signal: ac.signal, startupTimeoutMs: 60000 }), { code: 'ERR_ABORTED' })
+    assert.ok(Date.now() - t0 < 5000, `the abort took ${Date.now() - t0} ms`)
+    t0 = Date.now()
+    await assert.rejects(Kernel.start({ launcher: silent, deadlineMs: 300, startupTimeoutMs: 60000 }), { code: 'ERR_KERNEL_START_TIMEOUT' })
+    assert.ok(Date.now() - t0 < 5000, `the deadline took ${Date.now() - t0} ms`)
+    const { processesWith } = require('./helpers/kernel')
+    assert.ok(await waitFor(() => processesWith('silent-far-side').length === 0, { timeoutMs: 3000 }), 'a launcher was left running')
+  })
+
   test('no Python on the far side, or one too old, is said plainly', async () => {
     await assert.rejects(Kernel.start({ launcher: ['env'], interpreter: 'python-none-such' }), {
       code: 'ERR_KERNEL_START_FAILED',

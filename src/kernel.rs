@@ -749,23 +749,32 @@ impl Kernel {
                 far: Some(launcher.clone()),
             },
         );
-        // The runner, ahead of the protocol. A far side that is not there (no Python, a
-        // refused login) stops reading; the init that follows then reports its stderr.
+        Ok(kernel)
+    }
+
+    /// A launched kernel's runner, sent ahead of the protocol by its first `initialize`
+    /// (where an abort or a deadline of the start can cut it short), and from then on its
+    /// link watched. A far side that is not there (no Python, a refused login) stops
+    /// reading; the init that follows then reports its stderr.
+    async fn ship_runner(&self, config: &KernelConfig) {
+        let Some(far) = &self.far else { return };
+        if far.shipped.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let _ = timeout(
             config.startup_timeout,
-            kernel.writer.send_bytes(&PAYLOAD.bytes),
+            self.writer.send_bytes(&PAYLOAD.bytes),
         )
         .await;
         // The link is judged from now: connecting and sending the runner took their time.
-        kernel.stream_report.heard();
+        self.stream_report.heard();
         tokio::spawn(watch_link(
-            kernel.writer.clone(),
-            kernel.stream_report.clone(),
-            kernel.process.clone(),
-            kernel.exit.clone(),
+            self.writer.clone(),
+            self.stream_report.clone(),
+            self.process.clone(),
+            self.exit.clone(),
             config.link_timeout,
         ));
-        Ok(kernel)
     }
 
     /// The kernel object over a started process: its reader, stderr drain and writer.
@@ -826,6 +835,7 @@ impl Kernel {
                 launcher,
                 signals,
                 ready: std::sync::OnceLock::new(),
+                shipped: AtomicBool::new(false),
             }
         });
         Arc::new(Kernel {
@@ -866,6 +876,7 @@ impl Kernel {
     /// defaults, then claimed by a session with another cwd or kv store): the runner
     /// then makes a fresh namespace and runs the prelude again.
     pub async fn initialize(&self, config: &KernelConfig) -> Result<()> {
+        self.ship_runner(config).await;
         let (mut init_rx, init_route) = open_route(&self.routes, INIT_ID);
         let init = self.init_frame(config);
         let encoded = init.encode();
@@ -1639,6 +1650,8 @@ struct FarSide {
     signals: mpsc::UnboundedSender<Signal>,
     /// The far side's `sys.executable` and version, from its `ready`.
     ready: std::sync::OnceLock<(String, String)>,
+    /// The runner was sent (see [`Kernel::ship_runner`]).
+    shipped: AtomicBool,
 }
 
 /// Writes each signal asked for as a `signal` frame. SIGKILL ends the kernel whatever the
