@@ -22,6 +22,7 @@ const { measureFloors } = require('./lib/floors')
 const { measurePykernel } = require('./lib/pykernel')
 const { measureJupyter } = require('./lib/jupyter')
 const { measureLaunchers } = require('./lib/launchers')
+const { measurePandas, CELL: PANDAS_CELL } = require('./lib/pandas')
 const { buildRows, targets, markdown } = require('./lib/report')
 
 // A 1x1 PNG, base64: the display-frame payload.
@@ -39,6 +40,7 @@ const MODES = {
     framesRuns: 1,
     interruptRuns: 3,
     fourRuns: 1,
+    pandasRuns: 5,
     settleMs: 300,
     shortSettleMs: 300,
     jupyterTimeoutMs: 90_000,
@@ -54,6 +56,7 @@ const MODES = {
     framesRuns: 3,
     interruptRuns: 20,
     fourRuns: 3,
+    pandasRuns: 10,
     settleMs: 1000,
     shortSettleMs: 300,
     jupyterTimeoutMs: 900_000,
@@ -123,6 +126,7 @@ async function main() {
     return
   }
   if (env.error) log(`Jupyter rows will be n/a: ${env.error}`)
+  if (env.pandasError) log(`pandas rows will be n/a: ${env.pandasError}`)
   const python = env.python
   cfg.basePython = env.base
   log(`interpreter ${python}`)
@@ -147,6 +151,20 @@ async function main() {
     log(`launchers failed: ${e.message}`)
   }
   log(`launchers took ${((Date.now() - tLaunchers) / 1000).toFixed(1)} s`)
+  let pandas
+  if (env.pandas) {
+    log(`a new session's first pandas cell (pandas ${env.pandas.pandas}, numpy ${env.pandas.numpy})`)
+    const tPandas = Date.now()
+    try {
+      pandas = await measurePandas(python, cfg, log)
+    } catch (e) {
+      pandas = { __error: e.message.replace(/\s+/g, ' ') }
+      log(`pandas rows failed: ${e.message}`)
+    }
+    log(`pandas rows took ${((Date.now() - tPandas) / 1000).toFixed(1)} s`)
+  } else {
+    pandas = { __error: env.pandasError }
+  }
   const runner = pykernel.runner || { __error: pykernel.__error || 'not run' }
   let jupyter = null
   let jupyterRaw = null
@@ -155,6 +173,8 @@ async function main() {
     try {
       const jcfg = { ...cfg }
       delete jcfg.basePython
+      if (env.pandas) jcfg.pandasCell = PANDAS_CELL
+      else jcfg.pandasError = env.pandasError
       jupyterRaw = await measureJupyter(python, jcfg, log, cfg.jupyterTimeoutMs)
       jupyter = jupyterRaw.metrics
     } catch (e) {
@@ -172,7 +192,7 @@ async function main() {
   }
   if (pykernel.echoAfterIdleMs) floor.newSessionFirstCellMs = pykernel.echoAfterIdleMs
   if (pykernel.echoAfterShortIdleMs) floor.newSessionFirstCellShortIdleMs = pykernel.echoAfterShortIdleMs
-  const rows = buildRows({ pykernel, jupyter, floor, runner, launchers }, cfg)
+  const rows = buildRows({ pykernel, jupyter, floor, runner, launchers, pandas }, cfg)
   let pythonReal = python
   try {
     pythonReal = fs.realpathSync(python)
@@ -190,11 +210,12 @@ async function main() {
       jupyterKernel: jupyterRaw ? `${jupyterRaw.executable} ${(jupyterRaw.kernelArgv || []).slice(1).join(' ')}`.trim() : null,
     },
     jupyterVersions: env.jupyter,
+    pandasVersions: env.pandas,
     jupyterError: jupyter && jupyter.__error ? jupyter.__error : null,
     config: cfg,
     rows,
     targets: targets(rows, cfg),
-    raw: { pykernel, jupyter: jupyterRaw || jupyter, floor, launchers },
+    raw: { pykernel, jupyter: jupyterRaw || jupyter, floor, launchers, pandas },
   }
   out.elapsedS = Math.round((Date.now() - t0) / 100) / 10
   const md = markdown(out) + `\nRun took ${out.elapsedS} s (\`node bench/run.js --${args.mode}\`).\n`

@@ -7,8 +7,13 @@ const { summarize } = require('./stats')
 const LOCAL_START = { sides: ['pykernel', 'floor'], floorFrom: 'launchers', floor: 'startLocalMs', floorWhat: "local Kernel.start, `sandbox: 'off'`, interleaved" }
 const LOCAL_WARM = { sides: ['pykernel', 'floor'], floorFrom: 'launchers', floor: 'warmLocalMs', floorWhat: "local kernel, `sandbox: 'off'`, interleaved" }
 
+// A new session's first pandas cell (lib/pandas.js): the floor columns read the `python -c`
+// samples taken in the same rounds.
+const PANDAS_IMPORT_FLOOR = { floorFrom: 'pandas', floor: 'pandasImportMs', floorWhat: 'the same import and frame in a running bare interpreter (timed inside `python -c`)' }
+
 // key, label, unit, scale (raw -> shown), which sides have it, floor key and its label
-// (floorFrom: the results the floor column reads, default the floors).
+// (floorFrom: the results the floor column reads, default the floors; jupyterKey: the
+// Jupyter metric, default key).
 const METRICS = [
   { key: 'coldStartMs', label: 'cold start: spawn -> `1+1` result', unit: 'ms', floor: 'coldStartMs', floorWhat: 'echo server spawn -> first answer' },
   { key: 'coldStartOffMs', label: "… the same with `sandbox: 'off'` (interleaved)", unit: 'ms', sides: ['pykernel'] },
@@ -22,6 +27,9 @@ const METRICS = [
   { key: 'startSshNoCmMs', from: 'launchers', label: '… Kernel.start through `ssh` to 127.0.0.1, no ControlMaster (new TCP + key auth each start)', unit: 'ms', ...LOCAL_START },
   { key: 'newSessionFirstCellMs', label: "new session's first `1+1` (KernelPool, prewarmed, after {idle} s idle)", unit: 'ms', sides: ['pykernel', 'floor'], floor: 'newSessionFirstCellMs', floorWhat: 'one echo round trip after the same idle time' },
   { key: 'newSessionFirstCellShortIdleMs', label: '… after {shortIdle} s idle instead of {idle} s', unit: 'ms', sides: ['pykernel', 'floor'], when: (cfg) => cfg.shortSettleMs < cfg.settleMs, floor: 'newSessionFirstCellShortIdleMs', floorWhat: 'one echo round trip after the same idle time' },
+  { key: 'pandasPreloadMs', from: 'pandas', label: "new session's first cell `import pandas as pd; pd.DataFrame({'a': [1, 2]})` (KernelPool, `preload: ['numpy', 'pandas']`, ready spare)", unit: 'ms', jupyterKey: 'pandasFirstCellMs', ...PANDAS_IMPORT_FLOOR },
+  { key: 'pandasPlainMs', from: 'pandas', label: '… the same, prewarmed spare without preload', unit: 'ms', jupyterKey: 'pandasFirstCellMs', ...PANDAS_IMPORT_FLOOR },
+  { key: 'pandasColdMs', from: 'pandas', label: '… the same, cold (`prewarm: 0`: the kernel starts for the session)', unit: 'ms', jupyterKey: 'pandasStartAndCellMs', floorFrom: 'pandas', floor: 'pandasProcessMs', floorWhat: 'the whole `python -c` process, spawn -> exit' },
   { key: 'warmRoundTripMs', label: 'warm `1+1` round trip', unit: 'ms', floor: 'warmRoundTripMs', floorWhat: 'echo round trip, interleaved with pykernel' },
   { key: 'warmRoundTripOffMs', label: "… with `sandbox: 'off'` (interleaved)", unit: 'ms', sides: ['pykernel'] },
   { key: 'warmRoundTripMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'warmRoundTripMs' },
@@ -46,6 +54,8 @@ const METRICS = [
   { key: 'fourSessionsOffMs', label: "… with `sandbox: 'off'` (interleaved)", unit: 'ms', sides: ['pykernel'] },
   { key: 'pythonPassMs', label: '`python -c pass` (floor only)', unit: 'ms', sides: ['floor'], floor: 'pythonPassMs', floorWhat: 'bench venv python' },
   { key: 'basePythonPassMs', label: '`python -c pass`, base interpreter (floor only)', unit: 'ms', sides: ['floor'], floor: 'basePythonPassMs', floorWhat: 'site-packages .pth files run' },
+  { key: 'pandasProcessMs', label: "`python -c \"import pandas as pd; pd.DataFrame({'a': [1, 2]})\"` (floor only)", unit: 'ms', sides: ['floor'], floorFrom: 'pandas', floor: 'pandasProcessMs', floorWhat: 'bench venv python, spawn -> exit' },
+  { key: 'pandasImportMs', label: '… the import and the frame alone, timed inside that process (floor only)', unit: 'ms', sides: ['floor'], ...PANDAS_IMPORT_FLOOR },
   { key: 'linesBufferedMBps', label: '{lines} lines, bare pipe block-buffered (floor only)', unit: 'MB/s', higher: true, sides: ['floor'], floor: 'linesBufferedMBps', floorWhat: 'python without -u' },
 ]
 
@@ -83,7 +93,7 @@ function buildRows(results, cfg) {
         continue
       }
       const src = s === 'pykernel' && m.from ? m.from : s === 'floor' && m.floorFrom ? m.floorFrom : s
-      const got = side(results[src], s === 'floor' ? m.floor : m.key)
+      const got = side(results[src], s === 'floor' ? m.floor : s === 'jupyter' && m.jupyterKey ? m.jupyterKey : m.key)
       if (got.summary) {
         const sc = {}
         for (const [k, v] of Object.entries(got.summary)) sc[k] = k === 'n' ? v : v * scale
@@ -128,6 +138,8 @@ function targets(rows, cfg) {
   add(`one ${cfg.streamBytes / 1e6} MB line >= 100 MB/s`, v, `${fmt(v)} MB/s`, v >= 100)
   v = med('interruptMs', 'pykernel')
   add('interrupt p50 <= 10 ms', v, `${fmt(v)} ms`, v <= 10)
+  v = med('pandasPreloadMs:pandas', 'pykernel')
+  add("new session's first pandas cell <= 20 ms (preload)", v, `${fmt(v)} ms (preload only: no zygote yet)`, v <= 20)
   const a = med('rssAfterStartKiB', 'pykernel')
   const b = med('rssAfterStartKiB', 'floor')
   v = a !== null && b !== null ? a - b : null
@@ -178,7 +190,14 @@ function markdown(out) {
     }
     if (la.sshTrueMs) L.push(`  - \`ssh … true\` alone, interleaved with the starts (a session with no kernel: the connection or mux session, and the far login shell with its startup files): ${med('sshTrueMs')} with the ControlMaster, ${med('sshNoCmTrueMs')} without`)
   }
-  L.push(`- sizes: ${out.config.streamBytes / 1e6} MB streams (${out.config.streamBytes / 100} lines), ${out.config.frames} frames, ${out.config.warmRuns} warm cells, ${out.config.coldRuns} cold starts, ${out.config.interruptRuns} interrupts, ${out.config.fourRuns}x 4 sessions`)
+  const pv = out.pandasVersions
+  const pd = out.raw.pandas
+  if (pd && pd.__error) L.push(`- pandas rows: n/a (${pd.__error})`)
+  else if (pd) {
+    L.push(`- pandas rows (pandas ${pv.pandas}, numpy ${pv.numpy}, in the bench venv): a new session's first cell \`${pd.cell}\`, \`pool.execute\` -> result, each sample a fresh session id, its kernel disposed after; before each call the pools' spares are ready (\`pool.spares.length === 1\`; with \`preload\` that means imported) and the machine idles ${out.config.shortSettleMs / 1000} s. Rounds interleave preload, plain spare, cold and the \`python -c\` floor; round 0 is discarded`)
+    L.push(`  - Jupyter column: a fresh ipykernel started as in the cold-start row, then the same cell at once: kernel ready -> result in the preload and plain rows, \`start_kernel\` -> result (start + cell) in the cold row`)
+  }
+  L.push(`- sizes: ${out.config.streamBytes / 1e6} MB streams (${out.config.streamBytes / 100} lines), ${out.config.frames} frames, ${out.config.warmRuns} warm cells, ${out.config.coldRuns} cold starts, ${out.config.interruptRuns} interrupts, ${out.config.fourRuns}x 4 sessions, ${out.config.pandasRuns} first pandas cells per variant`)
   L.push('')
   L.push('| metric | pykernel | Jupyter | floor | pykernel/Jupyter | pykernel/floor |')
   L.push('|---|---|---|---|---|---|')
@@ -190,7 +209,7 @@ function markdown(out) {
   L.push('Median (p90, p99) over the runs; ratios are medians, pykernel over the other: for times and')
   L.push('memory lower is better, for MB/s and frames/s higher is better. Timings are never asserted.')
   L.push('')
-  L.push('| issue-7 target | measured | holds |')
+  L.push('| target (issue 7; the pandas cell: issue 19) | measured | holds |')
   L.push('|---|---|---|')
   for (const t of out.targets) L.push(`| ${t.target} | ${t.measured} | ${t.holds === null ? 'n/a' : t.holds ? 'yes' : 'no'} |`)
   L.push('')

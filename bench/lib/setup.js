@@ -1,8 +1,8 @@
 'use strict'
 // The bench venv: `bench/.venv-jupyter`, made on first use with the machine's Python
-// (`python3 -m venv`) and holding ipykernel + jupyter_client. Its python runs everything:
-// pykernel's kernels, the Jupyter kernels and the floors, so all rows share one
-// interpreter (a venv also skips the base site-packages' .pth files).
+// (`python3 -m venv`) and holding ipykernel + jupyter_client and pandas. Its python runs
+// everything: pykernel's kernels, the Jupyter kernels and the floors, so all rows share
+// one interpreter (a venv also skips the base site-packages' .pth files).
 const fs = require('node:fs')
 const path = require('node:path')
 const { execFileSync, spawnSync } = require('node:child_process')
@@ -11,6 +11,9 @@ const BENCH = path.resolve(__dirname, '..')
 const VENV = process.env.PYKERNEL_BENCH_VENV ? path.resolve(process.env.PYKERNEL_BENCH_VENV) : path.join(BENCH, '.venv-jupyter')
 const VENV_PY = path.join(VENV, 'bin', 'python')
 const REQUIREMENTS = ['ipykernel==7.4.*', 'jupyter_client==8.10.*']
+// For the rows of a new session's first pandas cell (lib/pandas.js): any pandas (numpy
+// comes with it); the report names both versions.
+const PANDAS = ['pandas']
 
 function log(msg) {
   process.stderr.write(`[bench] ${msg}\n`)
@@ -28,6 +31,28 @@ function basePython() {
   return fs.realpathSync(out)
 }
 
+function pandasVersions(py) {
+  const r = spawnSync(py, ['-c', 'import pandas, numpy; print(pandas.__version__, numpy.__version__)'], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  })
+  if (r.status !== 0) return null
+  const [pandas, numpy] = r.stdout.trim().split(' ')
+  return { pandas, numpy }
+}
+
+/** pip-installs `pkgs` into the venv; returns null or why it failed. */
+function pipInstall(pkgs) {
+  log(`pip install ${pkgs.join(' ')} into the bench venv`)
+  const r = spawnSync(VENV_PY, ['-m', 'pip', 'install', '-q', '--disable-pip-version-check', ...pkgs], {
+    encoding: 'utf8',
+    timeout: 600_000,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  if (r.status === 0) return null
+  return r.error ? r.error.message : (r.stderr || '').trim().split('\n').slice(-1)[0]
+}
+
 function jupyterVersions(py) {
   const r = spawnSync(py, ['-c', 'import ipykernel, jupyter_client; print(ipykernel.__version__, jupyter_client.__version__)'], {
     encoding: 'utf8',
@@ -39,12 +64,14 @@ function jupyterVersions(py) {
 }
 
 /**
- * Makes (or reuses) the venv. Never throws: returns {python, base, venv, jupyter, error}
- * where `python` is the interpreter for every row (the venv's when it exists, else the
- * base) and `jupyter` is null with `error` set when ipykernel is not usable.
+ * Makes (or reuses) the venv. Never throws: returns {python, base, venv, jupyter, error,
+ * pandas, pandasError} where `python` is the interpreter for every row (the venv's when
+ * it exists, else the base), `jupyter` is null with `error` set when ipykernel is not
+ * usable, and `pandas` ({pandas, numpy} versions) is null with `pandasError` set when
+ * pandas is not (also with --no-jupyter, pandas is installed: pykernel's rows need it).
  */
 function setup({ skipJupyter = false } = {}) {
-  const out = { python: null, base: null, venv: null, jupyter: null, error: null }
+  const out = { python: null, base: null, venv: null, jupyter: null, error: null, pandas: null, pandasError: null }
   try {
     out.base = basePython()
   } catch (e) {
@@ -61,7 +88,14 @@ function setup({ skipJupyter = false } = {}) {
     out.python = VENV_PY
   } catch (e) {
     out.error = `venv creation failed: ${(e.stderr || e.message).toString().trim().split('\n').pop()}`
+    out.pandasError = out.error
     return out
+  }
+  out.pandas = pandasVersions(VENV_PY)
+  if (!out.pandas) {
+    const why = pipInstall(PANDAS)
+    out.pandas = pandasVersions(VENV_PY)
+    if (!out.pandas) out.pandasError = why ? `pip install pandas failed: ${why}` : 'pandas not importable in the bench venv'
   }
   if (skipJupyter) {
     out.error = 'skipped (--no-jupyter)'
@@ -70,14 +104,8 @@ function setup({ skipJupyter = false } = {}) {
   let versions = jupyterVersions(VENV_PY)
   const ok = (v) => v && v.ipykernel.startsWith('7.4.') && v.jupyter_client.startsWith('8.10.')
   if (!ok(versions)) {
-    log(`pip install ${REQUIREMENTS.join(' ')} into the bench venv`)
-    const r = spawnSync(VENV_PY, ['-m', 'pip', 'install', '-q', '--disable-pip-version-check', ...REQUIREMENTS], {
-      encoding: 'utf8',
-      timeout: 600_000,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    if (r.status !== 0) {
-      const why = r.error ? r.error.message : (r.stderr || '').trim().split('\n').slice(-1)[0]
+    const why = pipInstall(REQUIREMENTS)
+    if (why) {
       out.error = `pip install failed: ${why}`
       return out
     }
