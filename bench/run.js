@@ -41,6 +41,8 @@ const MODES = {
     interruptRuns: 3,
     fourRuns: 1,
     pandasRuns: 5,
+    idleSessions: 8,
+    idleMs: 1000,
     settleMs: 300,
     shortSettleMs: 300,
     jupyterTimeoutMs: 90_000,
@@ -57,6 +59,8 @@ const MODES = {
     interruptRuns: 20,
     fourRuns: 3,
     pandasRuns: 10,
+    idleSessions: 8,
+    idleMs: 1000,
     settleMs: 1000,
     shortSettleMs: 300,
     jupyterTimeoutMs: 900_000,
@@ -177,6 +181,7 @@ async function main() {
       else jcfg.pandasError = env.pandasError
       jupyterRaw = await measureJupyter(python, jcfg, log, cfg.jupyterTimeoutMs)
       jupyter = jupyterRaw.metrics
+      if (jupyterRaw.idleMemoryS !== undefined) log(`jupyter: its idle memory part took ${jupyterRaw.idleMemoryS} s`)
     } catch (e) {
       jupyter = { __error: e.message.replace(/\s+/g, ' ') }
       log(`jupyter failed: ${e.message}`)

@@ -13,8 +13,12 @@
 // import in a running interpreter). Before each timed call the pools' spares are ready
 // (a refill imports pandas, which would load the machine) and the machine idles for
 // `cfg.shortSettleMs`. Round 0 is discarded (page cache, bytecode).
+//
+// Then the memory of idle sessions (issue 19's "8 idle sessions with and without the
+// zygote"; there is no zygote yet, so these are the baseline): see `idleMemory`.
+const fs = require('node:fs')
 const path = require('node:path')
-const { spawnTracked, withTimeout } = require('./proc')
+const { spawnTracked, withTimeout, statusKiB, LineReader } = require('./proc')
 const { msSince, now, sleep } = require('./stats')
 
 const ROOT = path.resolve(__dirname, '..', '..')
@@ -129,7 +133,147 @@ async function measurePandas(python, cfg, log) {
   for (const v of Object.keys(keys)) r[keys[v]] = failed[v] ? { error: failed[v] } : samples[v]
   r.pandasProcessMs = failed.floor ? { error: failed.floor } : proc
   r.pandasImportMs = failed.floor ? { error: failed.floor } : inside
+  // The timing pools are gone (disposeAll above): the memory rows see only their own.
+  const t0 = Date.now()
+  try {
+    Object.assign(r, await idleMemory(python, cfg, log))
+  } catch (e) {
+    for (const k of IDLE_KEYS) r[k] = { error: e.message.replace(/\s+/g, ' ') }
+    log(`pandas idle memory failed: ${e.message}`)
+  }
+  log(`pandas idle memory took ${((Date.now() - t0) / 1000).toFixed(1)} s`)
   return r
 }
 
-module.exports = { measurePandas, CELL, PRELOAD }
+// Idle memory after the cell ------------------------------------------------------------
+
+const IDLE_KEYS = ['idleSessionRssKiB', 'idleKernelRssKiB', 'idleSessionPssKiB', 'idleKernelPssKiB', 'idleTotalRssKiB', 'idleTotalPssKiB', 'idleTotalRssRatio', 'idleTotalPssRatio', 'bareIdleRssKiB', 'bareIdlePssKiB']
+
+/** Pss of a process in KiB (smaps_rollup: each shared page split between the processes
+ *  that map it, so a sum over processes is their real total), or null. */
+function pssKiB(pid) {
+  try {
+    const m = fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8').match(/^Pss:\s+(\d+)/m)
+    return m ? Number(m[1]) : null
+  } catch {
+    return null
+  }
+}
+
+function childPids(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
+  } catch {
+    return []
+  }
+}
+
+/** RSS and PSS of a session's processes: `pid` is the init of the sandbox's PID
+ *  namespace, the Python kernel its (only) child; without a sandbox `pid` is the kernel. */
+function sessionMemory(pid) {
+  const kids = childPids(pid)
+  check(kids.length <= 1, `kernel ${pid} has ${kids.length} children ${JSON.stringify(kids)}, expected the Python kernel alone`)
+  const kernel = kids.length ? kids[0] : pid
+  const init = kids.length ? pid : null
+  const read = (p, f) => {
+    const v = f(p)
+    check(v !== null, `cannot read the memory of process ${p}`)
+    return v
+  }
+  const out = { pid, kernel, kernelRss: read(kernel, statusKiB), kernelPss: read(kernel, pssKiB), initRss: 0, initPss: 0 }
+  if (init !== null) {
+    out.initRss = read(init, statusKiB)
+    out.initPss = read(init, pssKiB)
+  }
+  return out
+}
+
+const sum = (xs) => xs.reduce((a, b) => a + b, 0)
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  const n = s.length
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2
+}
+
+/** The floor: one bare interpreter that ran the same cell, idle `ms`, alone on the machine
+ *  (no kernel of the bench is running): its RSS and PSS. */
+async function bareIdle(python, ms) {
+  const code = `import sys; ${CELL}; sys.stdout.write('R\\n'); sys.stdout.flush(); sys.stdin.readline()`
+  const child = spawnTracked(python, ['-c', code])
+  try {
+    const reader = new LineReader(child.stdout)
+    check((await withTimeout(reader.next(), 60_000, 'python -c import pandas (idle)')) === 'R', 'the idle floor did not start')
+    await sleep(ms)
+    const rss = statusKiB(child.pid)
+    const pss = pssKiB(child.pid)
+    check(rss !== null && pss !== null, 'cannot read the idle floor')
+    return { rss, pss }
+  } finally {
+    child.stdin.end()
+    child.kill('SIGKILL')
+  }
+}
+
+/**
+ * `cfg.idleSessions` sessions (8) of one pool, `KernelPool({ prewarm: 1, preload:
+ * ['numpy', 'pandas'], maxSessions: idleSessions + 1 })`, each has run CELL; each claimed
+ * a ready spare (checked, as above), so each kernel imported pandas as a preloaded spare.
+ * After the last, the pool's refill spare is ready (its import done) and the machine idles
+ * `cfg.idleMs`; then RSS (VmRSS) and PSS (smaps_rollup) of every session's kernel and of
+ * its sandbox init. A session counts both (its kernel + its init); the kernel alone is
+ * kept too. The refill spare is not a session and is not counted (its PSS is in the JSON;
+ * it shares pandas' file pages with the sessions, as the sessions share them with each
+ * other). Ratios: total RSS / one session's RSS (RSS counts a shared page in full in every
+ * process, so this sum is n x one session whatever is shared), and total PSS / one
+ * session's RSS (the real total against what one session alone takes: the zygote's
+ * target, at most 2x). "One session" is the median over the n.
+ */
+async function idleMemory(python, cfg, log) {
+  const { KernelPool } = require(ROOT)
+  const n = cfg.idleSessions
+  const out = {}
+  const bare = await bareIdle(python, cfg.idleMs)
+  out.bareIdleRssKiB = bare.rss
+  out.bareIdlePssKiB = bare.pss
+  const pool = new KernelPool({ kernel: { interpreter: python, cwd: ROOT }, maxSessions: n + 1, prewarm: 1, preload: PRELOAD, heartbeatIntervalMs: 0 })
+  try {
+    const ids = []
+    for (let i = 0; i < n; i++) {
+      const before = await spares(pool, 1)
+      const sessionId = `pandas-idle-${i}`
+      const res = await pool.execute({ sessionId, cells: [{ code: CELL }], timeoutSeconds: 120 })
+      check(res.exitCode === 0 && /a\s*\n0\s+1\s*\n1\s+2/.test(res.output), `idle ${i}: the cell gave ${JSON.stringify(res.output.slice(0, 300))}`)
+      const s = pool.sessions.find((x) => x.owners.includes(sessionId))
+      check(s && before.includes(s.pid), `idle ${i}: the session's kernel ${s && s.pid} was not the ready spare ${JSON.stringify(before)}`)
+      ids.push(sessionId)
+    }
+    const sessionPids = ids.map((id) => pool.sessions.find((x) => x.owners.includes(id)).pid)
+    const spare = await spares(pool, 1, sessionPids)
+    await sleep(cfg.idleMs)
+    check(pool.sessions.length === n, `the pool has ${pool.sessions.length} sessions, expected ${n}`)
+    const mem = sessionPids.map(sessionMemory)
+    const sparesNow = pool.spares
+    const spareMem = sparesNow.length ? sessionMemory(sparesNow[0]) : null
+    check(JSON.stringify(sparesNow) === JSON.stringify(spare), `the spare changed during the idle time: ${JSON.stringify(spare)} -> ${JSON.stringify(sparesNow)}`)
+    out.idleSessionRssKiB = mem.map((m) => m.kernelRss + m.initRss)
+    out.idleKernelRssKiB = mem.map((m) => m.kernelRss)
+    out.idleInitRssKiB = mem.map((m) => m.initRss)
+    out.idleSessionPssKiB = mem.map((m) => m.kernelPss + m.initPss)
+    out.idleKernelPssKiB = mem.map((m) => m.kernelPss)
+    out.idleInitPssKiB = mem.map((m) => m.initPss)
+    out.idleTotalRssKiB = sum(out.idleSessionRssKiB)
+    out.idleTotalPssKiB = sum(out.idleSessionPssKiB)
+    const one = median(out.idleSessionRssKiB)
+    out.idleTotalRssRatio = out.idleTotalRssKiB / one
+    out.idleTotalPssRatio = out.idleTotalPssKiB / one
+    out.idleSpare = spareMem
+    out.idleProcesses = mem
+    out.idleSessions = n
+    out.idleMs = cfg.idleMs
+  } finally {
+    await pool.disposeAll({ budgetMs: 3000 }).catch(() => {})
+  }
+  return out
+}
+
+module.exports = { measurePandas, idleMemory, CELL, PRELOAD }

@@ -11,6 +11,11 @@ const LOCAL_WARM = { sides: ['pykernel', 'floor'], floorFrom: 'launchers', floor
 // samples taken in the same rounds.
 const PANDAS_IMPORT_FLOOR = { floorFrom: 'pandas', floor: 'pandasImportMs', floorWhat: 'the same import and frame in a running bare interpreter (timed inside `python -c`)' }
 
+// Idle sessions' memory after that cell (lib/pandas.js idleMemory): the floor is one bare
+// interpreter that ran the same cell, idle as long, measured alone.
+const IDLE_RSS_FLOOR = { floorFrom: 'pandas', floor: 'bareIdleRssKiB', floorWhat: 'one bare interpreter after the same cell (`python -c`, idle as long)' }
+const IDLE_PSS_FLOOR = { floorFrom: 'pandas', floor: 'bareIdlePssKiB', floorWhat: 'one bare interpreter after the same cell (`python -c`, idle as long), alone' }
+
 // key, label, unit, scale (raw -> shown), which sides have it, floor key and its label
 // (floorFrom: the results the floor column reads, default the floors; jupyterKey: the
 // Jupyter metric, default key).
@@ -30,6 +35,14 @@ const METRICS = [
   { key: 'pandasPreloadMs', from: 'pandas', label: "new session's first cell `import pandas as pd; pd.DataFrame({'a': [1, 2]})` (KernelPool, `preload: ['numpy', 'pandas']`, ready spare)", unit: 'ms', jupyterKey: 'pandasFirstCellMs', ...PANDAS_IMPORT_FLOOR },
   { key: 'pandasPlainMs', from: 'pandas', label: '… the same, prewarmed spare without preload', unit: 'ms', jupyterKey: 'pandasFirstCellMs', ...PANDAS_IMPORT_FLOOR },
   { key: 'pandasColdMs', from: 'pandas', label: '… the same, cold (`prewarm: 0`: the kernel starts for the session)', unit: 'ms', jupyterKey: 'pandasStartAndCellMs', floorFrom: 'pandas', floor: 'pandasProcessMs', floorWhat: 'the whole `python -c` process, spawn -> exit' },
+  { key: 'idleSessionRssKiB', from: 'pandas', label: 'one idle session after that cell (preloaded spare, {idleS} s idle): RSS, Python kernel + its sandbox init (median of {idleN})', unit: 'MiB', scale: 1 / 1024, ...IDLE_RSS_FLOOR },
+  { key: 'idleKernelRssKiB', from: 'pandas', label: '… RSS, the Python kernel alone', unit: 'MiB', scale: 1 / 1024, sides: ['pykernel', 'floor'], ...IDLE_RSS_FLOOR },
+  { key: 'idleSessionPssKiB', from: 'pandas', label: '… PSS among the {idleN} (shared pages split between the processes that map them), Python kernel + init', unit: 'MiB', scale: 1 / 1024, ...IDLE_PSS_FLOOR },
+  { key: 'idleKernelPssKiB', from: 'pandas', label: '… PSS among the {idleN}, the Python kernel alone', unit: 'MiB', scale: 1 / 1024, sides: ['pykernel', 'floor'], ...IDLE_PSS_FLOOR },
+  { key: 'idleTotalRssKiB', from: 'pandas', label: '{idleN} idle sessions, total RSS (sum over their processes)', unit: 'MiB', scale: 1 / 1024, ...IDLE_RSS_FLOOR },
+  { key: 'idleTotalPssKiB', from: 'pandas', label: '{idleN} idle sessions, total PSS (their real total)', unit: 'MiB', scale: 1 / 1024, ...IDLE_PSS_FLOOR },
+  { key: 'idleTotalRssRatio', from: 'pandas', label: '… total RSS / one session\'s RSS (RSS counts a shared page in every process: {idleN}x whatever is shared)', unit: 'x', sides: ['pykernel', 'jupyter'] },
+  { key: 'idleTotalPssRatio', from: 'pandas', label: '… total PSS / one session\'s RSS (issue 19 target with the zygote: <= 2x)', unit: 'x', sides: ['pykernel', 'jupyter'] },
   { key: 'warmRoundTripMs', label: 'warm `1+1` round trip', unit: 'ms', floor: 'warmRoundTripMs', floorWhat: 'echo round trip, interleaved with pykernel' },
   { key: 'warmRoundTripOffMs', label: "… with `sandbox: 'off'` (interleaved)", unit: 'ms', sides: ['pykernel'] },
   { key: 'warmRoundTripMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'warmRoundTripMs' },
@@ -80,7 +93,7 @@ function fmt(x) {
 
 function buildRows(results, cfg) {
   const fill = (t) =>
-    t.replace('{shortIdle}', String(cfg.shortSettleMs / 1000)).replace('{idle}', String(cfg.settleMs / 1000)).replace('{MB}', String(cfg.streamBytes / 1e6)).replace('{lines}', (cfg.streamBytes / 100).toLocaleString('en-US')).replace('{frames}', cfg.frames.toLocaleString('en-US'))
+    t.replace('{shortIdle}', String(cfg.shortSettleMs / 1000)).replace('{idle}', String(cfg.settleMs / 1000)).replace('{MB}', String(cfg.streamBytes / 1e6)).replace('{lines}', (cfg.streamBytes / 100).toLocaleString('en-US')).replace('{frames}', cfg.frames.toLocaleString('en-US')).replace('{idleS}', String(cfg.idleMs / 1000)).replace(/\{idleN\}/g, String(cfg.idleSessions))
   const rows = []
   for (const m of METRICS) {
     if (m.when && !m.when(cfg)) continue
@@ -140,6 +153,14 @@ function targets(rows, cfg) {
   add('interrupt p50 <= 10 ms', v, `${fmt(v)} ms`, v <= 10)
   v = med('pandasPreloadMs:pandas', 'pykernel')
   add("new session's first pandas cell <= 20 ms (preload)", v, `${fmt(v)} ms (preload only: no zygote yet)`, v <= 20)
+  v = med('idleTotalPssRatio:pandas', 'pykernel')
+  const rssRatio = med('idleTotalRssRatio:pandas', 'pykernel')
+  add(
+    `${cfg.idleSessions} idle sessions' total RSS <= 2x one session's (zygote)`,
+    v,
+    `total PSS ${fmt(v)}x one session's RSS (total RSS ${fmt(rssRatio)}x; no zygote yet)`,
+    v <= 2,
+  )
   const a = med('rssAfterStartKiB', 'pykernel')
   const b = med('rssAfterStartKiB', 'floor')
   v = a !== null && b !== null ? a - b : null
@@ -151,7 +172,7 @@ function cell(x, unit) {
   if (x === null) return '—'
   if (x.sideLevel) return 'n/a'
   if (x.na) return `n/a (${x.na.replace(/\|/g, '/').slice(0, 120)})`
-  let s = `${fmt(x.median)} ${unit}`
+  let s = unit === 'x' ? `${fmt(x.median)}x` : `${fmt(x.median)} ${unit}`
   if (x.n > 1) s += ` (p90 ${fmt(x.p90)}, p99 ${fmt(x.p99)})`
   return s
 }
@@ -196,6 +217,7 @@ function markdown(out) {
   else if (pd) {
     L.push(`- pandas rows (pandas ${pv.pandas}, numpy ${pv.numpy}, in the bench venv): a new session's first cell \`${pd.cell}\`, \`pool.execute\` -> result, each sample a fresh session id, its kernel disposed after; before each call the pools' spares are ready (\`pool.spares.length === 1\`; with \`preload\` that means imported) and the machine idles ${out.config.shortSettleMs / 1000} s. Rounds interleave preload, plain spare, cold and the \`python -c\` floor; round 0 is discarded`)
     L.push(`  - Jupyter column: a fresh ipykernel started as in the cold-start row, then the same cell at once: kernel ready -> result in the preload and plain rows, \`start_kernel\` -> result (start + cell) in the cold row`)
+    L.push(`  - idle memory: one pool, \`KernelPool({ prewarm: 1, preload: ['numpy', 'pandas'], maxSessions: ${out.config.idleSessions + 1} })\`, ${out.config.idleSessions} sessions in turn, each claiming a ready spare and running the cell; once the refill spare is ready (not counted), ${out.config.idleMs / 1000} s idle, then \`VmRSS\` (\`/proc/<pid>/status\`) and \`Pss\` (\`/proc/<pid>/smaps_rollup\`) of each session's Python kernel and of its sandbox's init (\`session.pid\`, the PID namespace's init; the kernel is its child). "One session" is the median over the ${out.config.idleSessions}. Jupyter: ${out.config.idleSessions} ipykernels started at once, the cell in each, the same idle time, the kernel processes. Floor: \`python -c\` that ran the cell, idle as long, measured with no other kernel running`)
   }
   L.push(`- sizes: ${out.config.streamBytes / 1e6} MB streams (${out.config.streamBytes / 100} lines), ${out.config.frames} frames, ${out.config.warmRuns} warm cells, ${out.config.coldRuns} cold starts, ${out.config.interruptRuns} interrupts, ${out.config.fourRuns}x 4 sessions, ${out.config.pandasRuns} first pandas cells per variant`)
   L.push('')
