@@ -36,6 +36,18 @@ def rss_kib(pid):
     return None
 
 
+def pss_kib(pid):
+    """Pss from smaps_rollup: shared pages split between the processes that map them."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 async def start(km_cls):
     km = km_cls()
     await km.start_kernel()
@@ -169,6 +181,54 @@ async def main():
             m["pandasStartAndCellMs"] = m["pandasFirstCellMs"]
     else:
         m["pandasFirstCellMs"] = m["pandasStartAndCellMs"] = {"error": CONFIG.get("pandasError") or "pandas not installed"}
+
+    # Idle memory after the pandas cell (lib/pandas.js has pykernel's): idleSessions
+    # kernels started at once, the cell run in each, then idleMs idle; VmRSS and Pss of
+    # each kernel process (ipykernel is one process). Totals are sums; the ratios divide by
+    # one kernel's RSS (the median), as pykernel's.
+    idle_keys = ["idleSessionRssKiB", "idleSessionPssKiB", "idleTotalRssKiB", "idleTotalPssKiB", "idleTotalRssRatio", "idleTotalPssRatio"]
+
+    async def pandas_idle_memory():
+        cell = CONFIG["pandasCell"]
+        n = CONFIG["idleSessions"]
+        started = []
+        t0 = now()
+        try:
+            for coro in asyncio.as_completed([start(AsyncKernelManager) for _ in range(n)]):
+                started.append(await coro)
+
+            async def run(kc):
+                results = []
+                reply = await run_cell(kc, cell, first_result(results), timeout=120)
+                if reply["content"].get("status") != "ok" or len(results) != 1 or "0  1" not in (results[0] or ""):
+                    raise RuntimeError(f"the pandas cell gave {reply['content'].get('status')} {results!r}")
+
+            await asyncio.gather(*[run(kc) for _, kc, _ in started])
+            await asyncio.sleep(CONFIG["idleMs"] / 1000)
+            rss = [rss_kib(pid) for _, _, pid in started]
+            pss = [pss_kib(pid) for _, _, pid in started]
+            if None in rss or None in pss:
+                raise RuntimeError(f"cannot read the kernels' memory: rss {rss} pss {pss}")
+        finally:
+            for km_, kc_, _ in started:
+                await stop(km_, kc_)
+            out["idleMemoryS"] = round(now() - t0, 1)
+        one = sorted(rss)[n // 2] if n % 2 else (sorted(rss)[n // 2 - 1] + sorted(rss)[n // 2]) / 2
+        m["idleSessionRssKiB"] = rss
+        m["idleSessionPssKiB"] = pss
+        m["idleTotalRssKiB"] = sum(rss)
+        m["idleTotalPssKiB"] = sum(pss)
+        m["idleTotalRssRatio"] = sum(rss) / one
+        m["idleTotalPssRatio"] = sum(pss) / one
+
+    if CONFIG.get("pandasCell"):
+        await guarded("idleSessionRssKiB", pandas_idle_memory)
+        if isinstance(m.get("idleSessionRssKiB"), dict):
+            for k in idle_keys:
+                m[k] = m["idleSessionRssKiB"]
+    else:
+        for k in idle_keys:
+            m[k] = {"error": CONFIG.get("pandasError") or "pandas not installed"}
 
     # One long-lived kernel for the warm metrics.
     km = kc = pid = None
