@@ -255,7 +255,8 @@ class Supervisor:
             return
         lines = self.from_host[:end + 1]
         del self.from_host[:end + 1]
-        for line in bytes(lines).splitlines(True):
+        for line in bytes(lines).split(b"\n")[:-1]:
+            line += b"\n"
             if line.startswith(b'{"type":"signal"'):
                 name = line.partition(b'"signal":"')[2].partition(b'"')[0]
                 if name in SIGNALS and self.status is None:

@@ -46,17 +46,7 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
     // the spawn (the caller holds them).
     unsafe {
         cmd.pre_exec(move || {
-            // Descriptors the host opened without close-on-exec (files, sockets of
-            // other libraries) must not reach Python: mark everything above stdio
-            // close-on-exec. A kernel older than Linux 5.11 refuses the flag; then
-            // only what the host marked itself is closed.
-            #[cfg(target_os = "linux")]
-            nix::libc::syscall(
-                nix::libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                nix::libc::CLOSE_RANGE_CLOEXEC,
-            );
+            close_inherited_fds_on_exec();
             if let Some(cgroup) = cgroup_procs {
                 let cgroup = &*(cgroup as *const crate::pids_cgroup::PidsCgroup);
                 cgroup.enter_from_child()?;
@@ -77,4 +67,21 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
         });
     }
     cmd
+}
+
+/// Between fork and exec: descriptors the host opened without close-on-exec (files,
+/// sockets of other libraries) must not reach the child, so everything above stdio is
+/// marked close-on-exec. A kernel older than Linux 5.11 refuses the flag; then only what
+/// the host marked itself is closed. Async-signal-safe: one system call.
+pub fn close_inherited_fds_on_exec() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: close_range only changes flags of this process's descriptors.
+    unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            nix::libc::CLOSE_RANGE_CLOEXEC,
+        );
+    }
 }

@@ -421,15 +421,11 @@ impl FrameWriter {
                 String::from_utf8_lossy(&line)
             );
         }
-        let mut stdin = self.stdin.lock().await;
-        let pipe = stdin
-            .as_mut()
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
-        pipe.write_all(&line).await?;
-        pipe.flush().await
+        self.send_bytes(&line).await
     }
 
-    /// Bytes that are not a frame: the runner sent ahead of a launched kernel's protocol.
+    /// Bytes as they are: a frame's line, or the runner sent ahead of a launched
+    /// kernel's protocol.
     async fn send_bytes(&self, bytes: &[u8]) -> std::io::Result<()> {
         let mut stdin = self.stdin.lock().await;
         let pipe = stdin
@@ -556,9 +552,7 @@ impl Kernel {
                 .or_insert_with(|| "2".into());
         }
         check_variables(&env, config)?;
-        let trace = base_env
-            .get(&format!("{}PYTHON_IPC_TRACE", config.env_prefix))
-            .is_some_and(|v| v == "1");
+        let trace = ipc_trace(&base_env, config);
 
         let cache = {
             let (python, files, env, sandbox, limit) = (
@@ -633,8 +627,7 @@ impl Kernel {
                 path: resolved.path.display().to_string(),
                 reason: format!("cannot start it in its sandbox: {e}"),
             })?;
-        let (stdin, stdout, stderr) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let pipes = Pipes::take(&mut child);
         if sandbox.spawns_through_launcher() {
             // The launcher exits as soon as it has made the kernel; it is reaped off the
             // start's path (tearing down its copy of the host's memory takes a while).
@@ -642,7 +635,7 @@ impl Kernel {
         }
         drop(command);
         let (process, exit) = KernelProcess::watch(pid, sandbox.spawns_through_launcher());
-        let pipes = Pipes::open(&process, stdin, stdout, stderr)?;
+        let pipes = pipes.open(&process)?;
         let process_limit_hit = Arc::new(AtomicBool::new(false));
         if let Some(limit) = max_processes {
             let census = match cgroup {
@@ -701,9 +694,7 @@ impl Kernel {
             env.insert("SSH_AUTH_SOCK".into(), sock.clone());
         }
         check_variables(&env, config)?;
-        let trace = base_env
-            .get(&format!("{}PYTHON_IPC_TRACE", config.env_prefix))
-            .is_some_and(|v| v == "1");
+        let trace = ipc_trace(&base_env, config);
         let interpreter = config
             .interpreter
             .clone()
@@ -719,11 +710,10 @@ impl Kernel {
             reason: e.to_string(),
         })?;
         let pid = child.id();
-        let (stdin, stdout, stderr) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let pipes = Pipes::take(&mut child);
         drop(child); // reaped by the watcher below
         let (process, exit) = KernelProcess::watch(pid, false);
-        let pipes = Pipes::open(&process, stdin, stdout, stderr)?;
+        let pipes = pipes.open(&process)?;
         let kernel = Kernel::assemble(
             config,
             Parts {
@@ -767,13 +757,15 @@ impl Kernel {
         )
         .await;
         // The link is judged from now: connecting and sending the runner took their time.
-        self.stream_report.heard();
+        if let Some(link) = &self.stream_report.link {
+            link.heard();
+        }
         tokio::spawn(watch_link(
             self.writer.clone(),
             self.stream_report.clone(),
             self.process.clone(),
             self.exit.clone(),
-            config.link_timeout,
+            far.link_timeout,
         ));
     }
 
@@ -799,10 +791,10 @@ impl Kernel {
         } = pipes;
         widen_pipe(&stdout);
         let routes: Routes = Arc::default();
-        let stream_report = Arc::new(StreamReport::new());
-        stream_report
-            .link_timeout_ms
-            .store(config.link_timeout.as_millis() as u64, Ordering::Relaxed);
+        let stream_report = Arc::new(StreamReport {
+            link: far.is_some().then(LinkClock::new),
+            ..StreamReport::default()
+        });
         tokio::spawn(read_frames(
             stdout,
             routes.clone(),
@@ -823,6 +815,7 @@ impl Kernel {
             pid,
             trace,
         });
+        let link_timeout = config.link_timeout;
         let far = far.map(|launcher| {
             let (signals, rx) = mpsc::unbounded_channel();
             tokio::spawn(signal_far_side(
@@ -833,6 +826,7 @@ impl Kernel {
             ));
             FarSide {
                 launcher,
+                link_timeout,
                 signals,
                 ready: std::sync::OnceLock::new(),
                 shipped: AtomicBool::new(false),
@@ -981,11 +975,6 @@ impl Kernel {
             return executable;
         }
         self.resolved.path.to_str().unwrap_or_default()
-    }
-
-    /// The launcher a launched kernel was started through.
-    pub fn launcher(&self) -> Option<&Launcher> {
-        self.far.as_ref().map(|f| &f.launcher)
     }
 
     pub fn status_mime(&self) -> &str {
@@ -1271,7 +1260,7 @@ impl Kernel {
             format!(
                 "the link to the kernel was lost: nothing came back through `{}` for over {} ms, heartbeats included; the launcher was killed, and the far side ends the kernel when its link closes",
                 self.far.as_ref().map_or(String::new(), |f| f.launcher.describe()),
-                self.stream_report.link_timeout_ms.load(Ordering::Relaxed),
+                self.far.as_ref().map_or(0, |f| f.link_timeout.as_millis()),
             )
         } else if killed_by_us {
             "the kernel did not respond to the interrupt and was killed".to_string()
@@ -1583,6 +1572,13 @@ impl Drop for Kernel {
     }
 }
 
+/// `<PREFIX>PYTHON_IPC_TRACE=1` in the host's environment: every frame goes to stderr.
+fn ipc_trace(base_env: &HashMap<String, String>, config: &KernelConfig) -> bool {
+    base_env
+        .get(&format!("{}PYTHON_IPC_TRACE", config.env_prefix))
+        .is_some_and(|v| v == "1")
+}
+
 /// Refuses a variable no process can be given.
 fn check_variables(env: &BTreeMap<String, String>, config: &KernelConfig) -> Result<()> {
     let bad = |k: &String, v: &String| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0');
@@ -1606,14 +1602,23 @@ struct Pipes {
     stderr: tokio::process::ChildStderr,
 }
 
+/// A spawned process's pipes, before they are handed to tokio.
+struct StdPipes(
+    Option<std::process::ChildStdin>,
+    Option<std::process::ChildStdout>,
+    Option<std::process::ChildStderr>,
+);
+
 impl Pipes {
+    fn take(child: &mut std::process::Child) -> StdPipes {
+        StdPipes(child.stdin.take(), child.stdout.take(), child.stderr.take())
+    }
+}
+
+impl StdPipes {
     /// Kills the process when a pipe cannot be used: nobody could talk to it.
-    fn open(
-        process: &KernelProcess,
-        stdin: Option<std::process::ChildStdin>,
-        stdout: Option<std::process::ChildStdout>,
-        stderr: Option<std::process::ChildStderr>,
-    ) -> Result<Self> {
+    fn open(self, process: &KernelProcess) -> Result<Pipes> {
+        let StdPipes(stdin, stdout, stderr) = self;
         let pipes = (|| {
             Ok::<_, std::io::Error>(Pipes {
                 stdin: stdin.map(ChildStdin::from_std).transpose()?,
@@ -1647,6 +1652,8 @@ struct Parts {
 /// supervisor.
 struct FarSide {
     launcher: Launcher,
+    /// See [`KernelConfig::link_timeout`].
+    link_timeout: Duration,
     signals: mpsc::UnboundedSender<Signal>,
     /// The far side's `sys.executable` and version, from its `ready`.
     ready: std::sync::OnceLock<(String, String)>,
@@ -1700,7 +1707,11 @@ async fn watch_link(
             _ = tokio::time::sleep(every) => {}
         }
         let _ = timeout(FRAME_WRITE_WAIT, writer.send(&HostFrame::Heartbeat)).await;
-        if report.silent_for() > link_timeout {
+        let silent = report
+            .link
+            .as_ref()
+            .map_or(Duration::ZERO, LinkClock::silent_for);
+        if silent > link_timeout {
             tracing::warn!(pid = process.pid(), "the link to a launched kernel is lost");
             report.link_lost.store(true, Ordering::SeqCst);
             let _ = timeout(FRAME_WRITE_WAIT, writer.close()).await;
@@ -1761,6 +1772,8 @@ const PIPE_BYTES: i32 = 256 * 1024;
 /// What the frame reader learnt about the runner's protocol stream.
 #[derive(Default)]
 struct StreamReport {
+    /// A launched kernel's link; `None` for a local kernel, whose reader keeps no clock.
+    link: Option<LinkClock>,
     /// Lines that reached no request: frames for an unknown or finished request id (a
     /// forgery, or output of a thread that outlived its cell) or for none, and lines that
     /// are not frames.
@@ -1771,23 +1784,29 @@ struct StreamReport {
     far_exit: Mutex<Option<ExitInfo>>,
     /// Set when the link watch gave a launched kernel's link up.
     link_lost: AtomicBool,
-    link_timeout_ms: AtomicU64,
-    /// When the last line came in (`None`: none yet, counted from `created`).
-    last_line: Mutex<Option<Instant>>,
-    created: Mutex<Option<Instant>>,
+}
+
+/// When a launched kernel's link last carried a line, for the link watch.
+struct LinkClock {
+    since: Instant,
+    /// Milliseconds after `since` of the last line (or of [`LinkClock::heard`]).
+    last_line_ms: AtomicU64,
     /// The reader is waiting for a request to take a frame: the host, not the link, is slow.
     delivering: AtomicBool,
 }
 
-impl StreamReport {
+impl LinkClock {
     fn new() -> Self {
-        let report = StreamReport::default();
-        *report.created.lock().unwrap() = Some(Instant::now());
-        report
+        Self {
+            since: Instant::now(),
+            last_line_ms: AtomicU64::new(0),
+            delivering: AtomicBool::new(false),
+        }
     }
 
     fn heard(&self) {
-        *self.last_line.lock().unwrap() = Some(Instant::now());
+        let now = self.since.elapsed().as_millis() as u64;
+        self.last_line_ms.store(now, Ordering::Relaxed);
     }
 
     /// How long the link has said nothing while the host was ready to listen.
@@ -1795,13 +1814,8 @@ impl StreamReport {
         if self.delivering.load(Ordering::SeqCst) {
             return Duration::ZERO;
         }
-        let since = self
-            .last_line
-            .lock()
-            .unwrap()
-            .or(*self.created.lock().unwrap())
-            .unwrap_or_else(Instant::now);
-        since.elapsed()
+        let last = Duration::from_millis(self.last_line_ms.load(Ordering::Relaxed));
+        self.since.elapsed().saturating_sub(last)
     }
 }
 
@@ -1838,25 +1852,28 @@ async fn read_frames(
         if trace {
             eprintln!("[pykernel] <- {}", String::from_utf8_lossy(text));
         }
-        report.heard();
+        if let Some(link) = &report.link {
+            link.heard();
+        }
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let delivered = match decode_line(text) {
-            Ok(RunnerFrame::Heartbeat) => true,
-            Ok(RunnerFrame::KernelExit { code, signal }) => {
-                // Only a launched kernel's is read (`Kernel::exit_info`); the last one
-                // counts, and the supervisor's comes after everything the kernel sent.
+        let delivered = match (decode_line(text), &report.link) {
+            // The supervisor's frames; from a local kernel they are forgeries, dropped.
+            (Ok(RunnerFrame::Heartbeat), Some(_)) => true,
+            (Ok(RunnerFrame::KernelExit { code, signal }), Some(_)) => {
+                // The last one counts: the supervisor's comes after all the kernel sent.
                 *report.far_exit.lock().unwrap() = Some(ExitInfo { code, signal });
                 true
             }
-            Ok(frame) => {
-                report.delivering.store(true, Ordering::SeqCst);
+            (Ok(frame), Some(link)) => {
+                link.delivering.store(true, Ordering::SeqCst);
                 let delivered = deliver(&routes, frame).await;
-                report.delivering.store(false, Ordering::SeqCst);
+                link.delivering.store(false, Ordering::SeqCst);
                 delivered
             }
-            Err(err) => {
+            (Ok(frame), None) => deliver(&routes, frame).await,
+            (Err(err), _) => {
                 tracing::warn!("{err}");
                 if trace {
                     eprintln!("[pykernel] {err}");

@@ -139,13 +139,7 @@ impl Launcher {
         // SAFETY: only async-signal-safe system calls between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
-                #[cfg(target_os = "linux")]
-                nix::libc::syscall(
-                    nix::libc::SYS_close_range,
-                    3u32,
-                    u32::MAX,
-                    nix::libc::CLOSE_RANGE_CLOEXEC,
-                );
+                crate::command::close_inherited_fds_on_exec();
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
                 Ok(())
             });

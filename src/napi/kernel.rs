@@ -490,7 +490,7 @@ fn signal_name(sig: i32) -> String {
 struct JsBridge {
     /// `onCall` behind [`SETTLE_ON_CALL`]. Weak: a kernel waiting for cells must not keep
     /// the host's event loop alive.
-    on_call: Arc<ThreadsafeFunction<Value, Promise<String>, Value, Status, false, true>>,
+    on_call: Arc<SettledCallback>,
 }
 
 /// Wraps an `onCall` so that whatever it does settles one Promise of the reply's JSON
@@ -520,25 +520,39 @@ const SETTLE_ON_CALL: &str = r#"(function settleOnCall(onCall) {
   }
 })"#;
 
+/// A host callback behind one of the settling wrappers (`settle`: JavaScript source of a
+/// function that takes the callback and returns one whose every outcome is a Promise of
+/// a JSON string), callable from any thread. Weak: it never keeps the event loop alive.
+pub(super) type SettledCallback =
+    ThreadsafeFunction<Value, Promise<String>, Value, Status, false, true>;
+
+pub(super) fn settled_callback(
+    env: &Env,
+    callback: &FunctionRef<Value, Unknown<'static>>,
+    settle: &str,
+) -> Result<Arc<SettledCallback>> {
+    let callback = callback.borrow_back(env)?;
+    if callback.to_unknown().get_type()? != ValueType::Function {
+        return Err(Error::new(Status::InvalidArg, "must be a function"));
+    }
+    let settle: Function<Function<Value, Unknown>, Function<Value, Promise<String>>> =
+        env.run_script(settle)?;
+    let settled = settle
+        .call(callback)?
+        .build_threadsafe_function::<Value>()
+        .callee_handled::<false>()
+        .weak::<true>()
+        .build()?;
+    Ok(Arc::new(settled))
+}
+
 impl JsBridge {
     fn shared(
         env: &Env,
         on_call: &FunctionRef<Value, Unknown<'static>>,
     ) -> Result<Arc<dyn Bridge>> {
-        let on_call = on_call.borrow_back(env)?;
-        if on_call.to_unknown().get_type()? != ValueType::Function {
-            return Err(Error::new(Status::InvalidArg, "must be a function"));
-        }
-        let settle: Function<Function<Value, Unknown>, Function<Value, Promise<String>>> =
-            env.run_script(SETTLE_ON_CALL)?;
-        let on_call = settle
-            .call(on_call)?
-            .build_threadsafe_function::<Value>()
-            .callee_handled::<false>()
-            .weak::<true>()
-            .build()?;
         Ok(Arc::new(JsBridge {
-            on_call: Arc::new(on_call),
+            on_call: settled_callback(env, on_call, SETTLE_ON_CALL)?,
         }))
     }
 }

@@ -5,9 +5,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::ThreadsafeFunction;
 use serde_json::Value;
 
+use super::kernel::{settled_callback, SettledCallback};
 use super::options::Misfit;
 use crate::error::KernelError;
 use crate::launcher::Launcher;
@@ -82,7 +82,7 @@ pub(super) fn read_placement(
 struct JsLauncherFor {
     /// Behind [`SETTLE_LAUNCHER_FOR`]. Weak: an idle pool must not keep the host's event
     /// loop alive.
-    launcher_for: Arc<ThreadsafeFunction<Value, Promise<String>, Value, Status, false, true>>,
+    launcher_for: Arc<SettledCallback>,
 }
 
 /// Wraps `launcherFor` so that whatever it does settles one Promise: of `'null'` for
@@ -124,24 +124,11 @@ impl JsLauncherFor {
         env: &Env,
         launcher_for: &FunctionRef<Value, Unknown<'static>>,
     ) -> std::result::Result<Arc<dyn LauncherFor>, KernelError> {
-        let build = || -> Result<Arc<dyn LauncherFor>> {
-            let f = launcher_for.borrow_back(env)?;
-            if f.to_unknown().get_type()? != ValueType::Function {
-                return Err(Error::new(Status::InvalidArg, "must be a function"));
-            }
-            let settle: Function<Function<Value, Unknown>, Function<Value, Promise<String>>> =
-                env.run_script(SETTLE_LAUNCHER_FOR)?;
-            let settled = settle
-                .call(f)?
-                .build_threadsafe_function::<Value>()
-                .callee_handled::<false>()
-                .weak::<true>()
-                .build()?;
-            Ok(Arc::new(JsLauncherFor {
-                launcher_for: Arc::new(settled),
-            }))
-        };
-        build().map_err(|e| invalid("launcherFor", e.reason.clone()))
+        let settled = settled_callback(env, launcher_for, SETTLE_LAUNCHER_FOR)
+            .map_err(|e| invalid("launcherFor", e.reason.clone()))?;
+        Ok(Arc::new(JsLauncherFor {
+            launcher_for: settled,
+        }))
     }
 }
 
