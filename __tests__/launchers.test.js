@@ -299,19 +299,65 @@ describe('launcher edge cases (env as the launcher)', () => {
     })
   })
 
-  test("the host's secrets and ssh agent do not reach a launched kernel; the agent reaches the launcher", async () => {
-    // The launcher notes the agent socket it was given (ssh signs with it), then runs on.
-    const seen = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'pk-launcher-')), 'sock')
+  test("the host's secrets and ssh agent reach neither a launched kernel nor its supervisor's environ; only ssh gets the agent", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pk-launcher-'))
+    const baseEnv = { PATH: process.env.PATH, HOME: os.homedir(), OPENAI_API_KEY: 'sk-secret', SSH_AUTH_SOCK: '/tmp/agent.sock', PYKERNEL_VISIBLE: 'seen' }
+    // The launcher notes the agent socket it was given, then runs on.
+    const seen = path.join(dir, 'sock')
     const kernel = await Kernel.start({
       launcher: ['sh', '-c', 'printf %s "$SSH_AUTH_SOCK" > "$0"; exec "$@"', seen],
       interpreter: python,
-      baseEnv: { PATH: process.env.PATH, HOME: os.homedir(), OPENAI_API_KEY: 'sk-secret', SSH_AUTH_SOCK: '/tmp/agent.sock', PYKERNEL_VISIBLE: 'seen' },
+      baseEnv,
       env: { MANAGED: 'yes' },
     })
     const r = await kernel.execute('import os; print(sorted(k for k in os.environ if k in ("OPENAI_API_KEY", "SSH_AUTH_SOCK", "PYKERNEL_VISIBLE", "MANAGED")))')
     assert.equal(r.stdout.trim(), "['MANAGED', 'PYKERNEL_VISIBLE']")
-    assert.equal(fs.readFileSync(seen, 'utf8'), '/tmp/agent.sock')
+    // The attack: read the supervisor's (the kernel's parent's) original environment.
+    const parent = await kernel.execute('import os; print(open("/proc/%d/environ" % os.getppid(), "rb").read().decode(errors="replace"))')
+    assert.equal(parent.status, 'ok', JSON.stringify(parent.error))
+    assert.match(parent.stdout, /PYKERNEL_VISIBLE=seen/, 'the supervisor environ was read')
+    assert.doesNotMatch(parent.stdout, /sk-secret|agent\.sock|SSH_AUTH_SOCK/)
+    assert.equal(fs.readFileSync(seen, 'utf8'), '', 'a launcher that is not ssh got the agent socket')
     await kernel.shutdown()
+
+    // A program named ssh does get it (it joins its words for the far shell, as ssh does).
+    const bin = path.join(dir, 'bin')
+    fs.mkdirSync(bin)
+    const sshSeen = path.join(dir, 'ssh-sock')
+    fs.writeFileSync(path.join(bin, 'ssh'), `#!/bin/sh\nprintf %s "$SSH_AUTH_SOCK" > ${sshSeen}\nexec sh -c "$*"\n`, { mode: 0o755 })
+    const viaSsh = await Kernel.start({ launcher: [path.join(bin, 'ssh')], interpreter: python, baseEnv })
+    const agent = await viaSsh.execute('import os; print(os.environ.get("SSH_AUTH_SOCK"))')
+    assert.equal(agent.stdout.trim(), 'None')
+    assert.equal(fs.readFileSync(sshSeen, 'utf8'), '/tmp/agent.sock')
+    await viaSsh.shutdown()
+  })
+
+  test('a cell cannot use the host-answered kv call to leave its store, reach onCall, or forge how it ended', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pk-kv-attack-'))
+    const calls = []
+    const kernel = await Kernel.start({ launcher: ['env'], interpreter: python, artifactsDir: dir, sessionId: 's1', onCall: (c) => calls.push(c.name) })
+    const attack = await kernel.execute(`
+out = []
+for args in ({"op": "set", "key": "../../escape", "value": 1}, {"op": "set", "key": "a/b", "value": 1}, {"op": "chmod", "key": "k"}):
+    try:
+        __pykernel__.bridge_call("__pykernel.kv", args)
+        out.append("accepted")
+    except RuntimeError as exc:
+        out.append("refused")
+print(out)`)
+    assert.equal(attack.stdout.trim(), "['refused', 'refused', 'refused']")
+    assert.deepEqual(calls, [], 'a kv call reached onCall')
+    const files = fs.readdirSync(dir, { recursive: true })
+    assert.ok(!files.some((f) => f.includes('escape')), `a file escaped: ${files}`)
+    assert.ok(!fs.existsSync(path.join(dir, '..', 'escape')))
+
+    // The forgery: a kernelExit frame written to the protocol pipe before a real os._exit(7).
+    const forged = await kernel.execute(`
+import os, sys
+channel = sys.modules["pykernel_runner.kernel"]._kernel._channel
+os.write(channel.fd, b'{"type":"kernelExit","code":0,"signal":null}\\n')
+os._exit(7)`)
+    assert.match(forged.error.evalue, /exit code 7/)
   })
 
   test('kv and artifacts go through the host when the far side cannot see its files', { skip: !launchers.bwrapAvailable() && !process.env.CI && 'bwrap unavailable' }, async () => {

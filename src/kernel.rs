@@ -687,10 +687,12 @@ impl Kernel {
         }
         let base_env = config.base_env_or_host();
         // The launcher runs here with the kernel's filtered variables (a local launcher
-        // hands them on to the kernel); ssh also needs the agent's socket, which the far
-        // side's supervisor removes again.
+        // hands them on to the kernel, and its environ stays readable to the kernel as
+        // its parent's). Only ssh gets the agent's socket: it authenticates with it, runs
+        // nothing of the kernel's here, and the far side's supervisor drops a forwarded
+        // one.
         let mut env = EnvFilter::new(&config.env_prefix).filter(&base_env);
-        if let Some(sock) = base_env.get("SSH_AUTH_SOCK") {
+        if let Some(sock) = base_env.get("SSH_AUTH_SOCK").filter(|_| launcher.is_ssh()) {
             env.insert("SSH_AUTH_SOCK".into(), sock.clone());
         }
         check_variables(&env, config)?;

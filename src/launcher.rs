@@ -97,11 +97,13 @@ impl Launcher {
         if argv.iter().any(|w| w.contains('\0')) {
             return Err(invalid("a word holds a NUL byte"));
         }
-        let shell = shell.unwrap_or_else(|| {
-            let name = program.rsplit('/').next().unwrap_or(program);
-            matches!(name, "ssh" | "autossh")
-        });
+        let shell = shell.unwrap_or_else(|| is_ssh(program));
         Ok(Self { argv, shell })
+    }
+
+    /// Its program is ssh: the one launcher that uses the host's ssh agent.
+    pub fn is_ssh(&self) -> bool {
+        is_ssh(&self.argv[0])
     }
 
     /// The command that starts the far side's Python; its stdio are pipes. It runs in a
@@ -151,6 +153,11 @@ impl Launcher {
     pub fn describe(&self) -> String {
         self.argv.join(" ")
     }
+}
+
+fn is_ssh(program: &str) -> bool {
+    let name = program.rsplit('/').next().unwrap_or(program);
+    matches!(name, "ssh" | "autossh")
 }
 
 /// One word for a POSIX shell: single-quoted, with `'` written as `'\''`.
