@@ -6,8 +6,10 @@
 //! places it when its first kernel starts (see `placement.rs`), for the rest of its life.
 //! Calls on one session take turns in call order ([`Fifo`]); calls on different sessions
 //! run at once. Idle sessions are evicted, and a heartbeat replaces kernels that died or
-//! stopped answering while idle. A kernel that dies under a cell is replaced and the cell
-//! retried once; the result always says when state was lost.
+//! stopped answering while idle. A kernel that dies under a cell is replaced for the next
+//! call, and that cell is not run again (it may have had effects); a request whose first
+//! cell never reached a dead kernel runs in a fresh one. The result always says when state
+//! was lost.
 //! `per-call` mode starts a kernel per request and shuts it down after.
 //!
 //! The pool's cap (`maxSessions`, or `maxConcurrent` per call) counts kernel processes,
