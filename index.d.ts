@@ -202,6 +202,11 @@ export declare class Kernel {
    */
   static start(options?: KernelStartOptions): Promise<Kernel>
   get pid(): number
+  /**
+   * How the kernel's process was made: `'spawn'` (a fresh interpreter), `'zygote'`
+   * (forked from a zygote that had imported its `preload`) or `'launcher'`.
+   */
+  get startMode(): 'spawn' | 'zygote' | 'launcher'
   /** The protections this kernel runs under, and the defaults it lacks. */
   get isolation(): IsolationInfo
   get alive(): boolean
@@ -567,6 +572,20 @@ export interface KernelOptions {
    * that says so. From 100 to 3,600,000. @default 10000
    */
   linkTimeoutMs?: number | undefined
+  /**
+   * Modules the kernel has imported before its first cell (e.g. `['pandas',
+   * 'matplotlib.pyplot']`), by the runner, outside the user's namespace (no name is
+   * defined). On Linux the kernel is forked from a zygote: a process of this
+   * interpreter, environment and sandbox that imported them once, so every such
+   * kernel starts in milliseconds with them loaded, sharing their memory
+   * copy-on-write (`startMode` says `'zygote'`). Otherwise (`zygote: false`,
+   * `maxProcesses`, a launcher, Python < 3.9, no zygote within `startupTimeoutMs`) the
+   * kernel is spawned and imports them before `start()` resolves. A module that fails
+   * to import is logged and skipped. Dotted module names, at most 64.
+   */
+  preload?: Array<string> | undefined
+  /** Whether a kernel with `preload` may be forked from a zygote. @default true */
+  zygote?: boolean | undefined
 }
 
 export interface KvStoreOptions {
@@ -647,13 +666,14 @@ export interface PoolOptions {
    */
   prewarm?: number | undefined
   /**
-   * Modules each spare imports as soon as it is ready (e.g. `['numpy', 'pandas',
-   * 'matplotlib.pyplot']`), so a new session that claims one finds them in
-   * `sys.modules` and its `import pandas as pd` is instant. Imported by the runner, not
-   * in the session's namespace (no name is defined), under the spare's own sandbox; a
-   * module that fails to import is logged and skipped. Only spares preload (see
-   * `prewarm`): a session that starts its own kernel imports what it needs itself.
-   * Dotted module names, at most 64.
+   * Modules every kernel of the pool starts with imported (e.g. `['numpy', 'pandas',
+   * 'matplotlib.pyplot']`), so a new session finds them in `sys.modules` and its
+   * `import pandas as pd` is instant: the default for `kernel.preload`. On Linux the
+   * kernels are forked from a zygote that imported them once (see
+   * `KernelOptions.preload`); where they cannot be, spares import them once ready and
+   * a session that starts its own kernel imports what it needs itself. Imported by the
+   * runner, not in the session's namespace (no name is defined); a module that fails
+   * to import is logged and skipped. Dotted module names, at most 64.
    */
   preload?: Array<string> | undefined
   /** Defaults for every kernel (a request's cwd, interpreter and launcher override them). */

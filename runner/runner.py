@@ -51,13 +51,16 @@ def _init_of_namespace():
             os._exit(os.WEXITSTATUS(status))
 
 
-if os.getpid() == 1:
+# A zygote (pykernel_zygote) is the init of its namespace itself: it forks kernels
+# that each make namespaces of their own, and serves until the host goes.
+_ZYGOTE = os.environ.pop("PYKERNEL_ZYGOTE", None)
+if os.getpid() == 1 and _ZYGOTE is None:
     _init_of_namespace()
 
 
 # The runner's modules: loaded from the host's bytecode cache, never from __pycache__.
 _RUNNER_MODULES = ("pykernel_runner", "pykernel_display", "pykernel_magics",
-                   "pykernel_pretty", "pykernel_ipython")
+                   "pykernel_pretty", "pykernel_ipython", "pykernel_zygote")
 
 
 def _runner_bytecode():
@@ -101,4 +104,9 @@ def _runner_bytecode():
 _runner_bytecode()
 import pykernel_runner  # noqa: E402
 
+if _ZYGOTE is not None:
+    import json
+    import pykernel_zygote
+    # Returns in each forked kernel, which goes on as any kernel does.
+    pykernel_zygote.serve(json.loads(_ZYGOTE), _init_of_namespace)
 pykernel_runner.main()

@@ -38,6 +38,9 @@ pub const DEFAULT_STATUS_MIME: &str = "application/x-pykernel-status";
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_millis(10_000);
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_millis(1_000);
 pub const DEFAULT_LINK_TIMEOUT: Duration = Duration::from_millis(10_000);
+/// How long a kernel's (or a zygote's) `preload` imports may take: pandas and
+/// matplotlib take seconds on a cold disk.
+pub const PRELOAD_WAIT: Duration = Duration::from_secs(120);
 /// How long an interrupted cell may take to end before the kernel is killed.
 pub const INTERRUPT_ESCALATION: Duration = Duration::from_millis(5_000);
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
@@ -75,6 +78,12 @@ pub struct KernelConfig {
     /// A launched kernel whose link stays silent this long, heartbeats unanswered, is
     /// taken for lost and its launcher killed.
     pub link_timeout: Duration,
+    /// Modules the kernel has imported before its first cell (outside the user's
+    /// namespace): forked from a zygote that imported them once, else imported after
+    /// the start.
+    pub preload: Vec<String>,
+    /// Whether a kernel with `preload` may be forked from a zygote (see `zygote.rs`).
+    pub zygote: bool,
 }
 
 impl KernelConfig {
@@ -130,6 +139,8 @@ impl KernelConfig {
             sandbox: SandboxConfig::default(),
             launcher: None,
             link_timeout: DEFAULT_LINK_TIMEOUT,
+            preload: Vec::new(),
+            zygote: true,
         }
     }
 }
@@ -364,6 +375,8 @@ pub struct Kernel {
     far: Option<FarSide>,
     /// The kv store a launched kernel's `__pykernel.kv` calls reach, from its last init.
     kv_home: Mutex<Option<KvHome>>,
+    start_mode: StartMode,
+    preloaded: Vec<String>,
 }
 
 /// Where a session's kv store is kept on the host.
@@ -447,6 +460,7 @@ impl Kernel {
         config.prepare_artifacts_dir()?;
         let kernel = Kernel::spawn(&config).await?;
         kernel.initialize(&config).await?;
+        kernel.import_preload(&config).await?;
         Ok(kernel)
     }
 
@@ -507,7 +521,33 @@ impl Kernel {
                 kernel.wait_for_exit(Duration::from_secs(2)).await;
                 Err(why)
             }
-            ready = kernel.initialize(&config) => ready.map(|()| kernel),
+            ready = async {
+                kernel.initialize(&config).await?;
+                kernel.import_preload(&config).await
+            } => ready.map(|()| kernel),
+        }
+    }
+
+    /// What of `config.preload` the kernel was not forked with: all of it for a spawned
+    /// kernel, the modules its zygote could not import for a forked one (a module in the
+    /// kernel's cwd is not on the zygote's path). A module that fails is logged; a
+    /// kernel that dies or hangs on its imports fails the start.
+    pub async fn import_preload(&self, config: &KernelConfig) -> Result<()> {
+        let missing = self.not_preloaded(&config.preload);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        match self.preload(&missing, PRELOAD_WAIT).await {
+            Ok(errors) => {
+                for (module, error) in errors {
+                    tracing::warn!(module = %module, "the kernel could not preload it: {error}");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.kill_group(Signal::SIGKILL);
+                Err(e)
+            }
         }
     }
 
@@ -545,6 +585,8 @@ impl Kernel {
         let mut env = EnvFilter::new(&config.env_prefix).filter(&base_env);
         runtime::apply_to_env(&resolved, &mut env);
         env.extend(config.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        // Only the host makes a zygote (a runner given this would wait for fork requests).
+        env.remove("PYKERNEL_ZYGOTE");
         if config.memory_limit_bytes.is_some() {
             // RLIMIT_AS counts address space, and glibc reserves a 64 MiB malloc arena per
             // thread: an idle kernel would take ~300 MiB of the limit before a cell runs.
@@ -593,6 +635,34 @@ impl Kernel {
                 runner_writable: None,
             },
         )?;
+
+        #[cfg(target_os = "linux")]
+        let private_tmp = match Kernel::fork_from_zygote(config, &resolved, &files, &env, &sandbox)
+            .await
+        {
+            Some((forked, preloaded)) => {
+                let pipes = StdPipes(Some(forked.stdin), Some(forked.stdout), Some(forked.stderr))
+                    .open(&forked.process)?;
+                return Ok(Kernel::assemble(
+                    config,
+                    Parts {
+                        process: forked.process,
+                        exit: forked.exit,
+                        pipes,
+                        trace,
+                        isolation,
+                        private_tmp,
+                        resolved,
+                        prelude: files.prelude,
+                        process_limit_hit: Arc::new(AtomicBool::new(false)),
+                        far: None,
+                        start_mode: StartMode::Zygote,
+                        preloaded,
+                    },
+                ));
+            }
+            None => private_tmp,
+        };
 
         // In a PID namespace the kernel's init is one more process of its own.
         let max_processes = config
@@ -666,8 +736,56 @@ impl Kernel {
                 prelude: files.prelude,
                 process_limit_hit,
                 far: None,
+                start_mode: StartMode::Spawn,
+                preloaded: Vec::new(),
             },
         ))
+    }
+
+    /// A kernel forked from the zygote for `config`'s settings, when `config` has a
+    /// `preload` and nothing the zygote cannot give (a process limit, Python < 3.9);
+    /// `None` (the caller spawns one) when there is no zygote or it failed.
+    #[cfg(target_os = "linux")]
+    async fn fork_from_zygote(
+        config: &KernelConfig,
+        resolved: &Resolved,
+        files: &runner_script::RunnerFiles,
+        env: &BTreeMap<String, String>,
+        sandbox: &Plan,
+    ) -> Option<(crate::zygote::Forked, Vec<String>)> {
+        use crate::zygote::{ForkRequest, ZygoteKey, ZygoteStart};
+        let forkable = !config.preload.is_empty()
+            && config.zygote
+            && config.max_processes.is_none()
+            && runtime::version_at_least(&resolved.version, (3, 9));
+        if !forkable {
+            return None;
+        }
+        let start = ZygoteStart {
+            key: ZygoteKey::new(
+                &resolved.path,
+                &files.runner,
+                env,
+                &config.sandbox,
+                &config.preload,
+            ),
+            runner_base: files.base.clone(),
+            wait: PRELOAD_WAIT,
+        };
+        let zygote = crate::zygote::for_kernel(start, config.startup_timeout).await?;
+        let request = ForkRequest {
+            env,
+            cwd: &config.cwd,
+            memory_limit_bytes: config.memory_limit_bytes,
+            landlock: sandbox.landlock_fd(),
+        };
+        match zygote.fork(request, config.startup_timeout).await {
+            Ok(forked) => Some((forked, zygote.imported())),
+            Err(e) => {
+                tracing::warn!("this kernel is spawned, not forked: {e}");
+                None
+            }
+        }
     }
 
     /// [`Kernel::spawn`] through `config.launcher`: the far side's Python is not resolved
@@ -739,6 +857,8 @@ impl Kernel {
                 prelude: PathBuf::from("prelude.py"),
                 process_limit_hit: Arc::new(AtomicBool::new(false)),
                 far: Some(launcher.clone()),
+                start_mode: StartMode::Launcher,
+                preloaded: Vec::new(),
             },
         );
         Ok(kernel)
@@ -784,6 +904,8 @@ impl Kernel {
             prelude,
             process_limit_hit,
             far,
+            start_mode,
+            preloaded,
         } = parts;
         let pid = process.pid();
         let Pipes {
@@ -863,6 +985,8 @@ impl Kernel {
             shut_down_by_host: AtomicBool::new(false),
             far,
             kv_home: Mutex::new(None),
+            start_mode,
+            preloaded,
         })
     }
 
@@ -938,6 +1062,20 @@ impl Kernel {
 
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// Which of `modules` the kernel's process did not start with imported.
+    pub fn not_preloaded(&self, modules: &[String]) -> Vec<String> {
+        modules
+            .iter()
+            .filter(|m| !self.preloaded.contains(m))
+            .cloned()
+            .collect()
+    }
+
+    /// How the kernel's process was made: spawned, forked from a zygote, launched.
+    pub fn start_mode(&self) -> StartMode {
+        self.start_mode
     }
 
     /// The protections this kernel runs under, and the defaults it lacks.
@@ -1648,6 +1786,30 @@ struct Parts {
     process_limit_hit: Arc<AtomicBool>,
     /// The launcher, for a kernel started through one.
     far: Option<Launcher>,
+    start_mode: StartMode,
+    /// Modules the process started with imported (a zygote's `preload`, less failures).
+    preloaded: Vec<String>,
+}
+
+/// How a kernel's process came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartMode {
+    /// A fresh interpreter, spawned by the host.
+    Spawn,
+    /// Forked from a zygote that had imported the kernel's `preload` (`zygote.rs`).
+    Zygote,
+    /// Started through a launcher (`launcher.rs`).
+    Launcher,
+}
+
+impl StartMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartMode::Spawn => "spawn",
+            StartMode::Zygote => "zygote",
+            StartMode::Launcher => "launcher",
+        }
+    }
 }
 
 /// A kernel started through a launcher: signals travel in band, to the far side's

@@ -28,6 +28,8 @@ pub mod safe_fs;
 pub mod sandbox;
 pub mod slots;
 pub mod watchdog;
+#[cfg(target_os = "linux")]
+pub mod zygote;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -33,7 +33,9 @@ use crate::error::{KernelError, Result};
 use crate::events::KernelEvent;
 use crate::executor::{Cell, EvalOptions, EvalResult, Evaluation};
 use crate::fifo::{Fifo, Place, Turn};
-use crate::kernel::{AbortHandle, Caller, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE};
+use crate::kernel::{
+    AbortHandle, Caller, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE, PRELOAD_WAIT,
+};
 use crate::launcher::Launcher;
 use crate::placement::{Load, Loads, Placement, Placer, SessionRef};
 use crate::runtime::Resolved;
@@ -128,6 +130,10 @@ impl PoolConfig {
         let mut config = self.kernel.clone();
         if config.artifacts_dir.is_none() {
             config.artifacts_dir = self.artifacts_dir.clone();
+        }
+        if config.preload.is_empty() {
+            // Every kernel of the pool is then forked from a zygote that imported them.
+            config.preload = self.preload.clone();
         }
         config
     }
@@ -1122,22 +1128,19 @@ async fn start_in(
     }
 }
 
-/// How long a spare may take to import the pool's `preload` (pandas and matplotlib take
-/// seconds on a slow machine) before it is given up.
-const PRELOAD_WAIT: Duration = Duration::from_secs(120);
-
-/// Imports the pool's `preload` in a spare that just started. A module that fails is
-/// logged and the spare kept (the session's own import will say why); a spare that does
-/// not answer is ended.
+/// Imports the pool's `preload` in a spare that just started, but for what it was forked
+/// with. A module that fails is logged and the spare kept (the session's
+/// own import will say why); a spare that does not answer is ended.
 async fn preload_spare(
     spare: LiveKernel,
     modules: &[String],
     grace: Duration,
 ) -> Result<LiveKernel, StartFailed> {
+    let modules = spare.kernel.not_preloaded(modules);
     if modules.is_empty() {
         return Ok(spare);
     }
-    match spare.kernel.preload(modules, PRELOAD_WAIT).await {
+    match spare.kernel.preload(&modules, PRELOAD_WAIT).await {
         Ok(errors) => {
             for (module, error) in errors {
                 tracing::warn!(module = %module, "a spare kernel could not preload it: {error}");

@@ -30,6 +30,35 @@ impl KernelProcess {
     /// With `init`, `pid` is the init of the kernel's PID namespace, which cannot die of
     /// the kernel's signal and exits with 128 + that signal instead: read it back so.
     pub fn watch(pid: u32, init: bool) -> (Arc<KernelProcess>, watch::Receiver<Option<ExitInfo>>) {
+        KernelProcess::waited_by(pid, init, |process| process.wait())
+    }
+
+    /// Starts waiting for `pid`, a process another process reaps (a zygote's kernel):
+    /// `exited` brings how it ended (`None` when that is unknowable: its parent went),
+    /// and `reap` lets the parent reap it. The pid stays ours until then: `reap` runs
+    /// only after no signal can be sent to it any more.
+    pub fn watch_adopted(
+        pid: u32,
+        init: bool,
+        exited: std::sync::mpsc::Receiver<Option<ExitInfo>>,
+        reap: impl FnOnce() + Send + 'static,
+    ) -> (Arc<KernelProcess>, watch::Receiver<Option<ExitInfo>>) {
+        KernelProcess::waited_by(pid, init, move |process| {
+            let info = exited.recv().ok().flatten();
+            *process.reaped.lock().unwrap() = true;
+            reap();
+            info.unwrap_or(ExitInfo {
+                code: None,
+                signal: None,
+            })
+        })
+    }
+
+    fn waited_by(
+        pid: u32,
+        init: bool,
+        wait: impl FnOnce(&KernelProcess) -> ExitInfo + Send + 'static,
+    ) -> (Arc<KernelProcess>, watch::Receiver<Option<ExitInfo>>) {
         let process = Arc::new(KernelProcess {
             pid,
             reaped: Mutex::new(false),
@@ -40,7 +69,7 @@ impl KernelProcess {
             .name("pykernel-reaper".into())
             .stack_size(64 * 1024)
             .spawn(move || {
-                let mut info = waiter.wait();
+                let mut info = wait(&waiter);
                 if let (true, Some(code @ 129..=192)) = (init, info.code) {
                     info = ExitInfo {
                         code: None,

@@ -33,6 +33,7 @@ pub const DISPLAY_PY: &str = include_str!("../runner/pykernel_display.py");
 pub const MAGICS_PY: &str = include_str!("../runner/pykernel_magics.py");
 pub const PRETTY_PY: &str = include_str!("../runner/pykernel_pretty.py");
 pub const IPYTHON_PY: &str = include_str!("../runner/pykernel_ipython.py");
+pub const ZYGOTE_PY: &str = include_str!("../runner/pykernel_zygote.py");
 
 /// A module of the runner package, `runner/pykernel_runner/` (one module per concern).
 macro_rules! package_module {
@@ -62,6 +63,7 @@ const FILES: &[(&str, &str)] = &[
     ("pykernel_magics.py", MAGICS_PY),
     ("pykernel_pretty.py", PRETTY_PY),
     ("pykernel_ipython.py", IPYTHON_PY),
+    ("pykernel_zygote.py", ZYGOTE_PY),
 ];
 
 /// Every embedded file: its path relative to the runner directory, and its text.

@@ -402,7 +402,7 @@ fn run_probe(
     if !output.success {
         return Err(format!("it is not Python ({})", output.status));
     }
-    let parsed: Vec<u32> = version.split('.').filter_map(|p| p.parse().ok()).collect();
+    let parsed = parse_version(version);
     if parsed.len() != 3 {
         return Err(format!("it is not Python (printed {version:?})"));
     }
@@ -422,6 +422,17 @@ fn run_probe(
 
 fn last_line(text: &str) -> &str {
     text.lines().last().unwrap_or(text)
+}
+
+/// `"3.11.4"` -> `[3, 11, 4]` (parts that are not numbers are left out).
+fn parse_version(version: &str) -> Vec<u32> {
+    version.split('.').filter_map(|p| p.parse().ok()).collect()
+}
+
+/// Whether `version` (as [`Resolved::version`] holds it) is at least `major.minor`.
+pub fn version_at_least(version: &str, (major, minor): (u32, u32)) -> bool {
+    let parsed = parse_version(version);
+    parsed.len() >= 2 && (parsed[0], parsed[1]) >= (major, minor)
 }
 
 #[cfg(test)]

@@ -84,6 +84,18 @@ pub struct KernelOptions {
     /// taken for lost: its launcher is killed and its cell ends with a `KernelDied` error
     /// that says so. From 100 to 3,600,000. @default 10000
     pub link_timeout_ms: Option<f64>,
+    /// Modules the kernel has imported before its first cell (e.g. `['pandas',
+    /// 'matplotlib.pyplot']`), by the runner, outside the user's namespace (no name is
+    /// defined). On Linux the kernel is forked from a zygote: a process of this
+    /// interpreter, environment and sandbox that imported them once, so every such
+    /// kernel starts in milliseconds with them loaded, sharing their memory
+    /// copy-on-write (`startMode` says `'zygote'`). Otherwise (`zygote: false`,
+    /// `maxProcesses`, a launcher, Python < 3.9, no zygote within `startupTimeoutMs`) the
+    /// kernel is spawned and imports them before `start()` resolves. A module that fails
+    /// to import is logged and skipped. Dotted module names, at most 64.
+    pub preload: Option<Vec<String>>,
+    /// Whether a kernel with `preload` may be forked from a zygote. @default true
+    pub zygote: Option<bool>,
 }
 
 impl KernelOptions {
@@ -101,6 +113,8 @@ impl KernelOptions {
         let mut config = KernelConfig::new(cwd);
         config.sandbox = sandbox_config(self.sandbox, &config.cwd)?;
         config.launcher = launcher;
+        config.preload = super::pool::preload_modules(self.preload)?;
+        config.zygote = self.zygote.unwrap_or(true);
         config.link_timeout = optional_millis(
             "linkTimeoutMs",
             self.link_timeout_ms,
@@ -294,6 +308,13 @@ impl JsKernel {
     #[napi(getter)]
     pub fn pid(&self) -> u32 {
         self.inner.pid()
+    }
+
+    /// How the kernel's process was made: `'spawn'` (a fresh interpreter), `'zygote'`
+    /// (forked from a zygote that had imported its `preload`) or `'launcher'`.
+    #[napi(getter, ts_return_type = "'spawn' | 'zygote' | 'launcher'")]
+    pub fn start_mode(&self) -> String {
+        self.inner.start_mode().as_str().to_string()
     }
 
     /// The protections this kernel runs under, and the defaults it lacks.

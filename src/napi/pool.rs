@@ -62,13 +62,14 @@ pub struct PoolOptions {
     /// @default 1 in 'session' mode (0 with `launchers`, unless one of them is
     /// `kernel.launcher`), 0 in 'per-call'. An integer from 0 to 64.
     pub prewarm: Option<f64>,
-    /// Modules each spare imports as soon as it is ready (e.g. `['numpy', 'pandas',
-    /// 'matplotlib.pyplot']`), so a new session that claims one finds them in
-    /// `sys.modules` and its `import pandas as pd` is instant. Imported by the runner, not
-    /// in the session's namespace (no name is defined), under the spare's own sandbox; a
-    /// module that fails to import is logged and skipped. Only spares preload (see
-    /// `prewarm`): a session that starts its own kernel imports what it needs itself.
-    /// Dotted module names, at most 64.
+    /// Modules every kernel of the pool starts with imported (e.g. `['numpy', 'pandas',
+    /// 'matplotlib.pyplot']`), so a new session finds them in `sys.modules` and its
+    /// `import pandas as pd` is instant: the default for `kernel.preload`. On Linux the
+    /// kernels are forked from a zygote that imported them once (see
+    /// `KernelOptions.preload`); where they cannot be, spares import them once ready and
+    /// a session that starts its own kernel imports what it needs itself. Imported by the
+    /// runner, not in the session's namespace (no name is defined); a module that fails
+    /// to import is logged and skipped. Dotted module names, at most 64.
     pub preload: Option<Vec<String>>,
     /// Defaults for every kernel (a request's cwd, interpreter and launcher override them).
     pub kernel: Option<KernelOptions>,
@@ -447,7 +448,9 @@ impl JsKernelPool {
 }
 
 /// The `preload` option: dotted module names (`pkg.sub`), each part an identifier.
-fn preload_modules(names: Option<Vec<String>>) -> std::result::Result<Vec<String>, KernelError> {
+pub(super) fn preload_modules(
+    names: Option<Vec<String>>,
+) -> std::result::Result<Vec<String>, KernelError> {
     let names = names.unwrap_or_default();
     let invalid = |reason: String| KernelError::InvalidArgument {
         name: "preload",

@@ -309,6 +309,41 @@ impl Plan {
         Ok(spawned)
     }
 
+    /// The same plan for a zygote, whose kernels each make namespaces and mounts of their
+    /// own and then enter their own Landlock domain: without Landlock (which forbids
+    /// mounts), and keeping its capabilities across exec (mapping root into a kernel's
+    /// user namespace needs CAP_SETFCAP; the zygote keeps that one alone).
+    pub fn for_zygote(self) -> Plan {
+        #[cfg(target_os = "linux")]
+        {
+            let mut namespaces = self.namespaces;
+            if let Some(ns) = &mut namespaces {
+                ns.keep_capabilities();
+            }
+            Plan {
+                landlock: None,
+                namespaces,
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            self
+        }
+    }
+
+    /// The Landlock ruleset, for a kernel that enters it itself (forked by a zygote).
+    pub fn landlock_fd(&self) -> Option<std::os::fd::RawFd> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            self.landlock.as_ref().map(|fd| fd.as_raw_fd())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    }
+
     /// Whether the spawned process is only a launcher that exits at once (namespaces).
     pub fn spawns_through_launcher(&self) -> bool {
         #[cfg(target_os = "linux")]

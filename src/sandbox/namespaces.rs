@@ -46,6 +46,9 @@ pub struct NamespacePlan {
     /// is being built).
     hole: Option<CString>,
     loopback_up: bool,
+    /// A zygote keeps its capabilities across exec (it narrows them itself, see
+    /// `pykernel_zygote.py`): its kernels' namespaces need them.
+    keep_capabilities: bool,
     /// C writes G's pid here (after G's failure report, if G failed); the host reads it
     /// after spawn.
     report: (OwnedFd, OwnedFd),
@@ -102,6 +105,7 @@ impl NamespacePlan {
             read_only,
             hole: hole.map(c_path).transpose()?,
             loopback_up: !network,
+            keep_capabilities: false,
             report: (r, w),
             exec: std::sync::OnceLock::new(),
             stack: vec![0u8; G_STACK_BYTES],
@@ -225,6 +229,11 @@ impl NamespacePlan {
         libc::_exit(if pid > 0 { 0 } else { 1 });
     }
 
+    /// For a zygote: G keeps its capabilities across exec.
+    pub fn keep_capabilities(&mut self) {
+        self.keep_capabilities = true;
+    }
+
     /// After spawn, in the host: the kernel's pid (G), which C reported before exiting.
     pub fn kernel_pid(&self) -> io::Result<u32> {
         let first = self.read_word()?;
@@ -316,7 +325,7 @@ extern "C" fn kernel_main(arg: *mut libc::c_void) -> libc::c_int {
         if mount_proc().is_err() {
             return fail(2);
         }
-        if drop_capabilities().is_err() {
+        if !plan.keep_capabilities && drop_capabilities().is_err() {
             return fail(3);
         }
         if args.landlock >= 0 && super::landlock_rules::restrict_self(args.landlock).is_err() {

@@ -1,0 +1,389 @@
+"""The zygote: imports a preload list once and forks every new kernel from itself.
+
+``runner.py`` becomes the zygote when the host sets ``PYKERNEL_ZYGOTE`` (the preload
+list, as JSON).  It imports the runner package and the preload list, then serves fork
+requests on fd 0, a unix SOCK_SEQPACKET socket to the host: one JSON object per
+message, with file descriptors alongside (SCM_RIGHTS).  docs/runner-contract.md
+describes the messages.
+
+A forked kernel shares the zygote's pages copy-on-write, so pandas imported once costs
+every later kernel nothing to start and little memory.  What a fork must redo is redone
+in the child: the pipes to the host, the cwd and variables, the session, the sandbox,
+the random seeds.  The zygote itself starts no thread (a fork copies only the thread
+that forks), and says in ``ready`` how many threads its imports left running.
+
+Isolation.  The zygote runs in the namespaces the host gave it (user, PID, mount with
+the runner read-only, IPC, and the network one when the network is off), but not under
+Landlock: Landlock forbids mount(2), and every kernel mounts a ``/proc`` of its own.
+So each kernel, forked, makes namespaces of its own beneath the zygote's (user, PID,
+mount, IPC, network when off), becomes the init of its PID namespace with its own
+``/proc``, drops every capability and enters the Landlock domain the host built for it
+(passed with the request) before any cell runs.  Kernels see neither the zygote nor
+each other.  The preload imports are the pool owner's modules, never a cell's code, and
+they run with no pid of the host or of any kernel in sight.
+
+Exits.  The zygote reaps its kernels, reports each exit, and keeps the zombie (and so
+its pid) until the host says ``reap``: the host signals a kernel's process group by
+pid, and must never hit a pid that was reused meanwhile.
+"""
+
+import json
+import os
+import select
+import socket
+import sys
+
+_MAX_MESSAGE = 1 << 20
+_MAX_FDS = 8
+
+# Linux constants (the same on every architecture pykernel builds for).
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_MS_REC, _MS_PRIVATE = 1 << 14, 1 << 18
+_PR_CAPBSET_DROP = 24
+_PR_SET_SECUREBITS = 28
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_SECBIT_NOROOT_AND_LOCKED = 3
+_CAP_SETFCAP = 31
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_M_ARENA_MAX = -8
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+class _Refused(Exception):
+    """A step of a kernel's set-up failed: what it was, with the errno's words."""
+
+
+def serve(preload, init_of_namespace):
+    """Runs the zygote.  Returns only in a forked kernel, which then runs the
+    runner's ``main()``; the zygote itself ends when the host closes fd 0."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if os.getpid() == 1:    # in namespaces of its own (see _Zygote.namespaces)
+        _narrow_capabilities(libc)
+    control = socket.socket(fileno=0)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 1)        # what the imports print goes nowhere
+    os.close(null)
+    errors = {}
+    for name in preload:
+        try:
+            __import__(name)
+        except BaseException as exc:        # SystemExit, KeyboardInterrupt too
+            errors[name] = "%s: %s" % (type(exc).__name__, exc)
+    import threading
+    zygote = _Zygote(control, libc, init_of_namespace)
+    _send(control, {
+        "op": "ready", "errors": errors,
+        "threads": len(os.listdir("/proc/self/task")),
+        "pythonThreads": threading.active_count(),
+        "namespaces": zygote.namespaces,
+    })
+    return zygote.loop()
+
+
+def _narrow_capabilities(libc):
+    """Keeps CAP_SETFCAP alone, before anything is imported.
+
+    The host starts the zygote keeping the capabilities it has in its own user
+    namespace (all of them when the host runs as root, none otherwise), because a
+    kernel's user namespace may map root only if the process that made it had
+    CAP_SETFCAP.  Nothing else is needed: each kernel gets every capability in the
+    namespaces it makes itself, and drops them all."""
+    for cap in range(64):
+        if cap != _CAP_SETFCAP:
+            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)     # EINVAL past the last one
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    libc.prctl(_PR_SET_SECUREBITS, _SECBIT_NOROOT_AND_LOCKED, 0, 0, 0)
+    _set_capabilities(libc, 1 << _CAP_SETFCAP)
+
+
+def _set_capabilities(libc, mask):
+    """Sets the effective and permitted sets to `mask` (capabilities 0-31), none
+    inheritable."""
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    data = (Data * 2)()
+    data[0].effective = data[0].permitted = mask
+    return libc.capset(ctypes.byref(Header(_LINUX_CAPABILITY_VERSION_3, 0)), data)
+
+
+def _send(control, message, fds=()):
+    data = json.dumps(message).encode()
+    if fds:
+        socket.send_fds(control, [data], list(fds))
+    else:
+        control.send(data)
+
+
+class _Zygote:
+    def __init__(self, control, libc, init_of_namespace):
+        self.control = control
+        self.libc = libc
+        self.init_of_namespace = init_of_namespace
+        # The host made us the init of a PID namespace when the sandbox has them; then
+        # every kernel gets namespaces of its own too.
+        self.namespaces = os.getpid() == 1
+        self.children = {}          # pidfd -> (request id, pid)
+        self.zombies = {}           # request id -> (pidfd, pid): reported, not reaped
+        self.poller = select.poll()
+
+    def loop(self):
+        poller = self.poller
+        poller.register(self.control, select.POLLIN)
+        while True:
+            for fd, _ in poller.poll():
+                if fd == self.control.fileno():
+                    try:
+                        data, fds, _, _ = socket.recv_fds(self.control, _MAX_MESSAGE, _MAX_FDS)
+                    except InterruptedError:
+                        continue
+                    if not data:
+                        os._exit(0)     # the host is gone: so are we, and our kernels
+                    try:
+                        request = json.loads(data)
+                    except ValueError:
+                        _close_all(fds)
+                        continue
+                    if request.get("op") == "fork":
+                        kernel = self.fork(request, fds)
+                        if kernel is not None:
+                            return      # in the forked kernel
+                        continue
+                    _close_all(fds)
+                    if request.get("op") == "reap":
+                        self.reap(request.get("id"))
+                elif fd in self.children:
+                    poller.unregister(fd)
+                    self.report_exit(fd)
+
+    def fork(self, request, fds):
+        """Forks the kernel of `request`.  Returns True in the kernel; in the zygote,
+        answers ``forked`` (with a pidfd) or ``failed`` and returns None."""
+        rid = request.get("id")
+        report_r, report_w = os.pipe()
+        try:
+            child = os.fork()
+        except OSError as exc:
+            os.close(report_r)
+            os.close(report_w)
+            _close_all(fds)
+            _send(self.control, {"op": "failed", "id": rid, "error": "fork: %s" % exc})
+            return None
+        if child == 0:
+            os.close(report_r)
+            try:
+                self.become_kernel(request, fds, report_w)
+            except BaseException as exc:
+                if not isinstance(exc, _Refused):
+                    # Name the step: the line of set-up it failed at.
+                    tb = exc.__traceback__
+                    while tb.tb_next is not None:
+                        tb = tb.tb_next
+                    exc = "%s (at line %d of %s)" % (exc, tb.tb_lineno, tb.tb_frame.f_code.co_name)
+                try:
+                    os.write(report_w, ("error:%s\n" % (exc,)).encode())
+                finally:
+                    os._exit(127)
+            return True
+        os.close(report_w)
+        _close_all(fds)
+        report = b""
+        while True:     # until every process of the set-up let go of the pipe
+            chunk = os.read(report_r, 4096)
+            if not chunk:
+                break
+            report += chunk
+        os.close(report_r)
+        lines = report.decode("utf-8", "replace").splitlines()
+        pid = next((int(l[4:]) for l in lines if l.startswith("pid:")), None)
+        error = next((l[6:] for l in lines if l.startswith("error:")), None)
+        if self.namespaces:
+            # The first child only made the namespaces: its child, the kernel's init,
+            # is ours now (we are this namespace's init).
+            os.waitpid(child, 0)
+        else:
+            pid = child
+        if error is not None or pid is None:
+            if pid is not None:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+            _send(self.control, {"op": "failed", "id": rid,
+                                 "error": error or "the kernel process did not start"})
+            return None
+        pidfd = os.pidfd_open(pid)
+        self.children[pidfd] = (rid, pid)
+        self.poller.register(pidfd, select.POLLIN)
+        _send(self.control, {"op": "forked", "id": rid}, [pidfd])
+        return None
+
+    def report_exit(self, pidfd):
+        rid, pid = self.children.pop(pidfd)
+        try:
+            info = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            info = None
+        status = None
+        if info is not None:
+            if info.si_code == os.CLD_EXITED:
+                status = {"code": info.si_status}
+            else:
+                status = {"signal": info.si_status}
+        self.zombies[rid] = (pidfd, pid)
+        _send(self.control, {"op": "exited", "id": rid, "status": status})
+
+    def reap(self, rid):
+        entry = self.zombies.pop(rid, None)
+        if entry is None:
+            return
+        pidfd, pid = entry
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        os.close(pidfd)
+
+    # ---- in the forked child -------------------------------------------------------
+
+    def become_kernel(self, request, fds, report_w):
+        """Turns this forked child into a kernel: its pipes, place, variables, limits,
+        namespaces and sandbox.  Returns in the kernel process."""
+        stdin, stdout, stderr = fds[:3]
+        landlock = fds[3] if request.get("landlock") and len(fds) > 3 else -1
+        # fd 0 becomes the kernel's stdin: the socket object must not close it later.
+        self.control.detach()
+        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+            os.dup2(fd, target)
+        keep = {0, 1, 2, report_w, landlock}
+        for fd in _open_fds():
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.control = self.poller = None
+        self.children.clear()
+        self.zombies.clear()
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request.get("env") or {})
+        limit = request.get("memoryLimit")
+        if limit:
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if request.get("arenaMax"):
+            # What MALLOC_ARENA_MAX does at exec, for a process that was never exec'd.
+            self.libc.mallopt(_M_ARENA_MAX, int(request["arenaMax"]))
+        if self.namespaces:
+            self.enter_namespaces(bool(request.get("network", True)), landlock, report_w)
+        else:
+            os.setsid()
+            if landlock >= 0:
+                self.landlock(landlock)
+            os.write(report_w, ("pid:%d\n" % os.getpid()).encode())
+        if landlock >= 0:
+            os.close(landlock)
+        os.close(report_w)
+        if self.namespaces:
+            self.init_of_namespace()    # returns in the kernel, PID 2
+        # Kernels share no random state: the `random` module reseeds itself in every
+        # fork; numpy's global generator does not.
+        _reseed()
+
+    def enter_namespaces(self, network, landlock, report_w):
+        libc = self.libc
+        uid, gid = os.getuid(), os.getgid()
+        flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC
+        if not network:
+            flags |= _CLONE_NEWNET
+        self._check(libc.unshare(flags), "making the kernel's namespaces")
+        for path, text in (("/proc/self/setgroups", "deny"),
+                           ("/proc/self/uid_map", "%d %d 1\n" % (uid, uid)),
+                           ("/proc/self/gid_map", "%d %d 1\n" % (gid, gid))):
+            with open(path, "w") as f:
+                f.write(text)
+        init = os.fork()
+        if init:
+            os.write(report_w, ("pid:%d\n" % init).encode())
+            os._exit(0)
+        # The init of the kernel's PID namespace.
+        os.setsid()
+        self._check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None),
+                    "making the kernel's mounts private")
+        self._check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                               None), "mounting the kernel's /proc")
+        if not network:
+            _loopback_up()
+        for cap in range(64):
+            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)     # EINVAL past the last one
+        libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+        self._check(libc.prctl(_PR_SET_SECUREBITS, _SECBIT_NOROOT_AND_LOCKED, 0, 0, 0),
+                    "dropping the kernel's capabilities")
+        if landlock >= 0:
+            self.landlock(landlock)
+        self._drop_capability_sets()
+
+    def landlock(self, fd):
+        libc = self.libc
+        self._check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0),
+                    "entering the kernel's Landlock domain")
+        self._check(libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, fd, 0),
+                    "entering the kernel's Landlock domain")
+
+    def _drop_capability_sets(self):
+        """A spawned kernel loses its capabilities at exec; a forked one never execs,
+        so its sets are emptied here (after Landlock, which needs them or no_new_privs)."""
+        self._check(_set_capabilities(self.libc, 0), "dropping the kernel's capabilities")
+
+    def _check(self, result, what):
+        if result != 0:
+            import ctypes
+            errno = ctypes.get_errno()
+            raise _Refused("%s: %s" % (what, os.strerror(errno)))
+
+
+def _loopback_up():
+    import fcntl
+    import struct
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = struct.unpack("16sH", fcntl.ioctl(s, _SIOCGIFFLAGS, struct.pack("16sH", b"lo", 0)))[1]
+        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | _IFF_UP))
+
+
+def _open_fds():
+    try:
+        return sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+    except OSError:
+        return list(range(3, 256))
+
+
+def _close_all(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _reseed():
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        try:
+            numpy_random.seed()
+        except Exception:
+            pass
