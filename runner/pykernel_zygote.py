@@ -80,12 +80,34 @@ def serve(preload, init_of_namespace):
     import threading
     zygote = _Zygote(control, libc, init_of_namespace)
     _send(control, {
-        "op": "ready", "errors": errors,
+        "op": "ready", "errors": errors, "watch": _watched_files(),
         "threads": len(os.listdir("/proc/self/task")),
         "pythonThreads": threading.active_count(),
         "namespaces": zygote.namespaces,
     })
     return zygote.loop()
+
+
+def _watched_files():
+    """What the zygote's imports depend on, as [path, mtime_ns, size]: every directory
+    on sys.path (pip adds and removes entries there) and the file of every module
+    loaded from outside the standard library.  The host compares them before each
+    fork: after a ``%pip install`` or an edited module, new kernels need a new zygote
+    (the old one's imports are stale)."""
+    stdlib = os.path.dirname(os.__file__)
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and not path.startswith(stdlib):
+            paths.append(path)
+    watched = []
+    for path in sorted(set(paths)):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        watched.append([path, st.st_mtime_ns, st.st_size])
+    return watched
 
 
 def _narrow_capabilities(libc):

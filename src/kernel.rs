@@ -772,20 +772,28 @@ impl Kernel {
             runner_base: files.base.clone(),
             wait: PRELOAD_WAIT,
         };
-        let zygote = crate::zygote::for_kernel(start, config.startup_timeout).await?;
-        let request = ForkRequest {
-            env,
-            cwd: &config.cwd,
-            memory_limit_bytes: config.memory_limit_bytes,
-            landlock: sandbox.landlock_fd(),
-        };
-        match zygote.fork(request, config.startup_timeout).await {
-            Ok(forked) => Some((forked, zygote.imported())),
-            Err(e) => {
-                tracing::warn!("this kernel is spawned, not forked: {e}");
-                None
+        // Once more when the zygote turns out to have died (killed, out of memory): the
+        // registry then starts a new one.
+        for _ in 0..2 {
+            let zygote = crate::zygote::for_kernel(start.clone(), config.startup_timeout).await?;
+            let request = ForkRequest {
+                env,
+                cwd: &config.cwd,
+                memory_limit_bytes: config.memory_limit_bytes,
+                landlock: sandbox.landlock_fd(),
+            };
+            match zygote.fork(request, config.startup_timeout).await {
+                Ok(forked) => return Some((forked, zygote.imported())),
+                Err(e) if zygote.is_dead() => {
+                    tracing::info!("the zygote had ended ({e}); trying a new one");
+                }
+                Err(e) => {
+                    tracing::warn!("this kernel is spawned, not forked: {e}");
+                    return None;
+                }
             }
         }
+        None
     }
 
     /// [`Kernel::spawn`] through `config.launcher`: the far side's Python is not resolved

@@ -102,6 +102,8 @@ pub struct Ready {
     pub python_threads: u64,
     /// Whether kernels get namespaces of their own (the zygote is a namespace's init).
     pub namespaces: bool,
+    /// What its imports depend on: (path, mtime in ns, size) (see [`Zygote::is_current`]).
+    pub watched: Vec<(PathBuf, u64, u64)>,
 }
 
 enum Waiter {
@@ -123,6 +125,8 @@ pub struct Zygote {
     next_id: AtomicU64,
     waiters: Mutex<HashMap<u64, Waiter>>,
     dead: AtomicBool,
+    /// Forks no more (its imports are stale); stopped once its last kernel ends.
+    retired: AtomicBool,
     kernels: AtomicUsize,
 }
 
@@ -145,6 +149,7 @@ pub struct ForkRequest<'a> {
 }
 
 /// Everything needed to start a zygote for `key`.
+#[derive(Clone)]
 pub struct ZygoteStart {
     pub key: ZygoteKey,
     /// The runner directory's base (read-only inside the sandbox).
@@ -223,6 +228,7 @@ impl Zygote {
             next_id: AtomicU64::new(1),
             waiters: Mutex::new(HashMap::new()),
             dead: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
             kernels: AtomicUsize::new(0),
         });
         let (tx, rx) = oneshot::channel();
@@ -284,6 +290,34 @@ impl Zygote {
         self.dead.load(Ordering::SeqCst)
     }
 
+    /// Whether what its imports came from is unchanged: every watched path has the
+    /// mtime and size it had when the imports were done. A `%pip install` (in a kernel
+    /// or anywhere) or an edited module makes it stale: a kernel forked from it would
+    /// start with the old code, where a spawned one would import the new.
+    pub fn is_current(&self) -> bool {
+        let Some(ready) = self.ready.get() else {
+            return false;
+        };
+        ready.watched.iter().all(|(path, mtime, size)| {
+            std::fs::metadata(path).is_ok_and(|meta| {
+                meta.len() == *size
+                    && meta
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .is_some_and(|d| d.as_nanos() == u128::from(*mtime))
+            })
+        })
+    }
+
+    /// Forks no more; ends once its last kernel has (ending it sooner would end them).
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+        if self.kernels() == 0 {
+            self.stop();
+        }
+    }
+
     /// Kernels forked and not yet ended.
     pub fn kernels(&self) -> usize {
         self.kernels.load(Ordering::SeqCst)
@@ -342,6 +376,11 @@ impl Zygote {
         self.waiters.lock().unwrap().insert(id, Waiter::Fork(tx));
         if let Err(e) = self.send(&message, &fds) {
             self.waiters.lock().unwrap().remove(&id);
+            if e.raw_os_error() == Some(nix::libc::EPIPE)
+                || e.raw_os_error() == Some(nix::libc::ECONNRESET)
+            {
+                self.dead.store(true, Ordering::SeqCst);
+            }
             return Err(format!("cannot ask the zygote: {e}"));
         }
         // The zygote holds its own copies now.
@@ -466,6 +505,8 @@ impl Zygote {
                         threads: message["threads"].as_u64().unwrap_or(0),
                         python_threads: message["pythonThreads"].as_u64().unwrap_or(0),
                         namespaces: message["namespaces"].as_bool().unwrap_or(false),
+                        watched: serde_json::from_value(message["watch"].clone())
+                            .unwrap_or_default(),
                     });
                 }
             }
@@ -502,8 +543,12 @@ impl Zygote {
                 });
                 match waiters.remove(&id) {
                     Some(Waiter::Exit(tx)) => {
-                        self.kernels.fetch_sub(1, Ordering::SeqCst);
+                        let left = self.kernels.fetch_sub(1, Ordering::SeqCst) - 1;
                         let _ = tx.send(info);
+                        if left == 0 && self.retired.load(Ordering::SeqCst) {
+                            drop(waiters);
+                            self.stop();
+                        }
                     }
                     Some(Waiter::Orphan) => {
                         drop(waiters);
@@ -564,9 +609,30 @@ static SLOTS: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
 /// The zygote for `start.key`, started if there is none (a start that failed is not
 /// tried again in this process); `None` when there is none to use within `wait`.
 pub async fn for_kernel(start: ZygoteStart, wait: Duration) -> Option<Arc<Zygote>> {
+    let stale = tokio::task::spawn_blocking({
+        let key = start.key.clone();
+        move || {
+            let zygote = SLOTS
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|slot| slot.key == key)
+                .and_then(|slot| slot.state.borrow().as_ref()?.as_ref().ok().cloned());
+            zygote.filter(|z| !z.is_current())
+        }
+    })
+    .await
+    .ok()
+    .flatten();
+    if let Some(stale) = stale {
+        tracing::info!("the zygote's imports changed on disk; a new one is started");
+        stale.retire();
+    }
     let mut state = {
         let mut slots = SLOTS.lock().unwrap();
-        slots.retain(|slot| !matches!(&*slot.state.borrow(), Some(Ok(z)) if z.is_dead()));
+        slots.retain(|slot| {
+            !matches!(&*slot.state.borrow(), Some(Ok(z)) if z.is_dead() || z.retired.load(Ordering::SeqCst))
+        });
         match slots.iter().find(|slot| slot.key == start.key) {
             Some(slot) => slot.state.clone(),
             None => {

@@ -11,8 +11,17 @@ const addon = require('../..')
 /** The interpreter the tests use: the test venv when scripts/test.js made one. */
 const python = process.env.PYKERNEL_TEST_PYTHON || undefined
 
+/** With PYKERNEL_TEST_ZYGOTE=1 every kernel a test starts is forked from a zygote
+ *  (a `preload` makes it so): the isolation suite runs once each way. */
+const zygote = process.env.PYKERNEL_TEST_ZYGOTE === '1'
+
+/** The options every test kernel starts with. */
+function kernelDefaults() {
+  return { interpreter: python, ...(zygote ? { preload: ['json'] } : {}) }
+}
+
 function startKernel(options = {}) {
-  return addon.Kernel.start({ interpreter: python, ...options })
+  return addon.Kernel.start({ ...kernelDefaults(), ...options })
 }
 
 /** Runs `code`, collecting the streamed events alongside the result. */
@@ -211,6 +220,8 @@ function kernelCgroupOf(pid) {
 const WITHOUT_CGROUP = { baseEnv: { ...process.env, PYKERNEL_PIDS_CGROUP: '0' } }
 
 module.exports = {
+  zygote,
+  kernelDefaults,
   pidsCgroupBase,
   kernelCgroups,
   kernelCgroupOf,

@@ -9,7 +9,7 @@ const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { addon, python, startKernel, tempDir, isAlive, waitFor } = require('./_common')
+const { addon, python, startKernel, kernelDefaults, zygote, tempDir, isAlive, waitFor } = require('./_common')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'attack-host.js')
 const BUN = path.resolve(__dirname, '..', '..', 'node_modules', '.bin', 'bun')
@@ -118,6 +118,7 @@ for (const [runtimeName, runtime] of HOSTS) {
   test(`${runtimeName} host: a cell cannot signal or ptrace its host (no SIGUSR1 inspector, SIGTERM/SIGKILL miss it)`, { timeout: 40_000 }, async () => {
     const { code, signal, report, stderr } = await attackHost(runtime, SIGNAL_ATTACK)
     assert.ok(report, `the host reported back (it ended with ${code ?? signal}; stderr: ${stderr.slice(-400)})`)
+    assert.equal(report.startMode, zygote ? 'zygote' : 'spawn', 'the kernel started the way this run tests')
     assert.equal(code, 0, `the host lived through the attack and ended normally (${signal})`)
     assert.equal(report.inspector, false, 'no inspector listens on 127.0.0.1:9229')
     assert.doesNotMatch(stderr, /Debugger listening/)
@@ -169,7 +170,7 @@ print('HITS', hits)
 })
 
 test('a pool\'s prewarmed spare cannot be reached by another session\'s cell', async (t) => {
-  const pool = new addon.KernelPool({ kernel: { interpreter: python }, prewarm: 1 })
+  const pool = new addon.KernelPool({ kernel: kernelDefaults(), prewarm: 1 })
   t.after(() => pool.disposeAll())
   const first = await pool.execute({ sessionId: 'attacker', cells: [{ code: '1' }] })
   assert.equal(first.exitCode, 0)
@@ -242,7 +243,7 @@ for (const [name, code] of Object.entries(ESCAPES)) {
 
 test('disposeOwner() leaves no process of the session behind, whatever it did to its session', async (t) => {
   const marker = `pykernel-escape-${crypto.randomBytes(6).toString('hex')}`
-  const pool = new addon.KernelPool({ kernel: { interpreter: python }, prewarm: 0 })
+  const pool = new addon.KernelPool({ kernel: kernelDefaults(), prewarm: 0 })
   t.after(() => pool.disposeAll())
   const r = await pool.execute({ sessionId: 'leaver', cells: [{ code: ESCAPES['double fork + setsid'].replaceAll('MARK', marker) }] })
   assert.equal(r.exitCode, 0, r.output)
@@ -255,6 +256,7 @@ test('kernel.isolation and checkPythonKernelAvailability say what is enforced; s
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())
   const { isolation } = kernel
+  assert.equal(kernel.startMode, zygote ? 'zygote' : 'spawn', 'the kernel started the way this run tests')
   assert.equal(isolation.mode, 'namespaces+landlock', JSON.stringify(isolation))
   for (const p of ['pid-namespace', 'own-proc', 'runner-read-only', 'capabilities-dropped', 'signal-scope']) assert.ok(isolation.enforced.includes(p), p)
   assert.deepEqual(isolation.missing, [])
@@ -264,6 +266,7 @@ test('kernel.isolation and checkPythonKernelAvailability say what is enforced; s
   const open = await startKernel({ sandbox: 'off' })
   t.after(() => open.shutdown())
   assert.equal(open.isolation.mode, 'off')
+  assert.equal(open.startMode, zygote ? 'zygote' : 'spawn')
   const r = await open.execute(`import os; os.path.exists('/proc/${process.pid}')`)
   assert.equal(r.result['text/plain'], 'True', 'without the sandbox the host is visible (the option works)')
   await assert.rejects(startKernel({ sandbox: 'on' }), { code: 'ERR_INVALID_ARG', message: /sandbox.*'off'/ })
@@ -343,7 +346,7 @@ test('without user namespaces (Landlock only) a kernel says once what it lacks, 
 test('a pool that confines writes never hands a session a spare made for another cwd', async (t) => {
   const poolCwd = tempDir()
   const sessionCwd = tempDir()
-  const pool = new addon.KernelPool({ kernel: { interpreter: python, cwd: poolCwd, sandbox: { writable: [] } }, prewarm: 1 })
+  const pool = new addon.KernelPool({ kernel: { ...kernelDefaults(), cwd: poolCwd, sandbox: { writable: [] } }, prewarm: 1 })
   t.after(() => pool.disposeAll())
   assert.ok(await waitFor(() => pool.spares.length === 1, { timeoutMs: 10_000 }), 'a spare is ready')
   const r = await pool.execute({ sessionId: 'elsewhere', cwd: sessionCwd, cells: [{ code: "open('here.txt', 'w').write('ok')" }] })
