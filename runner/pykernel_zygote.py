@@ -77,7 +77,12 @@ def serve(preload, init_of_namespace):
             __import__(name)
         except BaseException as exc:        # SystemExit, KeyboardInterrupt too
             errors[name] = "%s: %s" % (type(exc).__name__, exc)
+    import gc
     import threading
+    # What the imports made is never collected here: kept out of the collector's sight,
+    # a kernel's collections do not touch (and so copy) the pages these objects share.
+    gc.collect()
+    gc.freeze()
     zygote = _Zygote(control, libc, init_of_namespace)
     _send(control, {
         "op": "ready", "errors": errors, "watch": _watched_files(),

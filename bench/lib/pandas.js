@@ -3,7 +3,12 @@
 // end (pool.execute -> result), with the bench venv's python, in three pool set-ups:
 //
 // - `preload`: `KernelPool({ prewarm: 1, preload: ['numpy', 'pandas'] })`, the spare ready
-//   (its imports done: `pool.spares.length === 1`) before each call;
+//   (forked from the zygote, which imported them: `pool.spares.length === 1`) before each
+//   call;
+// - `zygote`: `KernelPool({ prewarm: 0, preload })`: no spare, the session's kernel is
+//   forked from the zygote when the call comes;
+// - `spawned`: as `preload` with `kernel.zygote: false`: the spare is spawned and imports
+//   the list itself once ready (the part-one build, before the zygote);
 // - `plain`: `KernelPool({ prewarm: 1 })`, a ready spare that imports nothing ahead;
 // - `cold`: `KernelPool({ prewarm: 0 })`, the kernel starts for the session.
 //
@@ -15,7 +20,7 @@
 // `cfg.shortSettleMs`. Round 0 is discarded (page cache, bytecode).
 //
 // Then the memory of idle sessions (issue 19's "8 idle sessions with and without the
-// zygote"; there is no zygote yet, so these are the baseline): see `idleMemory`.
+// zygote"): see `idleMemory`.
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawnTracked, withTimeout, statusKiB, LineReader } = require('./proc')
@@ -74,23 +79,25 @@ async function measurePandas(python, cfg, log) {
   const common = { kernel, maxSessions: 4, heartbeatIntervalMs: 0 }
   const pools = {
     preload: new KernelPool({ ...common, prewarm: 1, preload: PRELOAD }),
+    zygote: new KernelPool({ ...common, prewarm: 0, preload: PRELOAD }),
+    spawned: new KernelPool({ ...common, kernel: { ...kernel, zygote: false }, prewarm: 1, preload: PRELOAD }),
     plain: new KernelPool({ ...common, prewarm: 1 }),
     cold: new KernelPool({ ...common, prewarm: 0 }),
   }
-  const keys = { preload: 'pandasPreloadMs', plain: 'pandasPlainMs', cold: 'pandasColdMs' }
-  const samples = { preload: [], plain: [], cold: [] }
+  const keys = { preload: 'pandasPreloadMs', zygote: 'pandasZygoteMs', spawned: 'pandasSpawnedPreloadMs', plain: 'pandasPlainMs', cold: 'pandasColdMs' }
+  const samples = Object.fromEntries(Object.keys(keys).map((k) => [k, []]))
+  const spareVariants = ['preload', 'spawned', 'plain']
   const failed = {}
   const proc = []
   const inside = []
   // Both pools with spares have them ready (the preload one's imports done).
   const settled = async () => {
-    await spares(pools.preload, 1)
-    await spares(pools.plain, 1)
+    for (const v of spareVariants) await spares(pools[v], 1)
     await sleep(cfg.shortSettleMs)
   }
   try {
     for (let i = 0; i <= cfg.pandasRuns; i++) {
-      for (const v of ['preload', 'plain', 'cold']) {
+      for (const v of Object.keys(keys)) {
         if (failed[v]) continue
         try {
           await settled()
@@ -104,8 +111,11 @@ async function measurePandas(python, cfg, log) {
           const pid = (pool.sessions.find((s) => s.key === sessionId) || pool.sessions[0] || {}).pid
           // A sample counts only if the session got what the variant says: the ready
           // spare, or (cold) a kernel of its own.
-          if (v === 'cold') check(before.length === 0, `cold: the pool had spares ${JSON.stringify(before)}`)
+          if (!spareVariants.includes(v)) check(before.length === 0, `${v}: the pool had spares ${JSON.stringify(before)}`)
           else check(pid !== undefined && before.includes(pid), `${v}: the session's kernel ${pid} was not the ready spare ${JSON.stringify(before)}`)
+          // ... and was made the way the variant says: forked by the zygote or spawned.
+          const forked = parentOf(pid) !== process.pid
+          check(forked === (v === 'preload' || v === 'zygote'), `${v}: the session's kernel was ${forked ? 'forked' : 'spawned'}`)
           if (i > 0) samples[v].push(ms)
           await pool.disposeOwner(sessionId)
         } catch (e) {
@@ -135,17 +145,30 @@ async function measurePandas(python, cfg, log) {
   r.pandasImportMs = failed.floor ? { error: failed.floor } : inside
   // The timing pools are gone (disposeAll above): the memory rows see only their own.
   const t0 = Date.now()
-  try {
-    Object.assign(r, await idleMemory(python, cfg, log))
-  } catch (e) {
-    for (const k of IDLE_KEYS) r[k] = { error: e.message.replace(/\s+/g, ' ') }
-    log(`pandas idle memory failed: ${e.message}`)
+  for (const zygote of [false, true]) {
+    try {
+      Object.assign(r, await idleMemory(python, cfg, log, { zygote }))
+    } catch (e) {
+      for (const k of IDLE_KEYS) {
+        if (zygote && !k.startsWith('idle')) continue     // the bare floor is measured once, without
+        r[zygote ? zygoteKey(k) : k] = { error: e.message.replace(/\s+/g, ' ') }
+      }
+      log(`pandas idle memory (zygote ${zygote}) failed: ${e.message}`)
+    }
+  }
+  // The zygote's total against what one session takes without it (its own sessions'
+  // RSS counts the pages they share with the zygote, which makes their ratio look better).
+  if (typeof r.idleZygoteTotalPssKiB === 'number' && Array.isArray(r.idleSessionRssKiB)) {
+    r.idleZygoteTotalPssVsSpawnedRatio = r.idleZygoteTotalPssKiB / median(r.idleSessionRssKiB)
   }
   log(`pandas idle memory took ${((Date.now() - t0) / 1000).toFixed(1)} s`)
   return r
 }
 
 // Idle memory after the cell ------------------------------------------------------------
+
+/** The key of a zygote run's figure: idleTotalPssKiB -> idleZygoteTotalPssKiB. */
+const zygoteKey = (k) => k.replace(/^idle/, 'idleZygote')
 
 const IDLE_KEYS = ['idleSessionRssKiB', 'idleKernelRssKiB', 'idleSessionPssKiB', 'idleKernelPssKiB', 'idleTotalRssKiB', 'idleTotalPssKiB', 'idleTotalRssRatio', 'idleTotalPssRatio', 'bareIdleRssKiB', 'bareIdlePssKiB']
 
@@ -158,6 +181,11 @@ function pssKiB(pid) {
   } catch {
     return null
   }
+}
+
+function parentOf(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
 }
 
 function childPids(pid) {
@@ -216,8 +244,11 @@ async function bareIdle(python, ms) {
 
 /**
  * `cfg.idleSessions` sessions (8) of one pool, `KernelPool({ prewarm: 1, preload:
- * ['numpy', 'pandas'], maxSessions: idleSessions + 1 })`, each has run CELL; each claimed
- * a ready spare (checked, as above), so each kernel imported pandas as a preloaded spare.
+ * ['numpy', 'pandas'], maxSessions: idleSessions + 1, kernel: { zygote } })`, each has run
+ * CELL; each claimed a ready spare (checked, as above). Without the zygote each kernel was
+ * spawned and imported pandas itself; with it each was forked from the zygote, and the
+ * zygote's own PSS (it stays, holding the pages the sessions share) is added to the total
+ * (keys `idleZygote...`, and `idleZygoteProcessPssKiB` for the zygote alone).
  * After the last, the pool's refill spare is ready (its import done) and the machine idles
  * `cfg.idleMs`; then RSS (VmRSS) and PSS (smaps_rollup) of every session's kernel and of
  * its sandbox init. A session counts both (its kernel + its init); the kernel alone is
@@ -228,14 +259,16 @@ async function bareIdle(python, ms) {
  * session's RSS (the real total against what one session alone takes: the zygote's
  * target, at most 2x). "One session" is the median over the n.
  */
-async function idleMemory(python, cfg, log) {
+async function idleMemory(python, cfg, log, { zygote }) {
   const { KernelPool } = require(ROOT)
   const n = cfg.idleSessions
   const out = {}
-  const bare = await bareIdle(python, cfg.idleMs)
-  out.bareIdleRssKiB = bare.rss
-  out.bareIdlePssKiB = bare.pss
-  const pool = new KernelPool({ kernel: { interpreter: python, cwd: ROOT }, maxSessions: n + 1, prewarm: 1, preload: PRELOAD, heartbeatIntervalMs: 0 })
+  if (!zygote) {
+    const bare = await bareIdle(python, cfg.idleMs)
+    out.bareIdleRssKiB = bare.rss
+    out.bareIdlePssKiB = bare.pss
+  }
+  const pool = new KernelPool({ kernel: { interpreter: python, cwd: ROOT, zygote }, maxSessions: n + 1, prewarm: 1, preload: PRELOAD, heartbeatIntervalMs: 0 })
   try {
     const ids = []
     for (let i = 0; i < n; i++) {
@@ -252,6 +285,11 @@ async function idleMemory(python, cfg, log) {
     await sleep(cfg.idleMs)
     check(pool.sessions.length === n, `the pool has ${pool.sessions.length} sessions, expected ${n}`)
     const mem = sessionPids.map(sessionMemory)
+    const parents = [...new Set(sessionPids.map(parentOf))]
+    check(zygote ? parents.length === 1 && parents[0] !== process.pid : parents.length === 1 && parents[0] === process.pid,
+      `the sessions' kernels were not ${zygote ? 'forked by one zygote' : 'spawned'} (parents ${JSON.stringify(parents)})`)
+    const zygotePss = zygote ? pssKiB(parents[0]) : 0
+    check(zygotePss !== null, 'cannot read the zygote\'s memory')
     const sparesNow = pool.spares
     const spareMem = sparesNow.length ? sessionMemory(sparesNow[0]) : null
     check(JSON.stringify(sparesNow) === JSON.stringify(spare), `the spare changed during the idle time: ${JSON.stringify(spare)} -> ${JSON.stringify(sparesNow)}`)
@@ -262,7 +300,7 @@ async function idleMemory(python, cfg, log) {
     out.idleKernelPssKiB = mem.map((m) => m.kernelPss)
     out.idleInitPssKiB = mem.map((m) => m.initPss)
     out.idleTotalRssKiB = sum(out.idleSessionRssKiB)
-    out.idleTotalPssKiB = sum(out.idleSessionPssKiB)
+    out.idleTotalPssKiB = sum(out.idleSessionPssKiB) + zygotePss
     const one = median(out.idleSessionRssKiB)
     out.idleTotalRssRatio = out.idleTotalRssKiB / one
     out.idleTotalPssRatio = out.idleTotalPssKiB / one
@@ -270,10 +308,12 @@ async function idleMemory(python, cfg, log) {
     out.idleProcesses = mem
     out.idleSessions = n
     out.idleMs = cfg.idleMs
+    if (zygote) out.idleProcessPssKiB = zygotePss
   } finally {
     await pool.disposeAll({ budgetMs: 3000 }).catch(() => {})
   }
-  return out
+  if (!zygote) return out
+  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k.startsWith('idle') ? zygoteKey(k) : k, v]))
 }
 
 module.exports = { measurePandas, idleMemory, CELL, PRELOAD }
