@@ -93,6 +93,27 @@ test('two kernels forked from one zygote share no state: globals, module attribu
   names.forEach((name, i) => assert.notEqual(x[i], y[i], `${name} gave both kernels the same value`))
 })
 
+test('the data stack works in a forked kernel: BLAS threads after the fork, matplotlib figures', async (t) => {
+  const kernel = await start(t, { preload: ['numpy', 'matplotlib.pyplot'] })
+  assert.equal(kernel.startMode, 'zygote')
+  // OpenBLAS starts a thread pool when numpy is imported; the fork must leave it usable.
+  assert.equal(await value(kernel, 'import numpy as np\nfloat((np.ones((400, 400)) @ np.ones((400, 400))).sum())'), '64000000.0')
+  const events = []
+  const r = await kernel.execute('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()', { onEvent: (e) => events.push(e) })
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  const pngs = events.filter((e) => e.type === 'display' && 'image/png' in e.bundle)
+  assert.equal(pngs.length, 1, 'the figure is displayed as a PNG')
+  assert.equal(Buffer.from(pngs[0].bundle['image/png'], 'base64').subarray(1, 4).toString(), 'PNG')
+})
+
+test('a zygote whose imports start a Python thread is not used: the kernel is spawned and imports the list itself', async (t) => {
+  const dir = tempDir('pk-zygote-thread-')
+  fs.writeFileSync(path.join(dir, 'pk_threaded.py'), 'import threading, time\nthreading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\nLOADED = True\n')
+  const kernel = await start(t, { preload: ['pk_threaded'], env: { PYTHONPATH: dir } })
+  assert.equal(kernel.startMode, 'spawn', 'a fork would keep only the forking thread')
+  assert.equal(await value(kernel, "import sys\nsys.modules['pk_threaded'].LOADED"), 'True')
+})
+
 test('a forked kernel ends, reports and cleans up as a spawned one: exit codes, signals, interrupts, shutdown', async (t) => {
   const exited = await start(t)
   const r1 = await exited.execute('import os; os._exit(7)')

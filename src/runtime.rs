@@ -437,6 +437,17 @@ pub fn version_at_least(version: &str, (major, minor): (u32, u32)) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn versions_compare_by_major_and_minor() {
+        assert!(version_at_least("3.11.4", (3, 9)));
+        assert!(version_at_least("3.9.0", (3, 9)));
+        assert!(!version_at_least("3.8.18", (3, 9)));
+        assert!(version_at_least("4.0.0", (3, 9)));
+        assert!(!version_at_least("", (3, 9)));
+        assert!(!version_at_least("3", (3, 9)));
+    }
+
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 

@@ -684,3 +684,62 @@ pub fn running() -> Vec<(u32, usize)> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_that_differ_only_in_their_own_parts_share_a_zygote() {
+        let env = |tmp: &str| {
+            BTreeMap::from([
+                ("PATH".to_string(), "/usr/bin".to_string()),
+                ("TMPDIR".to_string(), tmp.to_string()),
+            ])
+        };
+        let writable = |dirs: Vec<&str>| SandboxConfig::On {
+            network: true,
+            writable: Some(dirs.into_iter().map(PathBuf::from).collect()),
+        };
+        let key = |env: &BTreeMap<String, String>, sandbox: &SandboxConfig, preload: &[&str]| {
+            let preload: Vec<String> = preload.iter().map(|s| s.to_string()).collect();
+            ZygoteKey::new(
+                Path::new("/py"),
+                Path::new("/r/runner.py"),
+                env,
+                sandbox,
+                &preload,
+            )
+        };
+        let a = key(&env("/tmp/a"), &writable(vec!["/x"]), &["pandas"]);
+        // Its own TMPDIR and writable directories (its own Landlock ruleset) are a
+        // kernel's: the same zygote serves both.
+        assert_eq!(a, key(&env("/tmp/b"), &writable(vec!["/y"]), &["pandas"]));
+        assert_eq!(a.env.get("TMPDIR"), None);
+        // What the zygote itself depends on is not.
+        assert_ne!(a, key(&env("/tmp/a"), &writable(vec!["/x"]), &["numpy"]));
+        let offline = SandboxConfig::On {
+            network: false,
+            writable: None,
+        };
+        assert_ne!(a, key(&env("/tmp/a"), &offline, &["pandas"]));
+        assert_ne!(a, key(&env("/tmp/a"), &SandboxConfig::Off, &["pandas"]));
+        let mut other = env("/tmp/a");
+        other.insert("PYTHONPATH".into(), "/elsewhere".into());
+        assert_ne!(a, key(&other, &writable(vec!["/x"]), &["pandas"]));
+    }
+
+    #[test]
+    fn a_pidfd_names_its_process_as_this_namespace_numbers_it() {
+        // SAFETY: pidfd_open of our own pid; the descriptor is owned below.
+        let fd = unsafe {
+            nix::libc::syscall(nix::libc::SYS_pidfd_open, std::process::id(), 0u32)
+        };
+        assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        assert_eq!(pid_of(&fd), Some(std::process::id()));
+        // Not a pidfd: no pid.
+        let file = std::fs::File::open("/dev/null").unwrap();
+        assert_eq!(pid_of(&OwnedFd::from(file)), None);
+    }
+}
