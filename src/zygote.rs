@@ -732,9 +732,7 @@ mod tests {
     #[test]
     fn a_pidfd_names_its_process_as_this_namespace_numbers_it() {
         // SAFETY: pidfd_open of our own pid; the descriptor is owned below.
-        let fd = unsafe {
-            nix::libc::syscall(nix::libc::SYS_pidfd_open, std::process::id(), 0u32)
-        };
+        let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, std::process::id(), 0u32) };
         assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
         let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
         assert_eq!(pid_of(&fd), Some(std::process::id()));
