@@ -81,5 +81,5 @@ test('bad execute options are refused with a code and leave the kernel usable', 
 })
 
 test('Kernel cannot be constructed directly', () => {
-  assert.throws(() => new addon.Kernel())
+  assert.throws(() => new addon.Kernel(), { code: 'ERR_INVALID_ARG', message: /Kernel\.start\(options\)/ })
 })

@@ -50,5 +50,9 @@ if (bun.status !== 0) {
 
 const only = process.argv.slice(2)
 const files = only.length ? only : testFiles(path.join(root, '__tests__'))
-const node = spawnSync(process.execPath, ['--test', '--test-concurrency=2', ...files], { stdio: 'inherit', env })
+// A test that hangs fails after TEST_TIMEOUT_MS instead of holding CI until its limit.
+// Node applies it to each test file as a whole too (the longest takes about a minute),
+// so it is generous; a test that needs a bound of its own sets `{ timeout }`.
+const TEST_TIMEOUT_MS = 300_000
+const node = spawnSync(process.execPath, ['--test', '--test-concurrency=2', `--test-timeout=${TEST_TIMEOUT_MS}`, ...files], { stdio: 'inherit', env })
 process.exit(node.status ?? 1)

@@ -253,6 +253,38 @@ mod tests {
     }
 
     #[test]
+    fn every_spelling_of_the_secret_pattern_is_dropped_even_under_an_allowed_prefix() {
+        // Spelled out here, not taken from SECRET_SUBSTRINGS: losing one there must fail.
+        let spellings = [
+            "API_KEY",
+            "API-KEY",
+            "APIKEY",
+            "SECRET",
+            "TOKEN",
+            "PASSWORD",
+            "PASSWD",
+            "CREDENTIAL",
+            "ACCESS_KEY",
+            "ACCESS-KEY",
+            "ACCESSKEY",
+            "PRIVATE_KEY",
+            "PRIVATE-KEY",
+            "PRIVATEKEY",
+        ];
+        let f = EnvFilter::new(DEFAULT_ENV_PREFIX);
+        for spelling in spellings {
+            for name in [
+                format!("PYKERNEL_{spelling}"),
+                format!("PYKERNEL_MY_{spelling}_FILE"),
+                format!("XDG_{spelling}"),
+                format!("LC_{}", spelling.to_ascii_lowercase()),
+            ] {
+                assert!(!f.verdict(&name).keeps(), "{name} must be dropped");
+            }
+        }
+    }
+
+    #[test]
     fn every_allowlist_entry_is_kept_and_every_denylist_entry_dropped() {
         let f = EnvFilter::new(DEFAULT_ENV_PREFIX);
         for name in ALLOWLIST {

@@ -357,13 +357,19 @@ test('a 100 MB cell source stalls the event loop no longer than copying it out o
     copies.push(performance.now() - started)
   }
   const copy = Math.min(...copies)
+  // The least of three stalls per call: a major GC of the 100 MB strings, or a loaded
+  // machine, can land in any one window; a stall the call itself causes is in every one.
   const stalls = []
   for (const run of [() => kernel.execute(code), () => kernel.evaluate([{ code }])]) {
-    let result
-    stalls.push(await longestStall(async () => { result = await run() }))
-    assert.equal(result.status ?? (result.exitCode === 0 ? 'ok' : result.output), 'ok')
+    const tries = []
+    for (let i = 0; i < 3; i++) {
+      let result
+      tries.push(await longestStall(async () => { result = await run() }))
+      assert.equal(result.status ?? (result.exitCode === 0 ? 'ok' : result.output), 'ok')
+    }
+    stalls.push(Math.min(...tries))
   }
-  t.diagnostic(`Buffer.from: ${copy.toFixed(0)} ms; longest stalls: ${stalls.map((s) => s.toFixed(0)).join(', ')} ms`)
+  t.diagnostic(`Buffer.from: ${copy.toFixed(0)} ms; least longest stalls: ${stalls.map((s) => s.toFixed(0)).join(', ')} ms`)
   const bound = 1.5 * copy + 50
   for (const stall of stalls) assert.ok(stall < bound, `the event loop stalled ${stall.toFixed(0)} ms (copying the source takes ${copy.toFixed(0)} ms)`)
 })
