@@ -95,9 +95,17 @@ test('resolvePython learns the real executable behind a shim and reports what it
   delete baseEnv.VIRTUAL_ENV
   delete baseEnv.CONDA_PREFIX
   baseEnv.HOME = cwd
+  // A shim, as pyenv or asdf install: a script named python/python3 first on PATH that
+  // execs the real interpreter. The kernel must run the real one (`sys.executable`).
+  const shims = tempDir()
+  for (const name of ['python', 'python3']) {
+    fs.writeFileSync(path.join(shims, name), `#!/bin/sh\nexec ${JSON.stringify(realPython())} "$@"\n`, { mode: 0o755 })
+  }
+  baseEnv.PATH = `${shims}:${baseEnv.PATH}`
   const resolved = await addon.resolvePython({ cwd, baseEnv })
   assert.equal(resolved.source, 'path')
-  assert.equal(fs.realpathSync(resolved.path), fs.realpathSync(realPython()))
+  assert.equal(resolved.path, realPython(), 'the real executable, not the shim')
+  assert.ok(!resolved.path.startsWith(shims))
   assert.match(resolved.version, /^3\.\d+\.\d+$/)
   const reasons = resolved.skipped.map((s) => `${s.candidate}: ${s.reason}`).join('\n')
   assert.match(reasons, /VIRTUAL_ENV: not set/)

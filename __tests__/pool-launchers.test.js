@@ -44,13 +44,12 @@ test('a request names its launcher: part of the session key, as the interpreter 
   const far = await pool.execute({ sessionId: 'far', launcher: at('f'), cwd: '/', cells: [{ code: 'import os; os.getcwd()' }] })
   assert.equal(far.output.trim(), "'/'")
   // Nor is its interpreter looked up here: `bin/python` exists only where `env -C` goes.
-  if (python) {
-    const venv = path.dirname(path.dirname(python))
-    assert.equal(fs.existsSync('bin/python'), false)
-    const there = await pool.execute({ sessionId: 'venv', launcher: ['env', '-C', venv], interpreter: 'bin/python', cells: [{ code: 'import sys; sys.prefix' }] })
-    assert.equal(there.exitCode, 0, there.output)
-    assert.equal(there.output.trim(), `'${fs.realpathSync(venv)}'`)
-  }
+  assert.ok(python, 'PYKERNEL_TEST_PYTHON names a venv python (npm test sets it)')
+  const venv = path.dirname(path.dirname(python))
+  assert.equal(fs.existsSync('bin/python'), false)
+  const there = await pool.execute({ sessionId: 'venv', launcher: ['env', '-C', venv], interpreter: 'bin/python', cells: [{ code: 'import sys; sys.prefix' }] })
+  assert.equal(there.exitCode, 0, there.output)
+  assert.equal(there.output.trim(), `'${fs.realpathSync(venv)}'`)
   // A launcher that is no argv prefix is refused before anything starts.
   for (const launcher of [[], 'env', [42], ['']]) {
     await assert.rejects(run(pool, 'bad', { launcher }), { code: 'ERR_INVALID_ARG', message: /launcher/ }, JSON.stringify(launcher))

@@ -33,6 +33,20 @@ async function output(kernel, code) {
   return r.stdout
 }
 
+/** When `pid` started (clock ticks since boot): tells a process from a later one that
+ *  was given its reused pid. */
+function startOf(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
+  } catch {
+    return null
+  }
+}
+
+/** Whether the process that had `pid` when `started` was read is still running. */
+const stillRunning = (pid, started) => isAlive(pid) && startOf(pid) === started
+
 /** The parent of `pid` as this host sees it. */
 function parentOf(pid) {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
@@ -137,9 +151,10 @@ test('a forked kernel ends, reports and cleans up as a spawned one: exit codes, 
   })())
   assert.equal(children().length, 1, 'its child runs')
   const zygote = parentOf(kernel.pid)
+  const started = startOf(kernel.pid)
   const outcome = await kernel.shutdown()
   assert.equal(outcome.confirmed, true)
-  assert.equal(isAlive(kernel.pid), false, 'the kernel is gone')
+  assert.equal(stillRunning(kernel.pid, started), false, 'the kernel is gone')
   assert.ok(await waitFor(() => children().length === 0, { timeoutMs: 3000 }), 'its child (in another session) is gone too')
   assert.equal(isAlive(zygote), true, 'the zygote serves on')
 })
@@ -247,9 +262,10 @@ test('a zygote that dies takes its kernels with it; the next kernel gets a new z
   const preload = ['decimal', 'statistics']
   const kernel = await start(t, { preload })
   const zygote = parentOf(kernel.pid)
+  const started = startOf(kernel.pid)
   process.kill(zygote, 'SIGKILL')
   // Its kernel dies as the zygote's namespace is torn down, a moment after the kill.
-  assert.ok(await waitFor(() => !isAlive(kernel.pid), { timeoutMs: 5000 }), 'the kernel died with its zygote')
+  assert.ok(await waitFor(() => !stillRunning(kernel.pid, started), { timeoutMs: 5000 }), 'the kernel died with its zygote')
   assert.ok(await waitFor(() => !kernel.alive, { timeoutMs: 5000 }), 'and the host knows')
   await assert.rejects(kernel.execute('1'), { code: 'ERR_KERNEL_DEAD' })
   const next = await start(t, { preload })

@@ -434,3 +434,28 @@ proptest! {
         prop_assert_eq!(frames, expected);
     }
 }
+
+// Inputs of hundreds of KB: few cases (`npm run fuzz` runs more).
+proptest! {
+    #![proptest_config(config_with(24))]
+
+    #[test]
+    fn truncation_with_the_default_limits_keeps_its_bounds(
+        // Up to ~400 KB in lines mostly under the 768-byte clamp, so the head and tail cut
+        // (not the clamp) decide the size: well past the default 20 KiB head + 50 KiB tail.
+        lines in proptest::collection::vec((0usize..1000, prop_oneof![Just('a'), Just(' '), Just('é')]), 0..2000),
+    ) {
+        let lines: Vec<String> = lines.iter().map(|&(n, c)| c.to_string().repeat(n)).collect();
+        let text = lines.join("\n");
+        let t = truncate_output(&text, &OutputLimits::default(), None);
+        // The README's numbers, spelled out: a change of the defaults must fail here.
+        prop_assert!(t.text.len() <= 20 * 1024 + 50 * 1024 + 64 + 8 * 2, "{} bytes", t.text.len());
+        for line in t.text.lines() {
+            prop_assert!(line.len() <= 768 + '…'.len_utf8() || line.starts_with("[…"));
+        }
+        prop_assert_eq!(t.total_bytes as usize, text.len());
+        if text.len() <= 20 * 1024 && lines.iter().all(|l| l.len() <= 768) {
+            prop_assert_eq!(&t.text, &text, "text within the limits comes back whole");
+        }
+    }
+}

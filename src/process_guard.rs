@@ -154,11 +154,27 @@ mod tests {
 
     #[test]
     fn counts_the_members_of_a_session() {
-        let sid = nix::unistd::getsid(None).unwrap().as_raw() as u32;
-        assert!(
-            session_members(sid) >= 1,
-            "this test process is in its own session"
+        use std::os::unix::process::CommandExt;
+        // A session of its own: a shell (its leader) and the two sleeps it started.
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", "sleep 30 & sleep 30 & wait"]);
+        // SAFETY: setsid between fork and exec, a plain system call.
+        unsafe {
+            cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(Into::into));
+        }
+        let mut child = cmd.spawn().unwrap();
+        let sid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while session_members(sid) < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let counted = session_members(sid);
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(sid as i32),
+            nix::sys::signal::Signal::SIGKILL,
         );
+        let _ = child.wait();
+        assert_eq!(counted, 3, "the shell and its two sleeps");
         assert_eq!(session_members(u32::MAX - 1), 0);
     }
 
