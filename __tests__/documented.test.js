@@ -39,3 +39,79 @@ test('statusMime: status displays travel under the kernel\'s own MIME type', asy
   assert.equal(displays.length, 1, 'the default status type is an ordinary display under a custom statusMime')
   assert.ok('application/x-pykernel-status' in displays[0].bundle)
 })
+
+test('getpass() and input() fail at once with StdinNotImplementedError; the kernel lives', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  for (const code of ["import getpass\ngetpass.getpass('password: ')", "input('name? ')"]) {
+    const started = Date.now()
+    const r = await kernel.execute(code, { timeoutMs: 10_000 })
+    assert.equal(r.timedOut, false, `${code} waited for input`)
+    assert.ok(Date.now() - started < 5000)
+    assert.equal(r.error?.ename, 'StdinNotImplementedError', code)
+    assert.match(r.error.evalue, /no interactive stdin; pass data in code instead/)
+    assert.equal(r.stderr, '', 'no terminal is looked for (no GetPassWarning, no echo warning)')
+  }
+  assert.equal((await kernel.execute('6 * 7')).result['text/plain'], '42')
+})
+
+test('%env lists the environment with secret-looking values hidden; setting one does not echo it', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const listed = await kernel.execute("import os\nos.environ['PK_DOC_API_TOKEN'] = 's3cret-value'\nos.environ['PK_DOC_PLAIN'] = 'plain-value'\n%env")
+  assert.equal(listed.status, 'ok', JSON.stringify(listed.error))
+  const text = listed.result['text/plain']
+  assert.match(text, /'PK_DOC_PLAIN': 'plain-value'/)
+  assert.match(text, /'PK_DOC_API_TOKEN': '<hidden>'/)
+  assert.doesNotMatch(text, /s3cret-value/)
+  const set = await kernel.execute('%env PK_DOC_PASSWORD=hunter2')
+  assert.equal(set.stdout, 'env: PK_DOC_PASSWORD=<hidden>\n')
+  assert.equal((await kernel.execute("import os\nos.environ['PK_DOC_PASSWORD']")).result['text/plain'], "'hunter2'", 'the value is set all the same')
+  assert.equal((await kernel.execute('%env PK_DOC_SHOWN=visible')).stdout, 'env: PK_DOC_SHOWN=visible\n')
+})
+
+test('%cd - returns to the previous directory; with none it says so', async (t) => {
+  const kernel = await startKernel({ cwd: '/' })
+  t.after(() => kernel.shutdown())
+  const none = await kernel.execute('%cd -')
+  assert.equal(none.status, 'error')
+  assert.match(none.error.evalue, /no previous directory/)
+  const tmp = require('node:fs').realpathSync(require('node:os').tmpdir())
+  await kernel.execute(`%cd ${tmp}`)
+  await kernel.execute('%cd /usr')
+  await kernel.execute('%cd -')
+  assert.equal((await kernel.execute('import os\nos.getcwd()')).result['text/plain'], `'${tmp}'`)
+  await kernel.execute('%cd -')
+  assert.equal((await kernel.execute('os.getcwd()')).result['text/plain'], "'/usr'", 'and back again')
+})
+
+test('envPrefix: the brand prefix the filter keeps (and whose secrets it drops) is the kernel\'s own', async (t) => {
+  const baseEnv = { ...process.env, ACME_MODE: 'kept', ACME_TOKEN: 'dropped', PYKERNEL_MODE: 'not ours', ACME_DB_PASSWORD: 'dropped' }
+  const kernel = await startKernel({ envPrefix: 'ACME_', baseEnv })
+  t.after(() => kernel.shutdown())
+  const seen = await kernel.execute("import os\nsorted((k, v) for k, v in os.environ.items() if k.startswith(('ACME_', 'PYKERNEL_MODE')))")
+  assert.equal(seen.result['text/plain'], "[('ACME_MODE', 'kept')]")
+})
+
+test('top-level await: every cell runs on one event loop, so tasks and loop-bound objects carry over', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  await kernel.execute('import asyncio\nfirst = asyncio.get_running_loop()\nevent = asyncio.Event()\ntask = asyncio.ensure_future(event.wait())\nawait asyncio.sleep(0)')
+  const r = await kernel.execute('event.set()\nawait task\nasyncio.get_running_loop() is first, task.done()')
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.equal(r.result['text/plain'], '(True, True)')
+})
+
+test('PYKERNEL_TRACE=1 logs the lifecycle to stderr; unset, nothing', async () => {
+  const { spawnSync } = require('node:child_process')
+  const script = `const { Kernel } = require(${JSON.stringify(require('node:path').resolve(__dirname, '..'))})
+Kernel.start({ interpreter: process.env.PYKERNEL_TEST_PYTHON || undefined }).then(async (k) => { await k.execute('1'); await k.shutdown() })`
+  const run = (trace) => spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, PYKERNEL_TRACE: trace }, timeout: 60_000 })
+  const traced = run('1')
+  assert.equal(traced.status, 0, traced.stderr)
+  assert.match(traced.stderr, /kernel started pid=\d+/)
+  assert.match(traced.stderr, /execute pid=\d+/)
+  const quiet = run('0')
+  assert.equal(quiet.status, 0, quiet.stderr)
+  assert.equal(quiet.stderr, '')
+})
