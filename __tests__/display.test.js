@@ -73,10 +73,11 @@ test('rich display', async (t) => {
     const ds = displays(events)
     assert.equal(ds.length, 1)
     const b = ds[0].bundle
+    // The default renderer is ipykernel's plotly_mimetype (README): the figure as JSON.
     const plotlyJson = b['application/vnd.plotly.v1+json']
-    assert.ok(plotlyJson || b['text/html'], `plotly bundle: ${Object.keys(b)}`)
-    if (plotlyJson) assert.deepEqual(plotlyJson.data[0].y, [4, 1, 2])
-    if (b['text/html']) assert.match(b['text/html'], /plotly/i)
+    assert.ok(plotlyJson, `plotly bundle: ${Object.keys(b)}`)
+    assert.deepEqual(plotlyJson.data[0].y, [4, 1, 2])
+    assert.equal(plotlyJson.data[0].type, 'scatter')
     assert.match(b['text/plain'], /^Figure\(/)
   })
 
