@@ -134,6 +134,58 @@ mod tests {
     }
 
     #[test]
+    fn the_words_override_the_settings_in_either_style_and_the_digits_only_in_mode_style() {
+        let only_js = Backends {
+            py: false,
+            js: true,
+        };
+        let only_py = Backends {
+            py: true,
+            js: false,
+        };
+        for style in [FlagStyle::Mode, FlagStyle::Boolean] {
+            for word in ["mix", "both", "Both"] {
+                assert_eq!(select(only_js, &env(&[("X_PY", word)]), "X_", style), BOTH);
+                assert_eq!(select(only_py, &env(&[("X_PY", word)]), "X_", style), BOTH);
+            }
+            assert_eq!(
+                select(only_py, &env(&[("X_PY", "bash")]), "X_", style),
+                only_js
+            );
+            assert_eq!(
+                select(only_js, &env(&[("X_PY", "py")]), "X_", style),
+                only_py
+            );
+        }
+        // Boolean style: `0`/`1` set Python alone and leave JavaScript to its setting.
+        assert_eq!(
+            select(only_py, &env(&[("X_PY", "0")]), "X_", FlagStyle::Boolean),
+            Backends {
+                py: false,
+                js: false
+            }
+        );
+        assert_eq!(
+            select(BOTH, &env(&[("X_PY", "1")]), "X_", FlagStyle::Boolean),
+            BOTH
+        );
+        // Mode style: they choose one backend.
+        assert_eq!(
+            select(only_py, &env(&[("X_PY", "0")]), "X_", FlagStyle::Mode),
+            only_js
+        );
+        assert_eq!(
+            select(BOTH, &env(&[("X_PY", "1")]), "X_", FlagStyle::Mode),
+            only_py
+        );
+        // Mode style reads no `JS` flag.
+        assert_eq!(
+            select(only_py, &env(&[("X_JS", "1")]), "X_", FlagStyle::Mode),
+            only_py
+        );
+    }
+
+    #[test]
     fn boolean_style_overrides_only_its_own_setting() {
         let only_py = Backends {
             py: true,
