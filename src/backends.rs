@@ -178,6 +178,11 @@ mod tests {
             select(BOTH, &env(&[("X_PY", "1")]), "X_", FlagStyle::Mode),
             only_py
         );
+        // Mode style knows no booleans but `0`/`1`: `true` leaves the settings.
+        assert_eq!(
+            select(only_js, &env(&[("X_PY", "true")]), "X_", FlagStyle::Mode),
+            only_js
+        );
         // Mode style reads no `JS` flag.
         assert_eq!(
             select(only_py, &env(&[("X_JS", "1")]), "X_", FlagStyle::Mode),
