@@ -253,6 +253,27 @@ mod tests {
     }
 
     #[test]
+    fn filter_env_keeps_what_the_filter_keeps_with_the_given_prefix() {
+        let env: HashMap<String, String> = [
+            ("PATH", "/usr/bin"),
+            ("ACME_MODE", "on"),
+            ("PYKERNEL_MODE", "off"),
+            ("GITHUB_TOKEN", "t"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let kept = filter_env(&env, "ACME_");
+        assert_eq!(
+            kept.into_iter().collect::<Vec<_>>(),
+            vec![
+                ("ACME_MODE".to_string(), "on".to_string()),
+                ("PATH".to_string(), "/usr/bin".to_string()),
+            ]
+        );
+    }
+
+    #[test]
     fn every_spelling_of_the_secret_pattern_is_dropped_even_under_an_allowed_prefix() {
         // Spelled out here, not taken from SECRET_SUBSTRINGS: losing one there must fail.
         let spellings = [

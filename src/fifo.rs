@@ -144,6 +144,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn try_join_takes_a_free_turn_and_never_jumps_the_line() {
+        let fifo = Fifo::new();
+        assert!(!fifo.busy());
+        let turn = fifo.try_join().expect("nobody has the turn");
+        assert!(fifo.busy());
+        assert!(fifo.try_join().is_none(), "the turn is taken");
+        let waiting = fifo.join();
+        drop(turn);
+        // The turn went to the place in line, not to a later try_join.
+        assert!(fifo.busy());
+        assert!(fifo.try_join().is_none());
+        drop(waiting.turn().await);
+        assert!(!fifo.busy());
+        assert!(fifo.try_join().is_some());
+    }
+
+    #[tokio::test]
     async fn a_place_given_up_does_not_block_the_line() {
         let fifo = Fifo::new();
         let first = fifo.join().turn().await;
