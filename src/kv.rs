@@ -326,17 +326,21 @@ mod tests {
             kv.set("big", json!(big)).unwrap_err().code(),
             "ERR_KV_LIMIT"
         );
+        // The documented limits, spelled out: a value of 256 KiB less its quotes fits.
+        assert!(kv.set("edge", json!("v".repeat(256 * 1024 - 2))).is_ok());
+        assert!(kv.delete("edge").unwrap());
         let chunk = "y".repeat(200 * 1024);
-        let mut hit_limit = false;
+        let mut stored = 0;
         for i in 0..30 {
             if let Err(e) = kv.set(&format!("k{i}"), json!(chunk)) {
                 assert!(matches!(e, KvError::StoreFull { .. }));
-                hit_limit = true;
                 break;
             }
+            stored += 1;
         }
-        assert!(hit_limit);
-        assert!(fs::metadata(kv.path()).unwrap().len() as usize <= MAX_STORE_BYTES);
+        // 20 values of 200 KiB (and their keys) fit in 4 MiB; the 21st does not.
+        assert_eq!(stored, 20);
+        assert!(fs::metadata(kv.path()).unwrap().len() as usize <= 4 * 1024 * 1024);
     }
 
     #[test]
