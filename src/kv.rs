@@ -344,6 +344,25 @@ mod tests {
     }
 
     #[test]
+    fn a_store_of_exactly_4_mib_is_allowed_and_one_byte_more_is_not() {
+        let (_dir, kv) = store();
+        for i in 0..16 {
+            kv.set(&format!("f{i}"), json!("z".repeat(250 * 1024)))
+                .unwrap();
+        }
+        kv.set("last", json!("")).unwrap();
+        let size = fs::metadata(kv.path()).unwrap().len() as usize;
+        let room = 4 * 1024 * 1024 - size;
+        kv.set("last", json!("w".repeat(room))).unwrap();
+        assert_eq!(
+            fs::metadata(kv.path()).unwrap().len() as usize,
+            4 * 1024 * 1024
+        );
+        let over = kv.set("last", json!("w".repeat(room + 1))).unwrap_err();
+        assert!(matches!(over, KvError::StoreFull { size } if size == 4 * 1024 * 1024 + 1));
+    }
+
+    #[test]
     fn corrupt_and_unknown_versions_are_refused_and_kept() {
         let (_dir, kv) = store();
         fs::create_dir_all(kv.path().parent().unwrap()).unwrap();
