@@ -115,3 +115,37 @@ Kernel.start({ interpreter: process.env.PYKERNEL_TEST_PYTHON || undefined }).the
   assert.equal(quiet.status, 0, quiet.stderr)
   assert.equal(quiet.stderr, '')
 })
+
+test('renderBundle({statusMime}) reads the status under the given type, and only there', () => {
+  const { renderBundle } = require('..')
+  const bundle = { 'application/x-acme': { op: 'log', message: 'hi' }, 'text/plain': 'x' }
+  assert.deepEqual(renderBundle(bundle, { statusMime: 'application/x-acme' }).status, { op: 'log', message: 'hi' })
+  assert.equal(renderBundle(bundle).status, undefined, 'not a status under the default type')
+  const plain = renderBundle({ 'application/x-pykernel-status': { op: 'phase', title: 'one' } })
+  assert.deepEqual(plain.status, { op: 'phase', title: 'one' }, 'the default type')
+  assert.equal(plain.text, '', 'a status-only bundle has no text')
+  assert.equal(renderBundle({ 'application/x-pykernel-status': { op: 'phase' } }, { statusMime: 'application/x-acme' }).status, undefined)
+})
+
+test('a bridge call pending when its cell is interrupted fails with "bridge call ... aborted"', async (t) => {
+  const kernel = await startKernel({
+    onCall: (call) => (call.name === 'slow' ? new Promise((r) => setTimeout(() => r('late'), 3000)) : null),
+  })
+  t.after(() => kernel.shutdown())
+  const code = [
+    'import threading, time',
+    'seen = []',
+    'def worker():',
+    '    try:',
+    '        seen.append(tool.slow())',
+    '    except RuntimeError as e:',
+    '        seen.append(str(e))',
+    'thread = threading.Thread(target=worker)',
+    'thread.start()',
+    'time.sleep(30)',
+  ].join('\n')
+  const r = await kernel.execute(code, { timeoutMs: 500 })
+  assert.equal(r.timedOut, true)
+  const after = await kernel.execute('thread.join(5)\nseen')
+  assert.equal(after.result['text/plain'], '["bridge call \'slow\' aborted: eval cell was interrupted"]')
+})
