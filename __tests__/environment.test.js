@@ -175,3 +175,38 @@ test('the protocol trace switch is named with the kernel\'s envPrefix', () => {
   assert.equal(traced({ ACME_PYTHON_IPC_TRACE: '1' }), true, 'ACME_PYTHON_IPC_TRACE=1 traces')
   assert.equal(traced({ PYKERNEL_PYTHON_IPC_TRACE: '1' }), false, 'the default brand\'s switch does not')
 })
+
+test('discovery order: VIRTUAL_ENV, then CONDA_PREFIX, then <cwd>/.venv, then python before python3 on PATH', async () => {
+  const root = tempDir()
+  const venv = (name) => {
+    const dir = path.join(root, name)
+    execFileSync(realPython(), ['-m', 'venv', '--without-pip', dir])
+    return dir
+  }
+  const active = venv('active')
+  const conda = venv('conda')
+  const cwd = path.join(root, 'project')
+  fs.mkdirSync(cwd)
+  const local = path.join(cwd, '.venv')
+  execFileSync(realPython(), ['-m', 'venv', '--without-pip', local])
+  // `python` and `python3` on PATH lead to different interpreters: which one runs shows
+  // which name was looked up first.
+  const shims = path.join(root, 'shims')
+  fs.mkdirSync(shims)
+  const first = venv('first')
+  const second = venv('second')
+  fs.writeFileSync(path.join(shims, 'python'), `#!/bin/sh\nexec ${JSON.stringify(path.join(first, 'bin', 'python'))} "$@"\n`, { mode: 0o755 })
+  fs.writeFileSync(path.join(shims, 'python3'), `#!/bin/sh\nexec ${JSON.stringify(path.join(second, 'bin', 'python'))} "$@"\n`, { mode: 0o755 })
+  const base = { ...process.env, HOME: root, PATH: `${shims}:/usr/bin:/bin` }
+  delete base.VIRTUAL_ENV
+  delete base.CONDA_PREFIX
+  const pick = async (vars, dir) => {
+    const r = await addon.resolvePython({ cwd: dir, baseEnv: { ...base, ...vars } })
+    return [r.source, r.path]
+  }
+  const py = (dir) => path.join(dir, 'bin', 'python')
+  assert.deepEqual(await pick({ VIRTUAL_ENV: active, CONDA_PREFIX: conda }, cwd), ['venv', py(active)])
+  assert.deepEqual(await pick({ CONDA_PREFIX: conda }, cwd), ['conda', py(conda)])
+  assert.deepEqual(await pick({}, cwd), ['venv', py(local)])
+  assert.deepEqual(await pick({}, root), ['path', py(first)], '`python` before `python3`')
+})
