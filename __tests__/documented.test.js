@@ -189,3 +189,37 @@ test('evaluate collects JPEG images beside PNG ones, in order, as base64', async
   assert.deepEqual([...jpeg.subarray(0, 3)], [0xff, 0xd8, 0xff], 'a JPEG, as it was displayed')
   assert.match(r.output, /displayed 2 image\(s\)/)
 })
+
+test('ERR_RUNNER_DIR: no directory for the runner files (TMPDIR unusable) fails the start, naming the directory', () => {
+  const { spawnSync } = require('node:child_process')
+  const script = `require(${JSON.stringify(require('node:path').resolve(__dirname, '..'))}).Kernel.start({ interpreter: process.env.PYKERNEL_TEST_PYTHON || undefined })
+  .then((k) => { console.log('started'); return k.shutdown() }, (e) => console.log(JSON.stringify({ code: e.code, message: e.message })))`
+  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, TMPDIR: '/proc/pykernel-no-such-dir' }, timeout: 60_000 })
+  assert.equal(r.status, 0, r.stderr)
+  const { code, message } = JSON.parse(r.stdout.trim())
+  assert.equal(code, 'ERR_RUNNER_DIR')
+  assert.match(message, /\/proc\/pykernel-no-such-dir\/pykernel-\d+/)
+  assert.match(message, /no private directory could be made/)
+})
+
+test('shutdownGraceMs: how long each step of a pool\'s shutdown waits before the next signal', async () => {
+  const { KernelPool } = require('..')
+  const { kernelDefaults } = require('./helpers/kernel')
+  // A kernel that lingers on exit (an atexit handler that sleeps) and ignores SIGTERM:
+  // only SIGKILL ends it, after two graces.
+  const stubborn = "import atexit, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\natexit.register(time.sleep, 60)"
+  const disposeTime = async (shutdownGraceMs) => {
+    const pool = new KernelPool({ kernel: kernelDefaults(), prewarm: 0, shutdownGraceMs })
+    const r = await pool.execute({ sessionId: 's', cells: [{ code: stubborn }] })
+    assert.equal(r.exitCode, 0, r.output)
+    const started = Date.now()
+    await pool.disposeOwner('s')
+    const ms = Date.now() - started
+    await pool.disposeAll()
+    return ms
+  }
+  const quick = await disposeTime(100)
+  const slow = await disposeTime(1500)
+  assert.ok(slow >= 3000, `two 1.5 s graces before the SIGKILL, yet it took ${slow} ms`)
+  assert.ok(quick < slow / 2, `with 100 ms graces it took ${quick} ms (${slow} ms with 1.5 s)`)
+})
