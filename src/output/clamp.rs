@@ -177,6 +177,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_byte_bound_keeps_a_char_that_ends_exactly_on_it() {
+        // Zero-width combining marks make bytes, not columns, the bound: 40 columns allow
+        // 640 bytes, and "aa" + 319 marks end exactly there.
+        let line = format!("aa{}{}", "\u{301}".repeat(330), "b".repeat(100));
+        let out = clamp_line(&line, 40);
+        assert_eq!(out, format!("{}… [100 visible columns omitted]", &line[..640]));
+    }
+
+    #[test]
     fn marker_width_matches_its_text() {
         for n in [1, 9, 10, 99, 100, 12345] {
             assert_eq!(marker_width(n), visible_width(&marker(n)), "{n}");
