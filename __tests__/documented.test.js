@@ -223,3 +223,25 @@ test('shutdownGraceMs: how long each step of a pool\'s shutdown waits before the
   assert.ok(slow >= 3000, `two 1.5 s graces before the SIGKILL, yet it took ${slow} ms`)
   assert.ok(quick < slow / 2, `with 100 ms graces it took ${quick} ms (${slow} ms with 1.5 s)`)
 })
+
+test('session keys: sessionId, else sessionFile, else the cwd', async (t) => {
+  const { KernelPool } = require('..')
+  const { kernelDefaults, tempDir } = require('./helpers/kernel')
+  const pool = new KernelPool({ kernel: kernelDefaults(), prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const run = async (request, code) => {
+    const r = await pool.execute({ ...request, cells: [{ code }] })
+    assert.equal(r.exitCode, 0, r.output)
+    return r.output.trim()
+  }
+  await run({ sessionFile: '/chats/a.json' }, "mark = 'a'")
+  assert.equal(await run({ sessionFile: '/chats/a.json' }, 'mark'), "'a'", 'the same file, the same session')
+  assert.equal(await run({ sessionFile: '/chats/b.json' }, "'mark' in globals()"), 'False', 'another file, another session')
+  await run({ sessionId: 'one', sessionFile: '/chats/x.json' }, "mark = 'id'")
+  assert.equal(await run({ sessionId: 'one', sessionFile: '/chats/y.json' }, 'mark'), "'id'", 'sessionId wins over sessionFile')
+  const cwd = tempDir('pk-session-cwd-')
+  await run({ cwd }, "mark = 'cwd'")
+  assert.equal(await run({ cwd }, 'mark'), "'cwd'", 'neither: keyed by the cwd')
+  const keys = pool.sessions.map((s) => s.key.split(' ')[0]).sort()
+  assert.deepEqual(keys, [`cwd:${cwd}`, 'file:/chats/a.json', 'file:/chats/b.json', 'session:one'].sort())
+})
