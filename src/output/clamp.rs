@@ -177,12 +177,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_cut_may_fall_right_after_an_escape_or_a_cancelled_sequence() {
+        // 32 columns hold `a` and the marker for the 100 columns of wide chars that follow;
+        // what ends a sequence (ESC 7's final byte; CAN cancelling a CSI) is a cut point, so
+        // the sequence is kept whole with the `a` before it.
+        let wide = "中".repeat(50);
+        for sequence in ["\x1b7", "\x1b[12\x18", "\x1b[12\x1a"] {
+            let line = format!("a{sequence}{wide}");
+            assert_eq!(
+                clamp_line(&line, 32),
+                format!("a{sequence}… [100 visible columns omitted]"),
+                "{sequence:?}"
+            );
+        }
+    }
+
+    #[test]
     fn the_byte_bound_keeps_a_char_that_ends_exactly_on_it() {
         // Zero-width combining marks make bytes, not columns, the bound: 40 columns allow
         // 640 bytes, and "aa" + 319 marks end exactly there.
         let line = format!("aa{}{}", "\u{301}".repeat(330), "b".repeat(100));
         let out = clamp_line(&line, 40);
-        assert_eq!(out, format!("{}… [100 visible columns omitted]", &line[..640]));
+        assert_eq!(
+            out,
+            format!("{}… [100 visible columns omitted]", &line[..640])
+        );
     }
 
     #[test]
