@@ -189,6 +189,29 @@ mod tests {
     }
 
     #[test]
+    fn only_the_terminators_of_its_own_kind_end_a_string_for_the_bound() {
+        let text = "z".repeat(5000);
+        let rest = MAX_STRING_SEQUENCE_BYTES - "0;Ü".len();
+        // An OSC does not end at 0x9c (here a byte of `Ü`), nor a DCS at BEL: both stay
+        // bounded, and what follows the bound is text again.
+        assert_eq!(printed(&["\x1b]0;Ü", &text]), "z".repeat(5000 - rest));
+        assert_eq!(
+            printed(&["\x1bP\x07", &text]),
+            "z".repeat(5000 - (MAX_STRING_SEQUENCE_BYTES - 1))
+        );
+    }
+
+    #[test]
+    fn a_string_ended_by_st_starts_the_count_again_for_the_next_one() {
+        // The first OSC ends at ST; the second is shorter than the bound, so it is hidden
+        // whole, though both together are longer.
+        let x = "x".repeat(4080);
+        let q = "q".repeat(100);
+        let line = format!("\x1b]0;t\x1b\\{x}\x1b]8;;{q}\x07after");
+        assert_eq!(printed(&[&line]), format!("{x}after"));
+    }
+
+    #[test]
     fn string_sequence_within_the_bound_is_whole() {
         let payload = "p".repeat(MAX_STRING_SEQUENCE_BYTES - 1);
         assert_eq!(printed(&["\x1b]", &payload, "\x07after"]), "after");
