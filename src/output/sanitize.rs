@@ -137,6 +137,23 @@ impl Perform for LinePerformer<'_> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_unfinished_line_is_held_back_up_to_64_kib() {
+        // The documented bound, spelled out: 60 KiB is held (a `\r` can still erase it) ...
+        let mut sanitizer = Sanitizer::new();
+        let mut out = String::new();
+        sanitizer.push(&"a".repeat(60 * 1024), &mut out);
+        assert!(out.is_empty(), "released {} bytes early", out.len());
+        sanitizer.push("\rb", &mut out);
+        sanitizer.finish(&mut out);
+        assert_eq!(out, "b", "the carriage return rewrote the held line");
+        // ... and past 64 KiB the line is released.
+        let mut sanitizer = Sanitizer::new();
+        let mut out = String::new();
+        sanitizer.push(&"a".repeat(70 * 1024), &mut out);
+        assert!(out.len() >= 64 * 1024, "released {} bytes", out.len());
+    }
+
     fn sanitize_chunks(chunks: &[&str]) -> String {
         let mut sanitizer = Sanitizer::new();
         let mut out = String::new();
