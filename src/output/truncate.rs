@@ -140,11 +140,6 @@ impl OutputAccumulator {
         self.take_sanitized(text);
     }
 
-    /// Bytes of sanitized text seen so far (the held-back unfinished line not included).
-    pub fn total_bytes(&self) -> u64 {
-        self.total_bytes
-    }
-
     pub fn finish(mut self) -> Truncated {
         let mut sanitized = std::mem::take(&mut self.sanitized);
         self.sanitizer.finish(&mut sanitized);
