@@ -293,6 +293,22 @@ mod tests {
         OutputLimits::default()
     }
 
+    #[test]
+    fn a_line_that_arrives_in_pieces_is_capped_as_a_whole() {
+        // Sanitized text reaches the line as it comes (raw text is held to its newline).
+        let mut acc = OutputAccumulator::new(limits(), None);
+        acc.push_sanitized(&"a".repeat(500));
+        acc.push_sanitized(&"b".repeat(300));
+        acc.push_sanitized("\nnext\n");
+        let t = acc.finish();
+        let first = t.text.lines().next().unwrap();
+        assert_eq!(
+            first,
+            format!("{}{}…", "a".repeat(500), "b".repeat(765 - 500))
+        );
+        assert_eq!(first.len(), 768);
+    }
+
     fn only_file(dir: &std::path::Path) -> PathBuf {
         let mut entries: Vec<_> = std::fs::read_dir(dir)
             .unwrap()
