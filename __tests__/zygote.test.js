@@ -284,3 +284,17 @@ test('a pool forks every session\'s kernel from the zygote, spares and the rest'
   assert.equal(parents.size, 1, 'one zygote forked them all')
   assert.ok(!parents.has(process.pid))
 })
+
+test('PYKERNEL_ZYGOTE in the host\'s or the kernel\'s variables never turns a kernel into a zygote', async (t) => {
+  // Only the host makes a zygote: a runner that took this variable would wait for fork
+  // requests on its stdin instead of running cells.
+  const baseEnv = { ...process.env, PYKERNEL_ZYGOTE: '[]' }
+  for (const options of [{ baseEnv }, { env: { PYKERNEL_ZYGOTE: '["json"]' } }]) {
+    const kernel = await start(t, { preload: [], startupTimeoutMs: 10_000, ...options })
+    assert.equal(kernel.startMode, 'spawn')
+    assert.equal(await value(kernel, '6 * 7'), '42', 'it runs cells')
+  }
+  // From the host's environment the variable does not even reach the kernel.
+  const filtered = await start(t, { preload: [], baseEnv })
+  assert.equal(await value(filtered, "import os\n'PYKERNEL_ZYGOTE' in os.environ"), 'False')
+})

@@ -267,14 +267,6 @@ impl Zygote {
         Ok(zygote)
     }
 
-    pub fn key(&self) -> &ZygoteKey {
-        &self.key
-    }
-
-    pub fn ready(&self) -> Option<&Ready> {
-        self.ready.get()
-    }
-
     /// The preload modules its kernels start with imported.
     pub fn imported(&self) -> Vec<String> {
         let failed = self.ready.get().map(|r| &r.errors);
@@ -670,19 +662,6 @@ pub async fn for_kernel(start: ZygoteStart, wait: Duration) -> Option<Arc<Zygote
         _ => None,
     };
     zygote
-}
-
-/// The zygotes this process runs (for tests and `pykernel check`): (pid, kernels).
-pub fn running() -> Vec<(u32, usize)> {
-    SLOTS
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|slot| match &*slot.state.borrow() {
-            Some(Ok(z)) if !z.is_dead() => Some((z.pid(), z.kernels())),
-            _ => None,
-        })
-        .collect()
 }
 
 #[cfg(test)]
