@@ -63,11 +63,9 @@ test('calls from many threads run at once and each gets its own answer', async (
     `    out = list(ex.map(lambda i: __pykernel__.bridge_call('f', {'i': i}), range(8)))`,
     'out',
   ].join('\n')
-  const started = Date.now()
   const { result } = await run(kernel, code)
   assert.equal(result.result['text/plain'], '[0, 10, 20, 30, 40, 50, 60, 70]')
-  assert.equal(peak, 8)
-  assert.ok(Date.now() - started < 1200, 'the calls overlapped')
+  assert.equal(peak, 8, 'all eight calls were in flight at once')
 })
 
 test('the watchdog pauses while a call to another model (agent, completion) is in flight', async (t) => {

@@ -245,3 +245,82 @@ test('session keys: sessionId, else sessionFile, else the cwd', async (t) => {
   const keys = pool.sessions.map((s) => s.key.split(' ')[0]).sort()
   assert.deepEqual(keys, [`cwd:${cwd}`, 'file:/chats/a.json', 'file:/chats/b.json', 'session:one'].sort())
 })
+
+/** The zygotes this process started: its children whose environment names one. */
+function zygotesOfThisHost() {
+  const fs = require('node:fs')
+  const pids = []
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8')
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      if (parent !== process.pid) continue
+      if (fs.readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').some((v) => v.startsWith('PYKERNEL_ZYGOTE='))) pids.push(Number(entry))
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids
+}
+
+test('a shutdown that is not confirmed keeps its room and is retried until it is', { timeout: 60_000 }, async (t) => {
+  const { execFileSync } = require('node:child_process')
+  const { KernelPool } = require('..')
+  const { kernelDefaults } = require('./helpers/kernel')
+  // A forked kernel's exit is known from its zygote's report. With the zygote stopped, the
+  // kernel dies on SIGKILL but nobody says so: its shutdown stays unconfirmed, and the pool
+  // must neither lose track of it nor hand its room to another kernel before it is gone.
+  const pool = new KernelPool({ kernel: { ...kernelDefaults(), preload: ['json'] }, prewarm: 0, maxSessions: 1, shutdownGraceMs: 100, acquireTimeoutMs: 30_000 })
+  t.after(() => pool.disposeAll())
+  const first = await pool.execute({ sessionId: 'a', cells: [{ code: 'import os; os.getpid()' }] })
+  assert.equal(first.exitCode, 0, first.output)
+  const zygotes = zygotesOfThisHost()
+  assert.ok(zygotes.length >= 1, 'the session\'s kernel was forked by a zygote of this host')
+  for (const pid of zygotes) process.kill(pid, 'SIGSTOP')
+  let resumed = false
+  t.after(() => resumed || zygotes.forEach((pid) => process.kill(pid, 'SIGCONT')))
+  await pool.disposeOwner('a', { budgetMs: 600 })
+  // The next session runs another interpreter (the venv's base), so its kernel comes from
+  // a zygote of its own, not from the stopped one: only room can hold it back.
+  const base = execFileSync(kernelDefaults().interpreter || 'python3', ['-c', 'import sys; print(sys._base_executable)'], { encoding: 'utf8' }).trim()
+  let ran = false
+  const next = pool.execute({ sessionId: 'b', interpreter: base, cells: [{ code: '6*7' }] }).finally(() => (ran = true))
+  await new Promise((r) => setTimeout(r, 1500))
+  assert.equal(ran, false, 'the unconfirmed kernel still holds the only room: the next session waits')
+  assert.deepEqual(pool.sessions.map((s) => s.key.split(' ')[0]), ['session:b'], 'the disposed session is gone, the next one waits')
+  for (const pid of zygotes) process.kill(pid, 'SIGCONT')
+  resumed = true
+  const r = await next
+  assert.equal(r.exitCode, 0, r.output)
+  assert.equal(r.output.trim(), '42', 'retried, confirmed, and its room given to the next session')
+})
+
+test('ERR_IO: an artifact or a kv store that cannot be read is an I/O error naming the file, not a hang', async () => {
+  const fs = require('node:fs')
+  const path = require('node:path')
+  const { execFileSync } = require('node:child_process')
+  const { readArtifact, KvStore } = require('..')
+  const { tempDir } = require('./helpers/kernel')
+  const artifactsDir = tempDir('pk-err-io-')
+  // A FIFO planted where an artifact would be: opening it for reading would wait for a
+  // writer forever; a directory cannot be read as text.
+  execFileSync('mkfifo', [path.join(artifactsDir, 'planted.txt')])
+  fs.mkdirSync(path.join(artifactsDir, 'folder.txt'))
+  for (const id of ['planted', 'folder']) {
+    await assert.rejects(readArtifact(`artifact://${id}`, { artifactsDir }), (e) => {
+      assert.equal(e.code, 'ERR_IO')
+      assert.match(e.message, new RegExp(`reading ${path.join(artifactsDir, id)}\\.txt: .*not a regular file`))
+      return true
+    })
+  }
+  const store = new KvStore(artifactsDir, 'session-1')
+  store.set('k', 1)
+  fs.rmSync(store.path)
+  fs.mkdirSync(store.path)
+  assert.throws(() => store.get('k'), (e) => {
+    assert.equal(e.code, 'ERR_IO')
+    assert.ok(e.message.includes(store.path), e.message)
+    return true
+  })
+})

@@ -5,6 +5,7 @@ const os = require('node:os')
 const path = require('node:path')
 const assert = require('node:assert/strict')
 const { execFileSync } = require('node:child_process')
+const { performance } = require('node:perf_hooks')
 
 const addon = require('../..')
 
@@ -150,6 +151,21 @@ async function waitFor(predicate, { timeoutMs = 5000, intervalMs = 25 } = {}) {
   }
 }
 
+/** The bound for a step that should be prompt and is late only when the scheduler makes it
+ *  so: `ms` plus 100 quiet round trips of `roundTrip` (the median of five; a `1+1` cell is
+ *  ~1 ms on an idle machine, 10 ms or more with a CPU hog on both cores). A bound that
+ *  stands for a limit of the product (a timeout, an escalation window) stays absolute. */
+async function promptBound(ms, roundTrip) {
+  const times = []
+  for (let i = 0; i < 5; i++) {
+    const started = performance.now()
+    await roundTrip()
+    times.push(performance.now() - started)
+  }
+  times.sort((a, b) => a - b)
+  return ms + 100 * times[2]
+}
+
 function tempDir(prefix = 'pykernel-test-') {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix))
 }
@@ -220,6 +236,7 @@ function kernelCgroupOf(pid) {
 const WITHOUT_CGROUP = { baseEnv: { ...process.env, PYKERNEL_PIDS_CGROUP: '0' } }
 
 module.exports = {
+  promptBound,
   zygote,
   kernelDefaults,
   pidsCgroupBase,

@@ -4,10 +4,16 @@ const assert = require('node:assert/strict')
 const { performance } = require('node:perf_hooks')
 const helpers = require('../helpers/kernel')
 
-/** The responsiveness bound: the median of a few `1+1` round trips on another kernel. On
- *  this shared 2-core machine a single try can be slowed by the scheduler, so the bound is
- *  on the median of PROBE_TRIES tries, not on every try. */
+/** The responsiveness bound: the median of a few `1+1` round trips on another kernel stays
+ *  under PROBE_BOUND_MS, or under PROBE_FLOOR_FACTOR times the same probe's median measured
+ *  when nothing hostile ran (its floor), whichever is larger. On an idle machine the floor
+ *  is ~1 ms and the 100 ms RELIABILITY.md states decides; on a loaded one (a CPU hog on both
+ *  cores) every round trip is slower, and the bound grows with it instead of flaking. A
+ *  host that stalls (a blocked event loop, a pump that starves the others) is still seconds
+ *  late and fails either way. The median of PROBE_TRIES tries, not every try, is bounded:
+ *  the scheduler may slow any single one. */
 const PROBE_BOUND_MS = 100
+const PROBE_FLOOR_FACTOR = 10
 const PROBE_TRIES = 5
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
@@ -30,11 +36,23 @@ async function probeLatencies(probe, tries = PROBE_TRIES) {
   return times
 }
 
+/** Each probe's quiet median, measured the first time the probe is used (before any
+ *  hostile cell of its file runs: every file measures in its first `whileRunning` or
+ *  `assertResponsive`, or calls `probeFloor` in its `before`). */
+const floors = new WeakMap()
+
+async function probeFloor(probe) {
+  if (!floors.has(probe)) floors.set(probe, median(await probeLatencies(probe)))
+  return floors.get(probe)
+}
+
 /** Asserts that `probe` answers within the bound (median of a few tries). */
 async function assertResponsive(probe, what = 'while the hostile cell runs') {
+  const floor = await probeFloor(probe)
+  const bound = Math.max(PROBE_BOUND_MS, PROBE_FLOOR_FACTOR * floor)
   const times = await probeLatencies(probe)
   const m = median(times)
-  assert.ok(m < PROBE_BOUND_MS, `another kernel answered 1+1 in a median ${m.toFixed(1)} ms ${what} (tries: ${times.map((t) => t.toFixed(1)).join(', ')} ms); bound ${PROBE_BOUND_MS} ms`)
+  assert.ok(m < bound, `another kernel answered 1+1 in a median ${m.toFixed(1)} ms ${what} (tries: ${times.map((t) => t.toFixed(1)).join(', ')} ms); bound ${bound.toFixed(0)} ms (floor ${floor.toFixed(1)} ms)`)
   return m
 }
 
@@ -42,6 +60,7 @@ async function assertResponsive(probe, what = 'while the hostile cell runs') {
  *  the probe while it is still running. Returns `{ value, latency, overlapped }`; asserts
  *  that the measurement happened while the hostile work was still running. */
 async function whileRunning(probe, hostile, { ready = () => sleep(150), requireOverlap = true } = {}) {
+  await probeFloor(probe)
   let done = false
   const promise = hostile().finally(() => {
     done = true
@@ -99,4 +118,4 @@ function rssSampler(intervalMs = 50) {
 
 const MB = 1024 * 1024
 
-module.exports = { ...helpers, sleep, median, probeLatencies, assertResponsive, whileRunning, assertFreshKernelWorks, assertKernelWorks, rssSampler, MB, PROBE_BOUND_MS }
+module.exports = { ...helpers, sleep, median, probeLatencies, probeFloor, assertResponsive, whileRunning, assertFreshKernelWorks, assertKernelWorks, rssSampler, MB, PROBE_BOUND_MS }

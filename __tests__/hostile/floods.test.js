@@ -4,13 +4,14 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
-const { startKernel, tempDir, waitFor, whileRunning, assertResponsive, assertKernelWorks, rssSampler, MB } = require('./_common')
+const { startKernel, tempDir, waitFor, whileRunning, assertResponsive, probeFloor, assertKernelWorks, rssSampler, MB } = require('./_common')
 
 const HOST_RSS_BOUND = 100 * MB // growth over the start allowed while a flood runs (RELIABILITY.md)
 
 let probe // a second, healthy kernel: "another session answers meanwhile"
 test.before(async () => {
   probe = await startKernel()
+  await probeFloor(probe) // the quiet round trip the responsiveness bound scales with
 })
 test.after(() => probe?.shutdown())
 

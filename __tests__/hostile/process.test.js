@@ -4,11 +4,12 @@
 // one) works afterwards; nothing is left running.
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { addon, python, startKernel, groupMembers, strayMembers, kernelProcess, processesWith, isAlive, waitFor, sleep, whileRunning, assertResponsive, assertFreshKernelWorks, assertKernelWorks } = require('./_common')
+const { addon, python, startKernel, groupMembers, strayMembers, kernelProcess, processesWith, isAlive, waitFor, sleep, whileRunning, assertResponsive, probeFloor, assertFreshKernelWorks, assertKernelWorks } = require('./_common')
 
 let probe
 test.before(async () => {
   probe = await startKernel()
+  await probeFloor(probe) // the quiet round trip the responsiveness bound scales with
 })
 test.after(() => probe?.shutdown())
 

@@ -6,7 +6,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { addon, python, startKernel, kernelProcess, tempDir, whileRunning, assertResponsive, assertKernelWorks, rssSampler, MB } = require('./_common')
+const { addon, python, startKernel, kernelProcess, tempDir, whileRunning, assertResponsive, probeFloor, assertKernelWorks, rssSampler, MB } = require('./_common')
 
 /** Pipe inodes this test process had before it started any kernel: inherited from the
  *  test runner or its harness. A kernel never writes to those (see the fd test below). */
@@ -25,6 +25,7 @@ const inheritedPipes = pipeInodes(process.pid)
 let probe
 test.before(async () => {
   probe = await startKernel()
+  await probeFloor(probe) // the quiet round trip the responsiveness bound scales with
 })
 test.after(() => probe?.shutdown())
 
@@ -350,28 +351,36 @@ test('a 100 MB cell source stalls the event loop no longer than copying it out o
   const code = '#' + 'a'.repeat(100 << 20) + '\n6*7'
   // The floor: a call must copy the string out of the JavaScript heap on the JavaScript
   // thread, as Buffer.from does. Encoding the request (a second pass) belongs elsewhere.
-  const copies = []
-  for (let i = 0; i < 3; i++) {
-    const started = performance.now()
-    Buffer.from(code, 'utf8')
-    copies.push(performance.now() - started)
-  }
-  const copy = Math.min(...copies)
-  // The least of three stalls per call: a major GC of the 100 MB strings, or a loaded
-  // machine, can land in any one window; a stall the call itself causes is in every one.
-  const stalls = []
-  for (const run of [() => kernel.execute(code), () => kernel.evaluate([{ code }])]) {
-    const tries = []
-    for (let i = 0; i < 3; i++) {
-      let result
-      tries.push(await longestStall(async () => { result = await run() }))
-      assert.equal(result.status ?? (result.exitCode === 0 ? 'ok' : result.output), 'ok')
+  // Each try times that copy (the better of two) right before the call, so both see the same load; a major GC
+  // of the 100 MB strings, or the scheduler, can land in any one try, while a stall the call
+  // itself causes is in every one: the best try of five is judged.
+  const copyTime = () => {
+    const times = []
+    for (let i = 0; i < 2; i++) {
+      const started = performance.now()
+      Buffer.from(code, 'utf8')
+      times.push(performance.now() - started)
     }
-    stalls.push(Math.min(...tries))
+    return Math.min(...times)
   }
-  t.diagnostic(`Buffer.from: ${copy.toFixed(0)} ms; least longest stalls: ${stalls.map((s) => s.toFixed(0)).join(', ')} ms`)
-  const bound = 1.5 * copy + 50
-  for (const stall of stalls) assert.ok(stall < bound, `the event loop stalled ${stall.toFixed(0)} ms (copying the source takes ${copy.toFixed(0)} ms)`)
+  const excess = (stall, copy) => stall - (1.5 * copy + 50)
+  const best = []
+  for (const [name, run] of [['execute', () => kernel.execute(code)], ['evaluate', () => kernel.evaluate([{ code }])]]) {
+    const tries = []
+    for (let i = 0; i < 5; i++) {
+      const copy = copyTime()
+      let result
+      const stall = await longestStall(async () => { result = await run() })
+      assert.equal(result.status ?? (result.exitCode === 0 ? 'ok' : result.output), 'ok')
+      tries.push({ stall, copy })
+    }
+    tries.sort((a, b) => excess(a.stall, a.copy) - excess(b.stall, b.copy))
+    best.push({ name, ...tries[0] })
+  }
+  t.diagnostic(best.map((b) => `${b.name}: stalled ${b.stall.toFixed(0)} ms, Buffer.from ${b.copy.toFixed(0)} ms`).join('; '))
+  for (const { name, stall, copy } of best) {
+    assert.ok(excess(stall, copy) < 0, `${name}: the event loop stalled ${stall.toFixed(0)} ms at best, copying the source takes ${copy.toFixed(0)} ms (bound 1.5 x + 50 ms)`)
+  }
 })
 
 test('a cell of only magics runs them all', async (t) => {

@@ -3,11 +3,12 @@
 // this machine is shared, so nothing here really exhausts it), a guarded fork bomb.
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { addon, python, startKernel, groupMembers, isAlive, waitFor, sleep, whileRunning, assertResponsive, assertFreshKernelWorks, assertKernelWorks, pidNamespace, namespaceMembers, processesWith, pidsCgroupBase, kernelCgroupOf, WITHOUT_CGROUP } = require('./_common')
+const { addon, python, startKernel, groupMembers, isAlive, waitFor, sleep, whileRunning, assertResponsive, probeFloor, assertFreshKernelWorks, assertKernelWorks, pidNamespace, namespaceMembers, processesWith, pidsCgroupBase, kernelCgroupOf, WITHOUT_CGROUP } = require('./_common')
 
 let probe
 test.before(async () => {
   probe = await startKernel()
+  await probeFloor(probe) // the quiet round trip the responsiveness bound scales with
 })
 test.after(() => probe?.shutdown())
 

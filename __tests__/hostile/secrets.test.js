@@ -15,13 +15,14 @@ process.env.TMPDIR = privateTmp
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { addon, startKernel, tempDir, realPython, assertResponsive, assertKernelWorks, kernelProcess } = require('./_common')
+const { addon, startKernel, tempDir, realPython, assertResponsive, probeFloor, assertKernelWorks, kernelProcess } = require('./_common')
 
 test.after(() => fs.rmSync(privateTmp, { recursive: true, force: true }))
 
 let probe
 test.before(async () => {
   probe = await startKernel()
+  await probeFloor(probe) // the quiet round trip the responsiveness bound scales with
 })
 test.after(() => probe?.shutdown())
 
