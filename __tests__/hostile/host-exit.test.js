@@ -45,7 +45,9 @@ function startHost(runtime, how) {
       const m = out.match(/^(\d+) (\S+)\n/)
       if (m) resolve({ kernel: Number(m[1]), grandchild: m[2], at: Date.now() })
     })
-    exited.then(() => setTimeout(() => reject(new Error(`host exited before reporting its kernel: ${stderr.slice(-500)}`)), 50))
+    // Once its stdout has ended, not some time after its exit: on a loaded machine the
+    // exit can be seen well before the last line written before it.
+    child.stdout.on('close', () => reject(new Error(`host ended its stdout before reporting its kernel: ${stderr.slice(-500)}`)))
   })
   return { child, pids, exited, stderr: () => stderr }
 }

@@ -195,9 +195,15 @@ fn open_new_file(dir: &Path) -> io::Result<(PathBuf, File)> {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
+    open_first_free(dir, || format!("output-{millis}-{:016x}.txt", random_u64()))
+}
+
+/// The first of up to 8 names from `names` that is free in `dir`, created new. Only a
+/// name that is taken is worth another try; any other error is final.
+fn open_first_free(dir: &Path, mut names: impl FnMut() -> String) -> io::Result<(PathBuf, File)> {
     let mut last_err = None;
     for _ in 0..8 {
-        let path = dir.join(format!("output-{millis}-{:016x}.txt", random_u64()));
+        let path = dir.join(names());
         let mut options = OpenOptions::new();
         options.write(true).create_new(true);
         match crate::safe_fs::open_nofollow(&path, &mut options) {
@@ -262,6 +268,82 @@ mod tests {
         let (a, _) = create_artifact_file(dir.path(), None).unwrap();
         let (b, _) = create_artifact_file(dir.path(), None).unwrap();
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn many_artifacts_in_one_millisecond_get_distinct_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut names = std::collections::HashSet::new();
+        for _ in 0..200 {
+            let (path, _) = create_artifact_file(dir.path(), None).unwrap();
+            assert!(names.insert(path), "a name was given twice");
+        }
+    }
+
+    #[test]
+    fn a_taken_name_is_skipped_and_any_other_error_is_final() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("taken.txt"), "someone else's").unwrap();
+        let mut tried = Vec::new();
+        let mut names = ["taken.txt", "free.txt"].into_iter();
+        let (path, _) = open_first_free(dir.path(), || {
+            let name = names.next().unwrap().to_string();
+            tried.push(name.clone());
+            name
+        })
+        .unwrap();
+        assert_eq!(path, dir.path().join("free.txt"));
+        assert_eq!(tried, ["taken.txt", "free.txt"]);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("taken.txt")).unwrap(),
+            "someone else's"
+        );
+
+        let mut calls = 0;
+        let err = open_first_free(dir.path(), || {
+            calls += 1;
+            "taken.txt".into()
+        })
+        .unwrap_err();
+        assert_eq!((err.kind(), calls), (io::ErrorKind::AlreadyExists, 8));
+
+        let mut calls = 0;
+        let err = open_first_free(&dir.path().join("missing"), || {
+            calls += 1;
+            "x.txt".into()
+        })
+        .unwrap_err();
+        assert_eq!(
+            (err.kind(), calls),
+            (io::ErrorKind::NotFound, 1),
+            "not retried"
+        );
+    }
+
+    #[test]
+    fn a_write_that_fails_removes_the_file_and_reports_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("artifact.txt");
+        std::fs::write(&path, "").unwrap();
+        // A handle that cannot write: the first buffer flushed fails.
+        let file = BufWriter::with_capacity(16, File::open(&path).unwrap());
+        let mut writer = ArtifactWriter::Writing {
+            path: path.clone(),
+            file,
+        };
+        writer.write("more than sixteen bytes of output");
+        assert!(!path.exists(), "the incomplete copy is removed");
+        writer.write("later text is dropped");
+        let outcome = writer.finish();
+        assert_eq!(outcome.path, None);
+        let error = outcome.error.unwrap();
+        assert!(
+            error.starts_with(&format!(
+                "could not write the output artifact {}: ",
+                path.display()
+            )) && error.ends_with("; it was removed"),
+            "{error}"
+        );
     }
 
     #[test]

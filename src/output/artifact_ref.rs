@@ -180,6 +180,7 @@ pub fn read_artifact(dir: &Path, uri: &str) -> Result<String, KernelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn ids_that_could_leave_the_directory_are_refused() {
@@ -208,6 +209,11 @@ mod tests {
         assert_eq!(parsed("artifact://21").lines, None);
         assert_eq!(parsed("artifact://21:3-4").lines, Some((3, Some(4))));
         assert_eq!(parsed("artifact://21:3-").lines, Some((3, None)));
+        assert_eq!(
+            parsed("artifact://21:3-3").lines,
+            Some((3, Some(3))),
+            "one line"
+        );
         for bad in [
             "file:///x",
             "artifact://",
@@ -273,5 +279,55 @@ mod tests {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = read_artifact(dir.path(), "artifact://a").unwrap_err();
         assert!(matches!(err, KernelError::ArtifactsDir(_)), "{err}");
+    }
+
+    #[test]
+    fn only_a_read_of_an_artifact_uri_is_answered_from_the_artifacts() {
+        let call = |name, args| artifact_read_call(name, &args);
+        assert_eq!(
+            call("read", json!({"path": "artifact://out-1:2-3"})),
+            Some("artifact://out-1:2-3".to_string())
+        );
+        assert_eq!(call("read", json!({"path": "/etc/passwd"})), None);
+        assert_eq!(call("read", json!({"path": 7})), None);
+        assert_eq!(call("read", json!({})), None);
+        assert_eq!(call("write", json!({"path": "artifact://out-1"})), None);
+    }
+
+    #[test]
+    fn a_capped_read_keeps_whole_lines_before_the_cap_and_names_the_line_to_go_on_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let note = |next: u64| {
+            format!("[… read stopped after 4 MiB: read the rest with a line range, artifact://a:{next}-]\n")
+        };
+        // Two lines of 3 MiB: the second is cut at the cap, ended with a newline here, and
+        // read on from its own number.
+        let line = format!("{}\n", "a".repeat((3 << 20) - 1));
+        std::fs::write(artifact_path(dir.path(), "a"), line.repeat(2)).unwrap();
+        let text = read_artifact(dir.path(), "artifact://a").unwrap();
+        let expected = format!(
+            "{line}{}\n{}",
+            &line[..MAX_READ_BYTES - line.len()],
+            note(2)
+        );
+        assert!(
+            text == expected,
+            "{} bytes, ends {:?}",
+            text.len(),
+            &text[text.len() - 100..]
+        );
+
+        // A line that ends exactly at the cap: nothing is added to it, and the next line
+        // is where to go on.
+        let line = format!("{}\n", "b".repeat(MAX_READ_BYTES - 1));
+        std::fs::write(artifact_path(dir.path(), "a"), format!("{line}next\n")).unwrap();
+        let text = read_artifact(dir.path(), "artifact://a").unwrap();
+        let expected = format!("{line}{}", note(2));
+        assert!(
+            text == expected,
+            "{} bytes, ends {:?}",
+            text.len(),
+            &text[text.len() - 100..]
+        );
     }
 }

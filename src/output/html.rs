@@ -275,6 +275,33 @@ mod tests {
     }
 
     #[test]
+    fn text_around_a_table_keeps_one_blank_line_each_side_and_a_caption_comes_first() {
+        let table = "<table><tr><th>k</th></tr><tr><td>1</td></tr></table>";
+        let grid = "| k   |\n| --- |\n| 1   |\n";
+        assert_eq!(
+            html_to_markdown(&format!("<p>before</p>{table}<p>after</p>")),
+            format!("before\n\n{grid}\nafter\n")
+        );
+        let captioned = table.replace("<tr>", "<caption>Scores</caption><tr>");
+        assert_eq!(
+            html_to_markdown(&format!("<p>before</p>{captioned}")),
+            format!("before\n\nScores\n\n{grid}")
+        );
+    }
+
+    #[test]
+    fn a_table_without_cells_leaves_its_text_or_nothing() {
+        assert_eq!(
+            html_to_markdown("<p>a</p><table></table><p>b</p>"),
+            "a\n\nb\n"
+        );
+        assert_eq!(
+            html_to_markdown("<p>a</p><table><caption>only a caption</caption></table><p>b</p>"),
+            "a\n\nonly a caption\n\nb\n"
+        );
+    }
+
+    #[test]
     fn empty_html_gives_empty_text() {
         assert_eq!(html_to_markdown("<div>  </div>"), "");
     }
