@@ -141,6 +141,23 @@ test('the heartbeat replaces a kernel that died or hangs while idle, and the nex
   assert.match(third.output, /stopped answering while idle and was replaced/)
 })
 
+test('a kernel the heartbeat finds dead before its exit is known is told as ended, not as wedged', async (t) => {
+  const pool = new KernelPool({ kernel, heartbeatIntervalMs: 100, heartbeatTimeoutMs: 2000 })
+  t.after(() => pool.disposeAll())
+  await pool.execute({ sessionId: 'hb', cells: [cell('x = 1')] })
+  const pid = sessionPid(pool, 'hb')
+  // The kernel dies while its init, which reports the death, is stopped: the heartbeat's
+  // ping fails with no exit known yet. The init resumes well within the ping's 2 s wait.
+  process.kill(pid, 'SIGSTOP')
+  process.kill(kernelProcess(pid), 'SIGKILL')
+  await new Promise((r) => setTimeout(r, 500))
+  process.kill(pid, 'SIGCONT')
+  assert.ok(await waitFor(() => !isAlive(pid), { timeoutMs: 5000 }))
+  await new Promise((r) => setTimeout(r, 300)) // the heartbeat's verdict
+  const after = await pool.execute({ sessionId: 'hb', cells: [cell("'x' in globals()")] })
+  assert.match(after.output, /^\[The Python kernel ended while idle \(killed by signal 9 \(SIGKILL\)\); a new one was started and earlier state is gone\.\]\nFalse\n$/)
+})
+
 test('a cell that had started is never run again when its kernel dies; the next call gets a fresh kernel', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())

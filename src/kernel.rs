@@ -1690,7 +1690,8 @@ impl Kernel {
         }
     }
 
-    async fn wait_for_exit(&self, wait: Duration) -> Option<ExitInfo> {
+    /// The exit, waiting up to `wait` for it.
+    pub(crate) async fn wait_for_exit(&self, wait: Duration) -> Option<ExitInfo> {
         let mut exit = self.exit.clone();
         let _ = timeout(wait, exit.wait_for(|e| e.is_some())).await;
         self.exit_info()

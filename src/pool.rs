@@ -1661,14 +1661,24 @@ async fn check_kernel(pool: &PoolInner, session: &Session, _turn: &Turn) {
     let Some(kernel) = session.current_kernel() else {
         return;
     };
-    let lost = if let Some(exit) = kernel.exit_info() {
-        format!("The Python kernel ended while idle ({exit}); a new one was started and earlier state is gone.")
-    } else if !kernel.ping(pool.config.heartbeat_timeout).await {
-        kernel.shutdown(pool.config.shutdown_grace).await;
-        "The Python kernel stopped answering while idle and was replaced; earlier state is gone."
-            .to_string()
-    } else {
-        return;
+    let timeout = pool.config.heartbeat_timeout;
+    let mut exit = kernel.exit_info();
+    if exit.is_none() {
+        if kernel.ping(timeout).await {
+            return;
+        }
+        // A kernel that died just before the ping fails it too, while its exit may not be
+        // known yet (its init reports it a moment later, later still on a loaded machine):
+        // that moment is waited for before it is called wedged.
+        exit = kernel.wait_for_exit(timeout).await;
+    }
+    let lost = match exit {
+        Some(exit) => format!("The Python kernel ended while idle ({exit}); a new one was started and earlier state is gone."),
+        None => {
+            kernel.shutdown(pool.config.shutdown_grace).await;
+            "The Python kernel stopped answering while idle and was replaced; earlier state is gone."
+                .to_string()
+        }
     };
     tracing::info!(key = %session.key, "heartbeat replaced the kernel");
     if let Some(gone) = session.take_kernel() {
