@@ -290,6 +290,17 @@ mod tests {
     }
 
     #[test]
+    fn a_cell_spanning_columns_keeps_later_cells_under_their_own() {
+        let html = "<table><tr><th>a</th><th>b</th><th>c</th></tr>\
+                    <tr><td colspan=\" 2 \">wide</td><td>3</td></tr>\
+                    <tr><td colspan=\"x\">1</td><td>2</td></tr></table>";
+        assert_eq!(
+            html_to_markdown(html),
+            "| a    | b   | c   |\n| ---- | --- | --- |\n| wide |     | 3   |\n| 1    | 2   |     |\n"
+        );
+    }
+
+    #[test]
     fn a_table_without_cells_leaves_its_text_or_nothing() {
         assert_eq!(
             html_to_markdown("<p>a</p><table></table><p>b</p>"),

@@ -54,12 +54,6 @@ impl StreamingPreview {
         self.push("\n");
     }
 
-    /// Lines dropped so far, counting any the current render has to drop.
-    pub fn dropped(&self) -> u64 {
-        let shown = self.lines.len() + usize::from(!self.partial.is_empty());
-        self.dropped + shown.saturating_sub(self.max_lines) as u64
-    }
-
     pub fn render(&self) -> String {
         let mut visible: Vec<&str> = self.lines.iter().map(String::as_str).collect();
         if !self.partial.is_empty() {
@@ -156,6 +150,14 @@ mod tests {
     }
 
     #[test]
+    fn a_preview_of_no_lines_is_the_marker_alone() {
+        assert_eq!(
+            streaming_preview("a\nb", 0),
+            "… 2 earlier lines dropped while streaming"
+        );
+    }
+
+    #[test]
     fn streaming_handles_lines_split_across_chunks_and_the_partial_line() {
         let mut preview = StreamingPreview::new(2);
         preview.push("one\ntw");
@@ -164,7 +166,6 @@ mod tests {
             preview.render(),
             "… 1 earlier lines dropped while streaming\ntwo\nthr"
         );
-        assert_eq!(preview.dropped(), 1);
         preview.push("ee\n");
         assert_eq!(
             preview.render(),

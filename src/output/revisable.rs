@@ -240,6 +240,35 @@ mod tests {
     }
 
     #[test]
+    fn up_to_64_kib_is_held_and_an_update_counts_what_it_adds_or_takes_away() {
+        let kib = |n: usize| "x".repeat(n * 1024);
+        // Exactly HOLD_BYTES is still held: a clear takes it all back, silently.
+        let held = run(|v, out| {
+            let mut out = |s: &str| out(s);
+            v.text(&kib(64), &mut out);
+            v.clear(false, &mut out);
+        });
+        assert_eq!(held, "");
+        // A display updated from 1 byte to 70 KiB is over the bound: passed on, final.
+        let grown = run(|v, out| {
+            let mut out = |s: &str| out(s);
+            v.display(Some("p"), false, "a".into(), &mut out);
+            v.display(Some("p"), true, kib(70), &mut out);
+            v.clear(false, &mut out);
+        });
+        assert_eq!(grown, format!("{}{CLEARED_NOTICE}", kib(70)));
+        // One updated from 60 KiB to 1 byte frees its room: 10 KiB more is still held.
+        let shrunk = run(|v, out| {
+            let mut out = |s: &str| out(s);
+            v.display(Some("p"), false, kib(60), &mut out);
+            v.display(Some("p"), true, "b".into(), &mut out);
+            v.text(&kib(10), &mut out);
+            v.clear(false, &mut out);
+        });
+        assert_eq!(shrunk, "");
+    }
+
+    #[test]
     fn an_update_of_a_display_never_shown_shows_nothing() {
         let text = run(|v, out| {
             let mut out = |s: &str| out(s);
