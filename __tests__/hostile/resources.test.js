@@ -168,10 +168,13 @@ test('sandbox off, with the pids cgroup: a fork loop of setsid children past max
 test('a fork loop a cell left running in a thread kills the kernel between cells; the next call names the limit', { timeout: 30_000 }, async (t) => {
   const kernel = await startKernel({ maxProcesses: 8 })
   t.after(() => kernel.shutdown())
-  // Bounded: 30 forks, 10 ms apart, each child gone after 2 s.
+  // Bounded: 30 forks, 10 ms apart, each child gone after 2 s. They start 1 s after the
+  // cell ends, so the limit is crossed between cells even when a loaded machine is slow to
+  // deliver the cell's end (starting at once, the kill sometimes came first).
   const code = [
     'import os, threading, time',
     'def forks():',
+    '    time.sleep(1)',
     '    for _ in range(30):',
     '        if os.fork() == 0:',
     '            time.sleep(2)',
