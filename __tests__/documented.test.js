@@ -249,19 +249,8 @@ test('session keys: sessionId, else sessionFile, else the cwd', async (t) => {
 /** The zygotes this process started: its children whose environment names one. */
 function zygotesOfThisHost() {
   const fs = require('node:fs')
-  const pids = []
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8')
-      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-      if (parent !== process.pid) continue
-      if (fs.readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').some((v) => v.startsWith('PYKERNEL_ZYGOTE='))) pids.push(Number(entry))
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids
+  const { hostChildren } = require('./helpers/kernel')
+  return hostChildren((pid) => fs.readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').some((v) => v.startsWith('PYKERNEL_ZYGOTE=')))
 }
 
 test('a shutdown that is not confirmed keeps its room and is retried until it is', { timeout: 60_000 }, async (t) => {

@@ -122,6 +122,23 @@ function processesWith(marker) {
   return found
 }
 
+/** This process's live (non-zombie) children, host side, that `keep(pid)` accepts (it may
+ *  read their /proc files: one that is gone meanwhile is skipped). */
+function hostChildren(keep = () => true) {
+  const found = []
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8')
+      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (Number(ppid) === process.pid && state !== 'Z' && keep(Number(entry))) found.push(Number(entry))
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found
+}
+
 /** Live pids in the PID namespace `ns` (a `pidNamespace()` name), host side. */
 function namespaceMembers(ns) {
   const found = []
@@ -237,6 +254,7 @@ const WITHOUT_CGROUP = { baseEnv: { ...process.env, PYKERNEL_PIDS_CGROUP: '0' } 
 
 module.exports = {
   promptBound,
+  hostChildren,
   zygote,
   kernelDefaults,
   pidsCgroupBase,

@@ -5,7 +5,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
-const { addon, python, isAlive, waitFor, tempDir, fakeInterpreter, sleep, KERNEL_TOKEN_PY: TOKEN } = require('./_common')
+const { addon, python, isAlive, waitFor, hostChildren, tempDir, fakeInterpreter, sleep, KERNEL_TOKEN_PY: TOKEN } = require('./_common')
 
 const { KernelPool } = addon
 const kernel = { interpreter: python }
@@ -18,20 +18,10 @@ const sessionKeys = (pool) => pool.sessions.map((s) => s.key.split(' ')[0]).sort
  *  sandbox the kernel itself). Interpreter probes and the launcher's short-lived forks are
  *  no kernels. Other test files run in other processes: their kernels are not counted. */
 function liveKernels() {
-  const found = []
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8')
-      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      if (Number(ppid) !== process.pid || state === 'Z') continue
-      const argv = fs.readFileSync(`/proc/${entry}/cmdline`, 'latin1').split('\0')
-      if (argv[1] === '-u' && argv[2]?.endsWith('runner.py')) found.push(Number(entry))
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return found
+  return hostChildren((pid) => {
+    const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0')
+    return argv[1] === '-u' && argv[2]?.endsWith('runner.py')
+  })
 }
 
 /** Counts live kernels every few milliseconds until stopped; the peak and how many

@@ -299,22 +299,22 @@ mod tests {
             "someone else's"
         );
 
-        let mut calls = 0;
-        let err = open_first_free(dir.path(), || {
-            calls += 1;
-            "taken.txt".into()
-        })
-        .unwrap_err();
-        assert_eq!((err.kind(), calls), (io::ErrorKind::AlreadyExists, 8));
-
-        let mut calls = 0;
-        let err = open_first_free(&dir.path().join("missing"), || {
-            calls += 1;
-            "x.txt".into()
-        })
-        .unwrap_err();
+        // How a run offering only `name` fails, and how many names it asked for.
+        let failing = |dir: &Path, name: &str| {
+            let mut calls = 0;
+            let err = open_first_free(dir, || {
+                calls += 1;
+                name.into()
+            })
+            .unwrap_err();
+            (err.kind(), calls)
+        };
         assert_eq!(
-            (err.kind(), calls),
+            failing(dir.path(), "taken.txt"),
+            (io::ErrorKind::AlreadyExists, 8)
+        );
+        assert_eq!(
+            failing(&dir.path().join("missing"), "x.txt"),
             (io::ErrorKind::NotFound, 1),
             "not retried"
         );
