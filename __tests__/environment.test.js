@@ -142,15 +142,16 @@ test('checkPythonKernelAvailability never throws: a mistyped option or a missing
 test('a relative cwd is the host\'s: for Kernel.start, a request and a pool session', async (t) => {
   const root = fs.realpathSync(tempDir())
   // `sub/sub` exists too: resolved against the kernel's own directory, `sub` became it.
-  fs.mkdirSync(path.join(root, 'sub', 'sub'), { recursive: true })
-  fs.mkdirSync(path.join(root, 'other'))
+  // The request's cwd lies inside the kernel's: a cwd the kernel was not started in must
+  // be in its view, and the host's /tmp is not.
+  fs.mkdirSync(path.join(root, 'sub', 'sub', 'sub'), { recursive: true })
   const before = process.cwd()
   process.chdir(root)
   t.after(() => process.chdir(before))
   const kernel = await startKernel({ cwd: 'sub' })
   t.after(() => kernel.shutdown())
   assert.equal((await run(kernel, 'import os; os.getcwd()')).result.result['text/plain'], `'${path.join(root, 'sub')}'`)
-  assert.equal((await run(kernel, 'import os; os.getcwd()', { cwd: 'other' })).result.result['text/plain'], `'${path.join(root, 'other')}'`)
+  assert.equal((await run(kernel, 'import os; os.getcwd()', { cwd: 'sub/sub' })).result.result['text/plain'], `'${path.join(root, 'sub', 'sub')}'`)
   const pool = new addon.KernelPool({ prewarm: 0, kernel: { interpreter: realPython() } })
   t.after(() => pool.disposeAll())
   const r = await pool.execute({ cwd: 'sub', cells: [{ code: 'import os; os.getcwd()' }] })

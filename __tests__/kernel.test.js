@@ -4,7 +4,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { startKernel, run, isAlive, kernelProcess, tempDir } = require('./helpers/kernel')
+const { startKernel, run, isAlive, kernelProcess, tempDir, viewedDir } = require('./helpers/kernel')
 
 /** `[session, process group]` of `pid`, host side, from /proc/<pid>/stat. */
 function sessionAndGroup(pid) {
@@ -206,13 +206,16 @@ test('kernel basics', async (t) => {
   })
 
   await t.test('per-request cwd persists; per-request env is for that request only', async () => {
+    // Outside /tmp: of the host's /tmp a kernel sees only what it was started with.
+    const elsewhere = fs.realpathSync(viewedDir())
+    t.after(() => fs.rmSync(elsewhere, { recursive: true, force: true }))
     const { result } = await run(kernel, 'import os; (os.getcwd(), os.environ.get("PK_A"))', {
-      cwd: '/tmp',
+      cwd: elsewhere,
       env: { PK_A: 'yes' },
     })
-    assert.equal(result.result['text/plain'], "('/tmp', 'yes')")
+    assert.equal(result.result['text/plain'], `('${elsewhere}', 'yes')`)
     const after = await run(kernel, 'import os; (os.getcwd(), os.environ.get("PK_A"))')
-    assert.equal(after.result.result['text/plain'], "('/tmp', None)", 'the env of a request outlived it')
+    assert.equal(after.result.result['text/plain'], `('${elsewhere}', None)`, 'the env of a request outlived it')
     await run(kernel, 'os.environ["PK_B"] = "kernel"')
     const unset = await run(kernel, 'os.environ.get("PK_B")', { env: { PK_B: null } })
     assert.equal(unset.result.result, undefined)
@@ -284,7 +287,8 @@ test('cells queue: concurrent executes run one at a time in arrival order', asyn
 
 test('shutdown runs the atexit handlers cells registered, as Jupyter does; a failing one does not stop it', async () => {
   const dir = tempDir()
-  const kernel = await startKernel()
+  // In its cwd: the host's /tmp around it is not in the kernel's view.
+  const kernel = await startKernel({ cwd: dir })
   const marker = path.join(dir, 'atexit-ran')
   await run(kernel, [
     'import atexit',

@@ -3,7 +3,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
-const { addon, python, isAlive, groupMembers, kernelProcess, pidNamespace, namespaceMembers, waitFor, tempDir } = require('./helpers/kernel')
+const { addon, python, isAlive, groupMembers, kernelProcess, pidNamespace, namespaceMembers, waitFor, tempDir, viewedDir } = require('./helpers/kernel')
 const { KERNEL_TOKEN_PY: TOKEN, PID_NAMESPACE_PY: NS } = require('./helpers/kernel')
 
 const { KernelPool } = addon
@@ -162,14 +162,16 @@ test('a cell that had started is never run again when its kernel dies; the next 
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())
   // The side effect happens before the death: running the cell again would do it twice.
-  const charges = path.join(tempDir(), 'charges')
+  // In the session's cwd: the host's /tmp around it is not in the kernel's view.
+  const dir = tempDir()
+  const charges = path.join(dir, 'charges')
   const code = [
     'import os, signal',
     `open(${JSON.stringify(charges)}, 'a').write('charged\\n')`,
     'os.kill(os.getpid(), signal.SIGKILL)',
   ].join('\n')
-  await pool.execute({ sessionId: 'crash', cells: [cell('before = 1')] })
-  const r = await pool.execute({ sessionId: 'crash', cells: [cell(code)] })
+  await pool.execute({ sessionId: 'crash', cwd: dir, cells: [cell('before = 1')] })
+  const r = await pool.execute({ sessionId: 'crash', cwd: dir, cells: [cell(code)] })
   assert.equal(require('node:fs').readFileSync(charges, 'utf8'), 'charged\n', 'the cell ran once')
   assert.equal(r.kernelRestarted, false)
   assert.equal(r.exitCode, 1)
@@ -464,7 +466,14 @@ test('prewarm: a new session starts on the spare kernel, configured for it, and 
   t.after(() => pool.disposeAll())
   assert.ok(await waitFor(() => pool.spares.length === 1, { timeoutMs: 5000 }))
   const [spare] = pool.spares
-  const cwd = tempDir()
+  // A spare whose view does not show the session's cwd (under the host's /tmp, which its
+  // view replaces) is not handed to it: the session gets a kernel of its own.
+  const hidden = await pool.execute({ sessionId: 'elsewhere', cwd: tempDir(), cells: [cell('1')] })
+  assert.equal(hidden.exitCode, 0, hidden.output)
+  assert.notEqual(sessionPid(pool, 'elsewhere'), spare)
+  assert.deepEqual(pool.spares, [spare], 'the spare waits for a session it fits')
+  const cwd = viewedDir()
+  t.after(() => require('node:fs').rmSync(cwd, { recursive: true, force: true }))
   const r = await pool.execute({ sessionId: 'warm', cwd, cells: [cell(`import os; (${NS}, os.getcwd())`)] })
   assert.equal(value(r), `(${quoted(pidNamespace(spare))}, '${require('node:fs').realpathSync(cwd)}')`)
   assert.equal(sessionPid(pool, 'warm'), spare)

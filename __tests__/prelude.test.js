@@ -129,10 +129,12 @@ test('kv: one store, shared by Python and JavaScript', async (t) => {
 
 test('kv: a kernel and another process writing different keys 200 times each lose nothing', async (t) => {
   const dir = tempDir('pykernel-kv-race-')
-  const kernel = await startKernel({ artifactsDir: dir, sessionId: 'race' })
+  // The signal file is in the kernel's cwd: the artifacts directory is hidden from it.
+  const cwd = tempDir('pykernel-kv-race-cwd-')
+  const kernel = await startKernel({ artifactsDir: dir, sessionId: 'race', cwd })
   t.after(() => kernel.shutdown())
   const store = new addon.KvStore(dir, 'race')
-  const started = path.join(dir, 'js-started')
+  const started = path.join(cwd, 'js-started')
   // The other process starts writing, then says so; the kernel waits for that, so the
   // two loops overlap.
   const script = `

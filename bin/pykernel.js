@@ -560,10 +560,15 @@ const RUN_SCRIPT_PY = path.join(__dirname, 'run_script.py')
 /** `run <file>`, `-c <code>`, `-`: the script as one cell that runs it as python would. */
 async function cmdScript(addon, script, opts) {
   let filename = script.file
-  let source // none: the kernel reads the file, as python does (coding cookies)
+  let source // none for a file: its bytes go as they are, so a coding cookie is honoured
+  let bytes
   if (script.kind === 'file') {
     const why = unreadable(script.file)
     if (why) return usageError(`cannot read ${script.file}: ${why}`)
+    // Read here, not by the kernel: the script may be where the kernel's view does not
+    // reach (its /tmp is private).
+    filename = path.resolve(script.file)
+    bytes = fs.readFileSync(script.file).toString('base64')
   } else if (script.kind === 'code') {
     filename = '<string>'
     source = script.code
@@ -576,7 +581,7 @@ async function cmdScript(addon, script, opts) {
   const argv = [script.argv0, ...script.args]
   const cell =
     fs.readFileSync(RUN_SCRIPT_PY, 'utf8') +
-    `\n_pykernel_run_script(${literal(filename)}, ${literal(source)}, ${literal(argv)})\n`
+    `\n_pykernel_run_script(${literal(filename)}, ${literal(source)}, ${literal(argv)}, ${literal(bytes)})\n`
   return cmdCell(addon, cell, opts, { script: true })
 }
 

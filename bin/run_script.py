@@ -14,9 +14,11 @@ exits with that status.
 """
 
 
-def _pykernel_run_script(filename, source, argv):
+def _pykernel_run_script(filename, source, argv, data=None):
     """Run *source* as __main__ under *filename* (the path of the file to run
-    when *source* is None, else "<string>" or "<stdin>") with *argv*."""
+    when *source* is None, else "<string>" or "<stdin>") with *argv*. *data*
+    is the file's bytes in base64, read by the host (the file may be outside
+    what the kernel sees); the file is read here when it is None."""
     import builtins
     import os
     import sys
@@ -34,8 +36,22 @@ def _pykernel_run_script(filename, source, argv):
         filename = os.path.abspath(filename)    # as python 3.9+ gives __file__
         main.__file__ = filename
         path_entry = os.path.dirname(filename)
-        with open(filename, "rb") as f:     # bytes: a coding cookie is honoured
-            source = f.read()
+        if data is not None:
+            import base64
+            import io
+            import linecache
+            import tokenize
+            source = base64.b64decode(data)     # bytes: a coding cookie is honoured
+            # Tracebacks show the script's lines even where the kernel cannot open it.
+            try:
+                text = tokenize.TextIOWrapper(io.BytesIO(source),
+                                              tokenize.detect_encoding(io.BytesIO(source).readline)[0]).read()
+                linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+            except (SyntaxError, LookupError, UnicodeDecodeError):
+                pass
+        else:
+            with open(filename, "rb") as f:
+                source = f.read()
     code = compile(source, filename, "exec", dont_inherit=True)
 
     sys.argv = list(argv)

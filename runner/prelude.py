@@ -591,7 +591,6 @@ def _fan_out(function, items):
 
 _KV_MAX_KEY_CHARS = 256
 _KV_MAX_VALUE_BYTES = 256 * 1024
-_KV_MAX_STORE_BYTES = 4 * 1024 * 1024
 
 
 class _KvStore:
@@ -605,23 +604,25 @@ class _KvStore:
     most 256 KiB as JSON, the store at most 4 MiB.  Every change happens
     under a lock and lands whole, so writers in other processes never lose
     each other's keys.
+
+    The host keeps the store and answers each call (a bridge call it never
+    passes on): a cell never opens the store's files, so kv works whatever
+    the sandbox lets the kernel write, and no session's cell can reach
+    another session's store.
     """
 
     __slots__ = ()
 
     @property
     def path(self):
-        """The store's file (None when the kernel has no store)."""
+        """The store's file on the host (None when the kernel has no store, or
+        its host is elsewhere)."""
         return __pykernel__.kv_path
 
     def get(self, key, default=None):
         _kv_check_key(key)
-        if __pykernel__.kv_via_host:
-            found = _kv_on_host("get", key=key)
-            return found["value"] if "value" in found else default
-        with _KvLock() as store:
-            values = store.read()
-        return values[key] if key in values else default
+        found = _kv_on_host("get", key=key)
+        return found["value"] if "value" in found else default
 
     def set(self, key, value):
         import json
@@ -637,49 +638,44 @@ class _KvStore:
             raise ValueError("kv value for %r is %d bytes encoded; the limit is "
                              "%d bytes (256 KiB). Store less, or write a file and "
                              "keep its path." % (key, len(encoded), _KV_MAX_VALUE_BYTES))
-        if __pykernel__.kv_via_host:
-            _kv_on_host("set", key=key, value=json.loads(encoded))
-        else:
-            with _KvLock() as store:
-                values = store.read()
-                values[key] = json.loads(encoded)
-                store.write(values)
+        _kv_on_host("set", key=key, value=json.loads(encoded))
         _emit_status("kv", action="set", key=key)
 
     def delete(self, key):
         _kv_check_key(key)
-        if __pykernel__.kv_via_host:
-            if not _kv_on_host("delete", key=key):
-                return False
-            _emit_status("kv", action="delete", key=key)
-            return True
-        with _KvLock() as store:
-            values = store.read()
-            if key not in values:
-                return False
-            del values[key]
-            store.write(values)
+        if not _kv_on_host("delete", key=key):
+            return False
         _emit_status("kv", action="delete", key=key)
         return True
 
     def list(self):
-        if __pykernel__.kv_via_host:
-            return _kv_on_host("list")
-        with _KvLock() as store:
-            return sorted(store.read())
+        return _kv_on_host("list")
 
     def __repr__(self):
+        if __pykernel__.kv_path:
+            return "<kv store %s (kept by the host)>" % __pykernel__.kv_path
         if __pykernel__.kv_via_host:
             return "<kv store (kept by the host)>"
-        return "<kv store %s>" % (self.path or "(none: the kernel has no "
-                                  "artifactsDir and sessionId)")
+        return "<kv store (none: the kernel has no artifactsDir and sessionId)>"
+
+
+# The host's refusals, by code, as the exceptions Python code expects of them.
+_KV_ERRORS = {"ERR_KV_KEY": ValueError, "ERR_KV_LIMIT": ValueError,
+              "ERR_ARTIFACTS_DIR": PermissionError}
 
 
 def _kv_on_host(op, **args):
-    """A kernel started through a launcher cannot see the host's files: its
-    store is the host's, reached by a bridge call the host answers itself."""
+    """One store operation, answered by the host (``kv_call`` in src/kernel.rs):
+    its answer, or its refusal raised as the matching exception."""
+    if not __pykernel__.kv_via_host:
+        raise RuntimeError("the kv store needs artifactsDir and sessionId on the "
+                           "kernel (none was given, so there is no store)")
     args["op"] = op
-    return __pykernel__.bridge_call("__pykernel.kv", args)
+    answer = __pykernel__.bridge_call("__pykernel.kv", args)
+    if isinstance(answer, dict) and isinstance(answer.get("refused"), dict):
+        refused = answer["refused"]
+        raise _KV_ERRORS.get(refused.get("code"), RuntimeError)(refused.get("message", ""))
+    return answer
 
 
 kv = _KvStore()
@@ -695,166 +691,3 @@ def _kv_check_key(key):
     else:
         return
     raise ValueError("invalid kv key %r: %s" % (key[:80], reason))
-
-
-def _kv_refusal(what, path, fault):
-    """The error for a path not safe for the store, worded as the host words it
-    (ERR_ARTIFACTS_DIR there)."""
-    if fault.startswith("is writable"):
-        advice = "make it private (chmod 700) or choose another artifactsDir"
-    else:
-        advice = "remove it or choose another artifactsDir"
-    return PermissionError("%s %s %s: %s" % (what, path, fault, advice))
-
-
-def _kv_fault(st, want_dir):
-    """What makes an lstat result unsafe for private data, or None.  Another
-    local user who owns the path, can write it or made it a symlink could read
-    the store, plant values or redirect our writes."""
-    import os
-    import stat
-    if stat.S_ISLNK(st.st_mode):
-        return "is a symbolic link (never followed)"
-    if want_dir and not stat.S_ISDIR(st.st_mode):
-        return "exists and is not a directory"
-    if not want_dir and not stat.S_ISREG(st.st_mode):
-        return "exists and is not a regular file"
-    if st.st_uid != os.geteuid():
-        return "is owned by uid %d, not by us (uid %d)" % (st.st_uid, os.geteuid())
-    if want_dir and st.st_mode & 0o022:
-        return "is writable by group or others (mode %o)" % (st.st_mode & 0o7777)
-    return None
-
-
-def _kv_private_dir(what, path):
-    """*path* as a real directory of ours that nobody else can write: made 0700
-    when missing, else checked (never repaired: it may be someone else's)."""
-    import os
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        try:
-            os.makedirs(path, 0o700)
-        except FileExistsError:
-            pass
-        st = os.lstat(path)
-    fault = _kv_fault(st, want_dir=True)
-    if fault:
-        raise _kv_refusal(what, path, fault)
-
-
-def _kv_open(what, path, flags):
-    """``os.open`` that never follows a symlink at *path*; files it creates are
-    0600."""
-    import errno
-    import os
-    try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _kv_refusal(what, path, "is a symbolic link (never followed)") from None
-        raise
-
-
-def _kv_check_replaceable(path):
-    """The rename may replace *path* only when it is absent or a file of ours."""
-    import os
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    fault = _kv_fault(st, want_dir=False)
-    if fault:
-        raise _kv_refusal("the kv store", path, fault)
-
-
-class _KvLock:
-    """The store's file, locked: an exclusive ``flock`` on ``<file>.lock``
-    (the lock the JavaScript side takes too) while the block runs."""
-
-    def __init__(self):
-        self.path = __pykernel__.kv_path
-        if not self.path:
-            raise RuntimeError("the kv store needs artifactsDir and sessionId on "
-                               "the kernel (none was given, so there is no store)")
-        self._fd = None
-
-    def __enter__(self):
-        import fcntl
-        import os
-        store_dir = os.path.dirname(self.path)
-        _kv_private_dir("artifactsDir", os.path.dirname(store_dir))
-        _kv_private_dir("the kv store directory", store_dir)
-        fd = _kv_open("the kv store lock", self.path + ".lock",
-                      os.O_WRONLY | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc_info):
-        import os
-        os.close(self._fd)      # closing releases the lock
-
-    def _refuse(self, reason):
-        return RuntimeError("the kv store %s is not a version-1 store (%s); it was "
-                            "left untouched. Move it aside to start a new one."
-                            % (self.path, reason))
-
-    def read(self):
-        """The stored values (a new dict); an absent file is an empty store."""
-        import json
-        import os
-        try:
-            fd = _kv_open("the kv store", self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return {}
-        with open(fd, "rb") as f:
-            data = f.read()
-        try:
-            document = json.loads(data.decode("utf-8"))
-        except ValueError as exc:   # UnicodeDecodeError is a ValueError too
-            raise self._refuse("it is not valid JSON: %s" % exc) from None
-        if not isinstance(document, dict):
-            raise self._refuse("it is not an object")
-        version = document.get("version")
-        if version is None:
-            raise self._refuse("it has no version")
-        if isinstance(version, bool) or not isinstance(version, int) or version != 1:
-            raise self._refuse("it says version %s" % json.dumps(version))
-        values = document.get("values")
-        if not isinstance(values, dict):
-            raise self._refuse('its "values" is not an object')
-        return values
-
-    def write(self, values):
-        """Replace the file with *values*: a temporary file in the same
-        directory, renamed over it, so a reader sees the old or the new."""
-        import json
-        import os
-        # Sorted keys and no spaces: the bytes the JavaScript side writes.
-        data = json.dumps({"version": 1, "values": values}, ensure_ascii=False,
-                          separators=(",", ":"), sort_keys=True).encode("utf-8")
-        if len(data) > _KV_MAX_STORE_BYTES:
-            raise ValueError("the kv store would grow to %d bytes; the limit is %d "
-                             "bytes (4 MiB). Delete keys you no longer need."
-                             % (len(data), _KV_MAX_STORE_BYTES))
-        directory, name = os.path.split(self.path)
-        temp = os.path.join(directory, ".%s.%s.tmp" % (name, os.urandom(6).hex()))
-        # O_EXCL: a name planted in the meantime fails instead of being written through.
-        fd = _kv_open("a kv store temporary file", temp,
-                      os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        try:
-            with open(fd, "wb") as f:
-                f.write(data)
-            _kv_check_replaceable(self.path)
-            os.replace(temp, self.path)
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise

@@ -14,13 +14,16 @@ that forks), and says in ``ready`` how many threads its imports left running.
 
 Isolation.  The zygote runs in the namespaces the host gave it (user, PID, mount with
 the runner read-only, IPC, and the network one when the network is off), but not under
-Landlock: Landlock forbids mount(2), and every kernel mounts a ``/proc`` of its own.
-So each kernel, forked, makes namespaces of its own beneath the zygote's (user, PID,
-mount, IPC, network when off), becomes the init of its PID namespace with its own
-``/proc``, drops every capability and enters the Landlock domain the host built for it
-(passed with the request) before any cell runs.  Kernels see neither the zygote nor
-each other.  The preload imports are the pool owner's modules, never a cell's code, and
-they run with no pid of the host or of any kernel in sight.
+Landlock or seccomp: Landlock forbids mount(2), seccomp refuses new namespaces, and
+every kernel makes both.  So each kernel, forked, makes namespaces of its own beneath
+the zygote's (user, PID, mount, IPC, network when off), becomes the init of its PID
+namespace, builds the filesystem view the host decided for it (the steps of
+``src/sandbox/view.rs``, its own ``/proc`` among them), joins a fresh keyring, drops
+every capability, enters the Landlock domain the host built for it (passed with the
+request) and installs the host's seccomp filters, before any cell runs: the same
+sandbox, step for step, as a spawned kernel's.  Kernels see neither the zygote nor each
+other.  The preload imports are the pool owner's modules, never a cell's code, and they
+run with no pid of the host or of any kernel in sight.
 
 Exits.  The zygote reaps its kernels, reports each exit, and keeps the zombie (and so
 its pid) until the host says ``reap``: the host signals a kernel's process group by
@@ -45,12 +48,23 @@ _CLONE_NEWNET = 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
 _MS_REC, _MS_PRIVATE = 1 << 14, 1 << 18
 _PR_CAPBSET_DROP = 24
-_PR_SET_SECUREBITS = 28
+_PR_GET_SECUREBITS, _PR_SET_SECUREBITS = 27, 28
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _SECBIT_NOROOT_AND_LOCKED = 3
 _CAP_SETFCAP = 31
+_SYS_LANDLOCK_ADD_RULE = 445
 _SYS_LANDLOCK_RESTRICT_SELF = 446
+_SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR = 428, 429, 442
+_AT_FDCWD, _AT_RECURSIVE = -100, 0x8000
+_OPEN_TREE_CLONE, _MOVE_MOUNT_F_EMPTY_PATH = 1, 4
+_MOUNT_ATTR_RDONLY = 1
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND = 1, 32, 4096
+_O_PATH = 0o10000000
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+_ENOSYS = 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _M_ARENA_MAX = -8
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
@@ -316,12 +330,13 @@ class _Zygote:
         if request.get("arenaMax"):
             # What MALLOC_ARENA_MAX does at exec, for a process that was never exec'd.
             self.libc.mallopt(_M_ARENA_MAX, int(request["arenaMax"]))
+        sandbox = request.get("sandbox") or {}
         if self.namespaces:
-            self.enter_namespaces(bool(request.get("network", True)), landlock, report_w)
+            self.enter_namespaces(bool(request.get("network", True)), landlock, sandbox, report_w)
         else:
             os.setsid()
-            if landlock >= 0:
-                self.landlock(landlock)
+            if request.get("sandbox"):      # none with the sandbox off: nothing changes
+                self.confine(landlock, sandbox)
             os.write(report_w, ("pid:%d\n" % os.getpid()).encode())
         if landlock >= 0:
             os.close(landlock)
@@ -332,7 +347,7 @@ class _Zygote:
         # fork; numpy's global generator does not.
         _reseed()
 
-    def enter_namespaces(self, network, landlock, report_w):
+    def enter_namespaces(self, network, landlock, sandbox, report_w):
         libc = self.libc
         uid, gid = os.getuid(), os.getgid()
         flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC
@@ -350,20 +365,77 @@ class _Zygote:
             os._exit(0)
         # The init of the kernel's PID namespace.
         os.setsid()
-        self._check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None),
-                    "making the kernel's mounts private")
-        self._check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
-                               None), "mounting the kernel's /proc")
+        steps = sandbox.get("view")
+        if steps:
+            _View(libc, self._check).apply(steps)
+        else:
+            self._check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None),
+                        "making the kernel's mounts private")
+            self._check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                                   None), "mounting the kernel's /proc")
         if not network:
             _loopback_up()
+        self.confine(landlock, sandbox)
+
+    def confine(self, landlock, sandbox):
+        """What every kernel gives up before its first cell: the host's keyring, every
+        capability, Landlock's domain and the seccomp filters (sandbox/privileges.rs,
+        landlock_rules.rs and seccomp.rs say why)."""
+        libc = self.libc
+        keyctl = sandbox.get("keyctl")
+        if keyctl is not None and libc.syscall(keyctl, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+            import ctypes
+            if ctypes.get_errno() != _ENOSYS:
+                self._check(-1, "leaving the host's keyring")
         for cap in range(64):
             libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)     # EINVAL past the last one
         libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-        self._check(libc.prctl(_PR_SET_SECUREBITS, _SECBIT_NOROOT_AND_LOCKED, 0, 0, 0),
-                    "dropping the kernel's capabilities")
+        locked = libc.prctl(_PR_GET_SECUREBITS, 0, 0, 0, 0) & _SECBIT_NOROOT_AND_LOCKED
+        if (locked != _SECBIT_NOROOT_AND_LOCKED
+                and libc.prctl(_PR_SET_SECUREBITS, _SECBIT_NOROOT_AND_LOCKED, 0, 0, 0) != 0
+                and os.geteuid() == 0):
+            # A zygote without namespaces gave them up itself (its kernels inherit that);
+            # without CAP_SETPCAP a host that is not root has no uid 0 to lock out.
+            self._check(-1, "dropping the kernel's capabilities")
         if landlock >= 0:
+            access = int(sandbox.get("landlockViewAccess") or 0)
+            if access:
+                for path in (b"/dev/shm", b"/dev/pts"):
+                    self._allow_beneath(landlock, path, access)
             self.landlock(landlock)
+        self._check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "setting no_new_privs")
         self._drop_capability_sets()
+        for program in sandbox.get("seccomp") or ():
+            self._install_seccomp(bytes.fromhex(program))
+
+    def _allow_beneath(self, ruleset, path, access):
+        """The view's own mounts (its /dev/shm and /dev/pts) in the Landlock ruleset:
+        the host could not name them, they did not exist there."""
+        import ctypes
+
+        class PathBeneath(ctypes.Structure):
+            _pack_ = 1
+            _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+        try:
+            attr = PathBeneath(access, fd)
+            self._check(self.libc.syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH,
+                                          ctypes.byref(attr), 0),
+                        "granting %s in the kernel's Landlock domain" % path.decode())
+        finally:
+            os.close(fd)
+
+    def _install_seccomp(self, program):
+        import ctypes
+
+        class Program(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+        ops = ctypes.create_string_buffer(program, len(program))
+        prog = Program(len(program) // 8, ctypes.addressof(ops))
+        self._check(self.libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
+                    "installing the kernel's seccomp filter")
 
     def landlock(self, fd):
         libc = self.libc
@@ -382,6 +454,100 @@ class _Zygote:
             import ctypes
             errno = ctypes.get_errno()
             raise _Refused("%s: %s" % (what, os.strerror(errno)))
+
+
+class _View:
+    """Builds a forked kernel's filesystem view: the host's steps (``src/sandbox/view.rs``,
+    which says what each is for), applied in order in the kernel's new mount namespace."""
+
+    def __init__(self, libc, check):
+        import ctypes
+        self.ctypes = ctypes
+        self.libc = libc
+        self.check = check
+        self.slots = {}
+
+    def apply(self, steps):
+        for step in steps:
+            op, args = step[0], step[1:]
+            getattr(self, "_" + op.replace("-", "_"))(*args)
+
+    def _mount(self, source, target, fstype, flags, data, what):
+        enc = lambda v: None if v is None else v.encode()
+        self.check(self.libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), what)
+
+    def _set_attr(self, path, recursive, attr_set, attr_clear, what):
+        ctypes = self.ctypes
+
+        class MountAttr(ctypes.Structure):
+            _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                        ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+        attr = MountAttr(attr_set, attr_clear, 0, 0)
+        self.check(self.libc.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, path.encode(),
+                                     _AT_RECURSIVE if recursive else 0, ctypes.byref(attr),
+                                     ctypes.sizeof(attr)), what)
+
+    def _private(self):
+        self._mount(None, "/", None, _MS_REC | _MS_PRIVATE, None, "making the kernel's mounts private")
+
+    def _read_only(self, path):
+        self._set_attr(path, True, _MOUNT_ATTR_RDONLY, 0, "making %s read-only" % path)
+
+    def _writable(self, path):
+        self._set_attr(path, False, 0, _MOUNT_ATTR_RDONLY, "making %s writable" % path)
+
+    def _bind(self, source, target):
+        self._mount(source, target, None, _MS_BIND | _MS_REC, None,
+                    "binding %s at %s" % (source, target))
+
+    def _mask(self, path):
+        try:
+            self._bind("/dev/null", path)
+        except _Refused:
+            import ctypes
+            import errno
+            # The socket went away between the host's look and this kernel's start.
+            if ctypes.get_errno() not in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR):
+                raise
+
+    def _bind_read_only(self, path, kept):
+        self._bind(path, path)
+        self._mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | kept, None,
+                    "making %s read-only" % path)
+
+    def _clone(self, slot, source):
+        fd = self.libc.syscall(_SYS_OPEN_TREE, _AT_FDCWD, source.encode(),
+                               _OPEN_TREE_CLONE | _AT_RECURSIVE | os.O_CLOEXEC)
+        self.check(0 if fd >= 0 else -1, "keeping %s" % source)
+        self.slots[slot] = fd
+
+    def _attach(self, slot, target):
+        fd = self.slots.pop(slot)
+        try:
+            self.check(self.libc.syscall(_SYS_MOVE_MOUNT, fd, b"", _AT_FDCWD, target.encode(),
+                                         _MOVE_MOUNT_F_EMPTY_PATH), "mounting %s again" % target)
+        finally:
+            os.close(fd)
+
+    def _mount_fs(self, fstype, target, flags, data):
+        self._mount(fstype, target, fstype, flags, data or None,
+                    "mounting a %s at %s" % (fstype, target))
+
+    def _remount(self, target, flags):
+        self._mount(None, target, None, _MS_REMOUNT | _MS_BIND | flags, None, "remounting %s" % target)
+
+    def _mkdir(self, path):
+        os.mkdir(path, 0o755)
+
+    def _mkfile(self, path):
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+
+    def _symlink(self, target, link):
+        os.symlink(target, link)
+
+    def _chdir(self, path):
+        os.chdir(path)
 
 
 def _loopback_up():

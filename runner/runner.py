@@ -1,11 +1,13 @@
 """pykernel's kernel process: ``python -u runner.py``.
 
 Only an entry point.  The runner itself is the ``pykernel_runner`` package next to this
-file; in the sandbox this process first becomes the init of the kernel's PID namespace.  Its bytecode comes from the cache the host built once per interpreter
-(``$PYKERNEL_BYTECODE``), which no kernel can write: a script run as ``__main__`` is
-compiled again on every start, and compiling the runner would cost more than the rest of
-a kernel's start-up.  Python's own ``__pycache__`` is never used for the runner's files,
-so bytecode a cell planted there could not run in a later kernel.
+file; in the sandbox this process first becomes the init of the kernel's PID namespace.
+Its bytecode comes from the host, compiled once per interpreter and handed over as a
+sealed memfd (``PYKERNEL_BYTECODE=fd:<n>``) that nothing can change: a script run as
+``__main__`` is compiled again on every start, and compiling the runner would cost more
+than the rest of a kernel's start-up.  Nothing on disk is read for it, Python's own
+``__pycache__`` included, so bytecode a cell planted anywhere never runs in a later
+kernel.
 """
 
 import os
@@ -34,6 +36,13 @@ def _init_of_namespace():
         _signal.pthread_sigmask(_signal.SIG_UNBLOCK, [_signal.SIGINT])
         return
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    # The host's bytecode is the kernel's to read, not the init's to keep.
+    bytecode = os.environ.get("PYKERNEL_BYTECODE", "")
+    if bytecode.startswith("fd:"):
+        try:
+            os.close(int(bytecode[3:]))
+        except (OSError, ValueError):
+            pass
     # The protocol pipes are the kernel's alone: the host learns the kernel is gone when
     # they close, which an init holding copies would put off until it ends.
     null = os.open(os.devnull, os.O_RDWR)
@@ -65,21 +74,41 @@ _RUNNER_MODULES = ("pykernel_runner", "pykernel_display", "pykernel_magics",
 
 def _runner_bytecode():
     """Load the runner's modules (and, through ``code_for``, the prelude) from the
-    host's cache; compile from source when an entry is missing or unreadable."""
+    host's sealed bytecode; compile from source when there is none (the host's first
+    kernel for this interpreter, or one that cannot run the compile step) or an entry
+    is missing or unusable."""
     import marshal
 
-    cache = os.environ.pop("PYKERNEL_BYTECODE", "")
+    given = os.environ.pop("PYKERNEL_BYTECODE", "")
     ext = sys.modules["_frozen_importlib_external"]
+    index, data = {}, b""
+    if given.startswith("fd:"):
+        try:
+            fd = int(given[3:])
+            try:
+                data = os.pread(fd, os.fstat(fd).st_size, 0)
+            finally:
+                os.close(fd)
+            # "<magic> <name> <offset> <length> ...", then the code objects.
+            header, _, data = data.partition(b"\n")
+            words = header.decode().split()
+            if bytes.fromhex(words[0]) == ext.MAGIC_NUMBER:
+                index = {words[i]: (int(words[i + 1]), int(words[i + 2]))
+                         for i in range(1, len(words) - 2, 3)}
+        except (OSError, ValueError, IndexError):
+            index = {}
+    origins = {}
 
     def code_for(name, path):
-        if cache:
+        at = index.get(name)
+        if at:
             try:
-                with open(os.path.join(cache, name + ".pyc"), "rb") as f:
-                    data = f.read()
-                if data[:4] == ext.MAGIC_NUMBER:
-                    return marshal.loads(memoryview(data)[16:])
-            except (OSError, ValueError, EOFError, TypeError):
+                code = marshal.loads(memoryview(data)[at[0]:at[0] + at[1]])
+                origins[name] = "host"
+                return code
+            except (ValueError, EOFError, TypeError):
                 pass
+        origins[name] = "source"
         with open(path, "rb") as f:
             return compile(f.read(), path, "exec", dont_inherit=True)
 
@@ -98,6 +127,8 @@ def _runner_bytecode():
             return spec
 
     Finder.code_for = staticmethod(code_for)
+    # Where each module's code came from ("host" or "source"), for the tests.
+    Finder.origins = origins
     sys.meta_path.insert(0, Finder)
 
 

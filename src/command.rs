@@ -20,6 +20,8 @@ pub struct LaunchSpec<'a> {
     pub cgroup: Option<&'a crate::pids_cgroup::PidsCgroup>,
     /// The sandbox, prepared in the host; entered between fork and exec.
     pub sandbox: &'a Plan,
+    /// A descriptor of the host's the kernel inherits (the runner's sealed bytecode).
+    pub inherit: Option<std::os::fd::RawFd>,
 }
 
 /// A std `Command` (not tokio's): the kernel is reaped by [`crate::reaper`], and in a
@@ -41,12 +43,17 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
         .cgroup
         .map(|c| c as *const crate::pids_cgroup::PidsCgroup as usize);
     let sandbox = spec.sandbox as *const Plan as usize;
+    let inherit = spec.inherit;
     // SAFETY: between fork and exec only async-signal-safe calls are allowed; everything
     // here is a plain system call and nothing allocates. The plan and the cgroup outlive
     // the spawn (the caller holds them).
     unsafe {
         cmd.pre_exec(move || {
             close_inherited_fds_on_exec();
+            if let Some(fd) = inherit {
+                // Ours in this copy only: clearing close-on-exec here lets it through.
+                nix::libc::fcntl(fd, nix::libc::F_SETFD, 0);
+            }
             if let Some(cgroup) = cgroup_procs {
                 let cgroup = &*(cgroup as *const crate::pids_cgroup::PidsCgroup);
                 cgroup.enter_from_child()?;

@@ -26,12 +26,13 @@ use crate::fifo::{Fifo, Place, Turn};
 use crate::frame_reader::{FrameReader, Next, MAX_FRAME_BYTES};
 use crate::launcher::{Launcher, PAYLOAD};
 use crate::pids_cgroup::PidsCgroup;
+use crate::private_tmp::PrivateTmp;
 use crate::process_guard::Census;
 use crate::protocol::{decode_line, HostFrame, RunnerFrame};
 use crate::reaper::KernelProcess;
 use crate::runner_script;
 use crate::runtime::{self, ResolveOptions, Resolved};
-use crate::sandbox::{Isolation, Plan, SandboxConfig, Target};
+use crate::sandbox::{Isolation, Plan, Reach, SandboxConfig, Target};
 use crate::watchdog::Watchdog;
 
 pub const DEFAULT_STATUS_MIME: &str = "application/x-pykernel-status";
@@ -45,6 +46,8 @@ pub const PRELOAD_WAIT: Duration = Duration::from_secs(120);
 pub const INTERRUPT_ESCALATION: Duration = Duration::from_millis(5_000);
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
 const INIT_ID: &str = "init";
+/// How long a confirmed shutdown waits for the kernel's private tmp to be removed.
+const TMP_REMOVAL_WAIT: Duration = Duration::from_secs(2);
 /// Frames a request may have waiting before the reader stops reading the runner's pipe.
 const ROUTE_BACKLOG: usize = 64;
 
@@ -341,7 +344,6 @@ pub struct Kernel {
     /// Set once a cell was told which default protections this kernel lacks.
     isolation_reported: AtomicBool,
     /// The private temporary directory of a kernel whose writes are confined.
-    _private_tmp: Option<tempfile::TempDir>,
     resolved: Resolved,
     prelude: PathBuf,
     status_mime: String,
@@ -375,6 +377,10 @@ pub struct Kernel {
     far: Option<FarSide>,
     /// The kv store a launched kernel's `__pykernel.kv` calls reach, from its last init.
     kv_home: Mutex<Option<KvHome>>,
+    /// Turns `true` once the kernel's private tmp is removed (it is, once reaped).
+    tmp_removed: Option<watch::Receiver<bool>>,
+    /// What of the host the kernel's filesystem view shows.
+    reach: Reach,
     start_mode: StartMode,
     preloaded: Vec<String>,
 }
@@ -392,29 +398,35 @@ struct KvHome {
 const KV_CALL: &str = "__pykernel.kv";
 
 /// One `kv` operation on the host's store: `{op: get|set|delete|list, key?, value?}`.
+/// The store's own refusals come back as `{refused: {code, message}}`, so the cell
+/// raises what it would for them (a limit is a `ValueError`); `Err` is for a call that
+/// makes no sense.
 fn kv_call(home: &KvHome, args: &Value) -> std::result::Result<Value, String> {
-    let store = crate::kv::KvStore::open(&home.artifacts_dir, &home.prefix, &home.session_id)
-        .map_err(|e| e.to_string())?;
     let key = || args.get("key").and_then(Value::as_str).unwrap_or_default();
-    let answer = match args.get("op").and_then(Value::as_str) {
-        Some("get") => store.get(key()).map(|v| {
-            // Absent and null differ: a missing key comes back as no `value` at all.
-            let mut found = serde_json::Map::new();
-            if let Some(v) = v {
-                found.insert("value".into(), v);
-            }
-            Value::Object(found)
-        }),
-        Some("set") => store
-            .set(key(), args.get("value").cloned().unwrap_or(Value::Null))
-            .map(|()| Value::Null),
-        Some("delete") => store.delete(key()).map(Value::Bool),
-        Some("list") => store
-            .list()
-            .map(|keys| Value::Array(keys.into_iter().map(Value::String).collect())),
-        other => return Err(format!("unknown kv operation {other:?}")),
-    };
-    answer.map_err(|e| e.to_string())
+    let answer = crate::kv::KvStore::open(&home.artifacts_dir, &home.prefix, &home.session_id)
+        .and_then(|store| match args.get("op").and_then(Value::as_str) {
+            Some("get") => store.get(key()).map(|v| {
+                // Absent and null differ: a missing key comes back as no `value` at all.
+                let mut found = serde_json::Map::new();
+                if let Some(v) = v {
+                    found.insert("value".into(), v);
+                }
+                Some(Value::Object(found))
+            }),
+            Some("set") => store
+                .set(key(), args.get("value").cloned().unwrap_or(Value::Null))
+                .map(|()| Some(Value::Null)),
+            Some("delete") => store.delete(key()).map(|gone| Some(Value::Bool(gone))),
+            Some("list") => store
+                .list()
+                .map(|keys| Some(Value::Array(keys.into_iter().map(Value::String).collect()))),
+            _ => Ok(None),
+        });
+    match answer {
+        Ok(Some(value)) => Ok(value),
+        Ok(None) => Err(format!("unknown kv operation {:?}", args.get("op"))),
+        Err(e) => Ok(serde_json::json!({"refused": {"code": e.code(), "message": e.to_string()}})),
+    }
 }
 
 /// The runner's stdin; every host frame goes through here, one whole line at a time.
@@ -596,45 +608,48 @@ impl Kernel {
         check_variables(&env, config)?;
         let trace = ipc_trace(&base_env, config);
 
-        let cache = {
-            let (python, files, env, sandbox, limit) = (
-                resolved.path.clone(),
-                files.clone(),
-                env.clone(),
-                config.sandbox.clone(),
-                config.startup_timeout,
-            );
-            tokio::task::spawn_blocking(move || {
-                crate::bytecode::ensure(&python, &files, &env, &sandbox, limit)
-            })
-            .await
-            .ok()
-            .flatten()
-        };
-        if let Some(cache) = cache {
-            env.insert(crate::bytecode::ENV_VAR.into(), cache.display().to_string());
-        }
-        let private_tmp = if config.sandbox.confines_writes() {
-            let dir = tempfile::Builder::new()
-                .prefix("pykernel-tmp-")
-                .tempdir()
-                .map_err(|e| KernelError::io("making the kernel's private tmp", e))?;
-            for key in ["TMPDIR", "TMP", "TEMP"] {
-                env.insert(key.into(), dir.path().display().to_string());
-            }
-            Some(dir)
-        } else {
-            None
-        };
-        let (sandbox, isolation) = Plan::prepare(
+        let bytecode = crate::bytecode::for_interpreter(
+            &resolved.path,
+            &files,
+            &env,
             &config.sandbox,
-            &Target {
-                cwd: &config.cwd,
+            config.startup_timeout,
+        );
+        if let Some(bundle) = &bytecode {
+            env.insert(
+                crate::bytecode::ENV_VAR.into(),
+                format!("fd:{}", bundle.fd()),
+            );
+        }
+        let private_tmp = if config.sandbox.is_off() {
+            None
+        } else {
+            Some(
+                tokio::task::spawn_blocking(PrivateTmp::create)
+                    .await
+                    .map_err(|e| {
+                        KernelError::io("making the kernel's private tmp", std::io::Error::other(e))
+                    })?
+                    .map_err(|e| KernelError::io("making the kernel's private tmp", e))?,
+            )
+        };
+        let (sandbox, isolation) = {
+            let target = Target {
                 runner_base: Some(&files.base),
                 private_tmp: private_tmp.as_ref().map(|d| d.path()),
-                runner_writable: None,
-            },
-        )?;
+                keep: kept_for_kernel(&resolved, &env),
+                hide: config.artifacts_dir.iter().cloned().collect(),
+                memory_limit_bytes: config.memory_limit_bytes,
+                ..Target::new(&config.cwd)
+            };
+            Plan::prepare(&config.sandbox, &target)?
+        };
+        if let Some(tmp) = &private_tmp {
+            let inside = sandbox.tmp_inside(tmp.path()).display().to_string();
+            for key in ["TMPDIR", "TMP", "TEMP"] {
+                env.insert(key.into(), inside.clone());
+            }
+        }
 
         #[cfg(target_os = "linux")]
         let private_tmp = match Kernel::fork_from_zygote(config, &resolved, &files, &env, &sandbox)
@@ -652,6 +667,7 @@ impl Kernel {
                         trace,
                         isolation,
                         private_tmp,
+                        reach: sandbox.reach().clone(),
                         resolved,
                         prelude: files.prelude,
                         process_limit_hit: Arc::new(AtomicBool::new(false)),
@@ -677,6 +693,7 @@ impl Kernel {
             memory_limit_bytes: config.memory_limit_bytes,
             cgroup: cgroup.as_ref(),
             sandbox: &sandbox,
+            inherit: bytecode.as_ref().map(|b| b.fd()),
         });
         sandbox
             .set_command(&command)
@@ -709,7 +726,9 @@ impl Kernel {
         let process_limit_hit = Arc::new(AtomicBool::new(false));
         if let Some(limit) = max_processes {
             let census = match cgroup {
-                Some(cgroup) => Census::Cgroup(cgroup),
+                Some(cgroup) => {
+                    Census::Cgroup(cgroup, sandbox.spawns_through_launcher().then_some(pid))
+                }
                 None if sandbox.spawns_through_launcher() => Census::Namespace(pid),
                 None => Census::Session(pid),
             };
@@ -732,6 +751,7 @@ impl Kernel {
                 trace,
                 isolation,
                 private_tmp,
+                reach: sandbox.reach().clone(),
                 resolved,
                 prelude: files.prelude,
                 process_limit_hit,
@@ -781,6 +801,7 @@ impl Kernel {
                 cwd: &config.cwd,
                 memory_limit_bytes: config.memory_limit_bytes,
                 landlock: sandbox.landlock_fd(),
+                sandbox: sandbox.for_forked_kernel(),
             };
             match zygote.fork(request, config.startup_timeout).await {
                 Ok(forked) => return Some((forked, zygote.imported())),
@@ -855,6 +876,7 @@ impl Kernel {
                     missing: Vec::new(),
                 },
                 private_tmp: None,
+                reach: Reach::default(),
                 resolved: Resolved {
                     path: PathBuf::from(&interpreter),
                     version: String::new(),
@@ -908,6 +930,7 @@ impl Kernel {
             trace,
             isolation,
             private_tmp,
+            reach,
             resolved,
             prelude,
             process_limit_hit,
@@ -916,6 +939,7 @@ impl Kernel {
             preloaded,
         } = parts;
         let pid = process.pid();
+        let tmp_removed = private_tmp.map(|tmp| tmp.remove_when_reaped(exit.clone()));
         let Pipes {
             stdin,
             stdout,
@@ -969,7 +993,6 @@ impl Kernel {
             process,
             isolation,
             isolation_reported: AtomicBool::new(false),
-            _private_tmp: private_tmp,
             resolved,
             prelude,
             status_mime: config.status_mime.clone(),
@@ -993,6 +1016,8 @@ impl Kernel {
             shut_down_by_host: AtomicBool::new(false),
             far,
             kv_home: Mutex::new(None),
+            tmp_removed,
+            reach,
             start_mode,
             preloaded,
         })
@@ -1031,7 +1056,7 @@ impl Kernel {
                 tracing::info!(pid = self.pid, interpreter = %self.interpreter(), "kernel started");
                 *self.initialized.lock().unwrap() = Some(encoded);
                 *self.kv_home.lock().unwrap() = match (&config.artifacts_dir, &config.session_id) {
-                    (Some(dir), Some(session)) if self.far.is_some() => Some(KvHome {
+                    (Some(dir), Some(session)) => Some(KvHome {
                         artifacts_dir: dir.clone(),
                         prefix: crate::kv::file_prefix(&config.env_prefix),
                         session_id: session.clone(),
@@ -1087,6 +1112,11 @@ impl Kernel {
     }
 
     /// The protections this kernel runs under, and the defaults it lacks.
+    /// Whether the host's `path` is in the kernel's filesystem view, where it is.
+    pub fn sees(&self, path: &std::path::Path) -> bool {
+        self.reach.sees(path)
+    }
+
     pub fn isolation(&self) -> &Isolation {
         &self.isolation
     }
@@ -1216,6 +1246,17 @@ impl Kernel {
                 exit,
                 stderr: self.stderr_tail().await,
             });
+        }
+        if let Some(cwd) = request.cwd.as_deref().map(std::path::Path::new) {
+            if !self.reach.sees(cwd) {
+                return Err(KernelError::InvalidArgument {
+                    name: "cwd",
+                    reason: format!(
+                        "{} is outside this kernel's filesystem view (its /tmp is its own, and of the host's /tmp it sees only its start cwd, its writable directories, the runner and its interpreter). Start a kernel with that cwd (a pool session with that cwd gets one), or use a directory outside /tmp.",
+                        cwd.display()
+                    ),
+                });
+            }
         }
         let id = self.request_id('r');
         tracing::info!(pid = self.pid, id = %id, "execute");
@@ -1454,7 +1495,10 @@ impl Kernel {
             } else {
                 config.kv_path().map(|p| p.display().to_string())
             },
-            kv_via_host: self.far.is_some() && config.kv_path().is_some(),
+            // Every kernel's store is kept by the host: a cell never opens the store's
+            // files (nothing it may write is needed, and no other session's store is in
+            // its view).
+            kv_via_host: config.kv_path().is_some(),
         }
     }
 
@@ -1497,6 +1541,11 @@ impl Kernel {
         // Children the kernel left behind share its process group.
         self.kill_group(Signal::SIGKILL);
         let exit = self.exit_info();
+        if let (Some(removed), true) = (&self.tmp_removed, exit.is_some()) {
+            // What the kernel kept in its private tmp is gone when shutdown returns.
+            let mut removed = removed.clone();
+            let _ = timeout(TMP_REMOVAL_WAIT, removed.wait_for(|gone| *gone)).await;
+        }
         ShutdownOutcome {
             confirmed: exit.is_some(),
             exit,
@@ -1729,6 +1778,25 @@ fn ipc_trace(base_env: &HashMap<String, String>, config: &KernelConfig) -> bool 
 }
 
 /// Refuses a variable no process can be given.
+/// Host directories a kernel needs where they are, whatever its view covers: its
+/// interpreter's installation (a venv made under /tmp) and its `PYTHONPATH`.
+fn kept_for_kernel(resolved: &Resolved, env: &BTreeMap<String, String>) -> Vec<PathBuf> {
+    let mut keep: Vec<PathBuf> = resolved.venv.iter().cloned().collect();
+    // <prefix>/bin/python: the prefix holds its standard library.
+    keep.extend(
+        resolved
+            .path
+            .parent()
+            .and_then(|bin| bin.parent())
+            .map(PathBuf::from),
+    );
+    if let Some(path) = env.get("PYTHONPATH") {
+        keep.extend(std::env::split_paths(path).filter(|p| p.is_absolute()));
+    }
+    keep.retain(|p| p.is_absolute() && p != std::path::Path::new("/"));
+    keep
+}
+
 fn check_variables(env: &BTreeMap<String, String>, config: &KernelConfig) -> Result<()> {
     let bad = |k: &String, v: &String| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0');
     let found = env.iter().chain(&config.env).find(|(k, v)| bad(k, v));
@@ -1789,7 +1857,10 @@ struct Parts {
     pipes: Pipes,
     trace: bool,
     isolation: Isolation,
-    private_tmp: Option<tempfile::TempDir>,
+    /// Removed once the kernel is reaped.
+    private_tmp: Option<PrivateTmp>,
+    /// What of the host the kernel's view shows.
+    reach: Reach,
     resolved: Resolved,
     prelude: PathBuf,
     process_limit_hit: Arc<AtomicBool>,

@@ -19,6 +19,7 @@ pub mod output;
 pub mod pids_cgroup;
 pub mod placement;
 pub mod pool;
+pub mod private_tmp;
 pub mod process_guard;
 pub mod protocol;
 pub mod reaper;

@@ -1040,11 +1040,12 @@ impl PoolInner {
             // spare cannot serve a session elsewhere.
             return None;
         } else {
+            // Nor can one whose view does not show the session's cwd (under the host's
+            // /tmp, which a spare's view replaces).
             let resolved = resolved?;
-            spares
-                .ready
-                .iter()
-                .position(|k| k.kernel.alive() && k.kernel.resolved() == resolved)?
+            spares.ready.iter().position(|k| {
+                k.kernel.alive() && k.kernel.resolved() == resolved && k.kernel.sees(&config.cwd)
+            })?
         };
         Some(spares.ready.swap_remove(index))
     }

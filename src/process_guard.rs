@@ -33,8 +33,11 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// Where the watcher counts a kernel's processes: the most complete source it has.
 pub enum Census {
-    /// The kernel's pids cgroup: every process it started, however it detached.
-    Cgroup(PidsCgroup),
+    /// The kernel's pids cgroup: every process it started, however it detached; with the
+    /// host pid of its PID namespace's init, the namespace's processes too (the larger
+    /// count wins: a process the cgroup lost, moved to another, is still in the
+    /// namespace).
+    Cgroup(PidsCgroup, Option<u32>),
     /// The kernel's PID namespace, read from its own `/proc` through its init (host pid):
     /// every process in it and in namespaces nested in it, whatever their session.
     Namespace(u32),
@@ -48,7 +51,10 @@ impl Census {
     /// cgroup's backstop counts those).
     pub fn count(&self) -> usize {
         match self {
-            Census::Cgroup(cgroup) => cgroup.processes().len(),
+            Census::Cgroup(cgroup, init) => cgroup
+                .processes()
+                .len()
+                .max(init.map_or(0, namespace_members)),
             Census::Namespace(init) => namespace_members(*init),
             Census::Session(sid) => session_members(*sid),
         }
@@ -134,7 +140,7 @@ pub async fn watch_processes(
                 if process.signal_group(Signal::SIGKILL).is_none() {
                     break;
                 }
-                if let Census::Cgroup(cgroup) = census.as_ref() {
+                if let Census::Cgroup(cgroup, _) = census.as_ref() {
                     cgroup.kill_all();
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;

@@ -367,12 +367,7 @@ fn run_probe(
     } else {
         SandboxConfig::Off
     };
-    let target = Target {
-        cwd,
-        runner_base: None,
-        private_tmp: None,
-        runner_writable: None,
-    };
+    let target = Target::new(cwd);
     let (plan, _) = Plan::prepare(&config, &target).map_err(|e| e.to_string())?;
     let mut cmd = Command::new(path);
     // -S skips site-packages' .pth files (they can cost tens of ms) and the probe needs none.
@@ -380,8 +375,13 @@ fn run_probe(
         .current_dir(cwd)
         .env_clear()
         .envs(env);
-    let output =
-        run_confined(cmd, &plan, PROBE_TIMEOUT).map_err(|e| format!("cannot run it: {e}"))?;
+    let output = run_confined(
+        cmd,
+        &plan,
+        PROBE_TIMEOUT,
+        crate::sandbox::HELPER_OUTPUT_BYTES,
+    )
+    .map_err(|e| format!("cannot run it: {e}"))?;
     if output.timed_out {
         return Err(format!(
             "it did not answer within {} s",

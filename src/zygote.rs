@@ -71,6 +71,9 @@ impl ZygoteKey {
         for key in PER_KERNEL_VARIABLES {
             env.remove(*key);
         }
+        // Whether the runner's bytecode was ready when the kernel started is not the
+        // zygote's business (it takes what is ready when it starts).
+        env.remove(crate::bytecode::ENV_VAR);
         // Landlock's writable directories are per kernel (its own ruleset); only whether
         // the network is shared changes the zygote (its network namespace).
         let sandbox = match sandbox {
@@ -146,6 +149,8 @@ pub struct ForkRequest<'a> {
     pub memory_limit_bytes: Option<u64>,
     /// The kernel's Landlock ruleset (the host built it for this kernel's cwd and tmp).
     pub landlock: Option<RawFd>,
+    /// What the kernel applies itself: its view, its seccomp filters (`Plan::for_forked_kernel`).
+    pub sandbox: Value,
 }
 
 /// Everything needed to start a zygote for `key`.
@@ -181,16 +186,23 @@ impl Zygote {
         let (plan, _) = Plan::prepare(
             &key.sandbox,
             &Target {
-                cwd: &runner_dir,
                 runner_base: Some(&runner_base),
-                private_tmp: None,
-                runner_writable: None,
+                zygote: true,
+                ..Target::new(&runner_dir)
             },
         )
         .map_err(|e| e.to_string())?;
         let plan = plan.for_zygote();
         let mut env = key.env.clone();
         env.insert("PYKERNEL_ZYGOTE".into(), json!(key.preload).to_string());
+        // Its kernels load what they import later from the zygote's copy of it.
+        let bytecode = crate::bytecode::ready(&key.python);
+        if let Some(bundle) = &bytecode {
+            env.insert(
+                crate::bytecode::ENV_VAR.into(),
+                format!("fd:{}", bundle.fd()),
+            );
+        }
         let mut command = build_command(&LaunchSpec {
             python: &key.python,
             runner: &key.runner,
@@ -199,6 +211,7 @@ impl Zygote {
             memory_limit_bytes: None,
             cgroup: None,
             sandbox: &plan,
+            inherit: bytecode.as_ref().map(|b| b.fd()),
         });
         command
             .stdin(Stdio::from(theirs))
@@ -357,6 +370,7 @@ impl Zygote {
             "arenaMax": arena_max,
             "network": network,
             "landlock": request.landlock.is_some(),
+            "sandbox": request.sandbox,
         });
         let mut fds = vec![
             stdin_r.as_raw_fd(),

@@ -187,6 +187,12 @@ function tempDir(prefix = 'pykernel-test-') {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix))
 }
 
+/** A temporary directory outside /tmp, which every kernel's view shows where it is (of
+ *  the host's /tmp a kernel sees only what it was started with). */
+function viewedDir(prefix = 'pykernel-test-') {
+  return fs.mkdtempSync(path.join('/var/tmp', prefix))
+}
+
 /** The real executable behind `python` (what the kernel would run). */
 function realPython() {
   const exe = python || 'python3'
@@ -278,6 +284,7 @@ module.exports = {
   isAlive,
   waitFor,
   tempDir,
+  viewedDir,
   realPython,
   fakeInterpreter,
 }

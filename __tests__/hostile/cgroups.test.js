@@ -86,6 +86,25 @@ test.describe('pids cgroup removal', { skip: pidsCgroupBase() ? false : 'no writ
     await assertNoneLeft(t, 'process limit')
   })
 
+  test('processes that left the cgroup are still counted: the PID namespace holds them', async (t) => {
+    const kernel = await limitedKernel({ maxProcesses: 8 })
+    t.after(() => kernel.shutdown())
+    // Five sleepers; then the host itself (a cell cannot: /sys is read-only in its view)
+    // moves four of them out of the kernel's cgroup, as an escape from it would.
+    const started = await kernel.execute('import subprocess\nsleepers = [subprocess.Popen(["sleep", "30"]) for _ in range(5)]')
+    assert.equal(started.status, 'ok', JSON.stringify(started.error))
+    const cgroup = path.join(pidsCgroupBase(), kernelCgroupOf(kernel.pid))
+    const moved = fs.readFileSync(path.join(cgroup, 'cgroup.procs'), 'utf8').trim().split('\n').map(Number)
+      .filter((pid) => fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').startsWith('sleep'))
+      .slice(0, 4)
+    assert.equal(moved.length, 4)
+    for (const pid of moved) fs.writeFileSync(path.join(pidsCgroupBase(), 'cgroup.procs'), String(pid))
+    t.after(() => moved.forEach((pid) => { try { process.kill(pid, 'SIGKILL') } catch {} }))
+    // Four more: 10 in the namespace beside the kernel, 6 in the cgroup.
+    const r = await kernel.execute('more = [subprocess.Popen(["sleep", "30"]) for _ in range(4)]\nimport time\ntime.sleep(2)')
+    assert.match(r.error?.evalue ?? '', /more than 8 processes/, JSON.stringify(r))
+  })
+
   test('the kernel is dropped by the garbage collector (Drop kills it), in a host child', { timeout: 30_000 }, async () => {
     const env = { ...process.env, ...(python ? { PYKERNEL_TEST_PYTHON: python } : {}) }
     const child = spawn(process.execPath, ['--expose-gc', FIXTURE, 'gc'], { stdio: ['ignore', 'pipe', 'pipe'], env })

@@ -106,6 +106,7 @@ test('a kv lock or store planted as a symlink to a victim file is never followed
     assert.equal(err.message, `the kv store lock ${lock} ${FAULTS.symlink}`)
     return true
   })
+  // The host answers the cell's kv calls, with the same refusal.
   const fromCell = await run(kernel, "kv.set('k', 'from a cell')")
   assert.equal(fromCell.result.status, 'error')
   assert.equal(fromCell.result.error.ename, 'PermissionError')
@@ -123,7 +124,7 @@ test('a kv lock or store planted as a symlink to a victim file is never followed
   assert.equal(fs.readFileSync(victim, 'utf8'), VICTIM, 'the victim is unchanged')
   assert.ok(fs.lstatSync(store.path).isSymbolicLink(), 'the link was not replaced either')
 
-  // The kv store directory swapped for a link after the kernel started: the cell refuses it.
+  // The kv store directory swapped for a link after the kernel started: it is refused.
   fs.unlinkSync(store.path)
   const attacker = path.join(root, 'attacker')
   fs.mkdirSync(attacker, { mode: 0o777 })

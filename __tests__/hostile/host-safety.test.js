@@ -11,11 +11,20 @@ const ROOT = path.resolve(__dirname, '..', '..')
 
 test('a cell holding the kv lock cannot freeze the host: KvStore waits a bounded time, then ERR_KV_BUSY', async (t) => {
   const dir = tempDir()
-  const kernel = await startKernel({ artifactsDir: dir, sessionId: 'held' })
-  t.after(() => kernel.shutdown())
   const store = new addon.KvStore(dir, 'held')
   store.set('a', 1)
-  const held = await kernel.execute(`import fcntl\nheld = open(${JSON.stringify(store.path + '.lock')}, 'a')\nfcntl.flock(held, fcntl.LOCK_EX)`)
+  const grab = `import fcntl\nheld = open(${JSON.stringify(store.path + '.lock')}, 'a')\nfcntl.flock(held, fcntl.LOCK_EX)`
+  // A sandboxed cell cannot reach the lock: the artifacts directory is not in its view.
+  const sandboxed = await startKernel({ artifactsDir: dir, sessionId: 'held' })
+  t.after(() => sandboxed.shutdown())
+  const refused = await sandboxed.execute(grab)
+  assert.equal(refused.status, 'error')
+  assert.equal(refused.error.ename, 'FileNotFoundError', JSON.stringify(refused.error))
+  // Without the sandbox it can, as any process of the user can: the host still never waits
+  // for it without bound.
+  const kernel = await startKernel({ artifactsDir: dir, sessionId: 'held', sandbox: 'off' })
+  t.after(() => kernel.shutdown())
+  const held = await kernel.execute(grab)
   assert.equal(held.status, 'ok', JSON.stringify(held.error))
   // Another host process reads the store: were the wait unbounded, its JavaScript thread
   // would freeze, and the 15 s kill below would say so.

@@ -9,7 +9,7 @@ const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { addon, python, startKernel, kernelDefaults, zygote, tempDir, isAlive, waitFor } = require('./_common')
+const { addon, python, startKernel, kernelDefaults, zygote, tempDir, viewedDir, isAlive, waitFor } = require('./_common')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'attack-host.js')
 const BUN = path.resolve(__dirname, '..', '..', 'node_modules', '.bin', 'bun')
@@ -258,7 +258,7 @@ test('kernel.isolation and checkPythonKernelAvailability say what is enforced; s
   const { isolation } = kernel
   assert.equal(kernel.startMode, zygote ? 'zygote' : 'spawn', 'the kernel started the way this run tests')
   assert.equal(isolation.mode, 'namespaces+landlock', JSON.stringify(isolation))
-  for (const p of ['pid-namespace', 'own-proc', 'runner-read-only', 'capabilities-dropped', 'signal-scope']) assert.ok(isolation.enforced.includes(p), p)
+  for (const p of ['pid-namespace', 'own-proc', 'runner-read-only', 'capabilities-dropped', 'signal-scope', 'filesystem-view', 'own-dev', 'private-tmp', 'seccomp', 'own-keyring']) assert.ok(isolation.enforced.includes(p), p)
   assert.deepEqual(isolation.missing, [])
   const check = await addon.checkPythonKernelAvailability({ interpreter: python })
   assert.deepEqual(check.isolation, isolation)
@@ -269,6 +269,10 @@ test('kernel.isolation and checkPythonKernelAvailability say what is enforced; s
   assert.equal(open.startMode, zygote ? 'zygote' : 'spawn')
   const r = await open.execute(`import os; os.path.exists('/proc/${process.pid}')`)
   assert.equal(r.result['text/plain'], 'True', 'without the sandbox the host is visible (the option works)')
+  // Nothing of the process is changed either: its capabilities and keyring are the host's.
+  const hostCaps = fs.readFileSync('/proc/self/status', 'utf8').match(/^CapEff:\s*(\w+)/m)[1]
+  const caps = await open.execute("import re; print(re.search(r'CapEff:\\s*(\\w+)', open('/proc/self/status').read())[1], open('/proc/self/status').read().split('Seccomp:')[1].split()[0])")
+  assert.equal(caps.stdout.trim(), `${hostCaps} 0`)
   await assert.rejects(startKernel({ sandbox: 'on' }), { code: 'ERR_INVALID_ARG', message: /sandbox.*'off'/ })
 })
 
@@ -299,7 +303,10 @@ print('loopback:', c.recv(16).decode())
 test('sandbox.writable: writes land only in cwd, the private TMPDIR and the listed directories', async (t) => {
   const cwd = tempDir()
   const extra = tempDir()
-  const outside = tempDir()
+  // Outside /tmp, so the kernel sees it (of the host's /tmp it sees only what it was
+  // given) and the write is refused for what it is.
+  const outside = viewedDir()
+  t.after(() => fs.rmSync(outside, { recursive: true, force: true }))
   const kernel = await startKernel({ cwd, sandbox: { writable: [extra] } })
   t.after(() => kernel.shutdown())
   const r = await kernel.execute(`
@@ -317,8 +324,9 @@ print(results)
   assert.equal(r.status, 'ok', JSON.stringify(r.error))
   assert.match(r.stdout, /'cwd': 'written'/, r.stdout)
   assert.match(r.stdout, /'extra': 'written'/, r.stdout)
-  assert.match(r.stdout, /'outside': 'Permission denied'/, r.stdout)
-  assert.match(r.stdout, /'home': 'Permission denied'/, r.stdout)
+  // Read-only in the kernel's view (Landlock, the second layer, would say EACCES).
+  assert.match(r.stdout, /'outside': 'Read-only file system'/, r.stdout)
+  assert.match(r.stdout, /'home': 'Read-only file system'/, r.stdout)
   assert.match(r.stdout, /'tmp': 'written True'/, r.stdout)
   assert.equal(fs.existsSync(path.join(outside, 'x.txt')), false)
   await assert.rejects(startKernel({ sandbox: { writable: [path.join(outside, 'absent')] } }), { code: 'ERR_SANDBOX', message: /absent/ })

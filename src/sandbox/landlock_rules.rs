@@ -36,11 +36,30 @@ pub struct Rules<'a> {
     pub abi: i32,
     /// Writes allowed only beneath these directories.
     pub writable: Option<&'a [PathBuf]>,
+    /// Device nodes the kernel may read and write (null, zero, ...): the only files of the
+    /// machine's `/dev` it may use, when `/dev` is guarded or writes are confined.
+    pub devices: &'a [PathBuf],
+    /// Without a filesystem view of its own (no user namespaces), Landlock keeps the
+    /// kernel off the machine's controls: no writes beneath `/proc`, `/sys` or `/dev`, and
+    /// no reads of `/dev` (the host's terminals), but for `devices` and `shared_memory`.
+    pub guard_machine: bool,
+    /// The host's `/dev/shm`, writable where the machine is guarded (shared with the host:
+    /// POSIX semaphores and `multiprocessing` need it).
+    pub shared_memory: Option<&'a std::path::Path>,
     pub deny_tcp: bool,
 }
 
+/// The ruleset and what G (or a forked kernel) adds once its view is built: the rights to
+/// grant beneath the view's own `/dev/shm` and `/dev/pts`, which do not exist in the host.
+pub struct Built {
+    pub fd: OwnedFd,
+    pub enforced: Vec<&'static str>,
+    /// Nonzero when writes are confined: the rights to grant beneath the view's own mounts.
+    pub view_access: u64,
+}
+
 /// The ruleset, ready for `landlock_restrict_self`, and the names of what it enforces.
-pub fn build(rules: &Rules<'_>) -> Result<(OwnedFd, Vec<&'static str>), String> {
+pub fn build(rules: &Rules<'_>) -> Result<Built, String> {
     let abi = ABI::from(rules.abi);
     let mut enforced = vec!["landlock"];
     // Every requested restriction must hold: nothing is dropped silently.
@@ -56,17 +75,24 @@ pub fn build(rules: &Rules<'_>) -> Result<(OwnedFd, Vec<&'static str>), String> 
             .map_err(|e| e.to_string())?;
         enforced.extend(["signal-scope", "abstract-unix-socket-scope"]);
     }
-    if rules.writable.is_some() {
-        ruleset = ruleset
-            .handle_access(AccessFs::from_write(abi))
-            .map_err(|e| e.to_string())?;
-        enforced.push("writes-confined");
+    let write = AccessFs::from_write(abi);
+    if rules.writable.is_some() || rules.guard_machine {
+        ruleset = ruleset.handle_access(write).map_err(|e| e.to_string())?;
+        if rules.writable.is_some() {
+            enforced.push("writes-confined");
+        }
     } else {
         // Landlock refuses to move or link a file into another directory unless a rule
         // grants `Refer` (pip's wheel builds, atomic saves do it): grant it everywhere.
         ruleset = ruleset
             .handle_access(AccessFs::Refer)
             .map_err(|e| e.to_string())?;
+    }
+    if rules.guard_machine {
+        ruleset = ruleset
+            .handle_access(AccessFs::ReadFile)
+            .map_err(|e| e.to_string())?;
+        enforced.push("machine-guarded");
     }
     if rules.deny_tcp {
         ruleset = ruleset
@@ -75,11 +101,46 @@ pub fn build(rules: &Rules<'_>) -> Result<(OwnedFd, Vec<&'static str>), String> 
         enforced.push("tcp-denied");
     }
     let mut created = ruleset.create().map_err(|e| e.to_string())?;
-    if rules.writable.is_none() {
+    let rule = |created: landlock::RulesetCreated, path: &std::path::Path, access| {
+        let fd = PathFd::new(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| format!("{}: {e}", path.display()))
+    };
+    if rules.guard_machine {
+        // Everything beneath every top-level directory but the machine's own; a top-level
+        // directory made later is read-only to the kernel.
+        for entry in std::fs::read_dir("/").map_err(|e| format!("listing /: {e}"))? {
+            let entry = entry.map_err(|e| format!("listing /: {e}"))?;
+            let path = entry.path();
+            let name = entry.file_name();
+            if !path.is_dir() || name == "dev" {
+                continue;
+            }
+            let mut access = AccessFs::ReadFile.into();
+            if name != "proc" && name != "sys" && rules.writable.is_none() {
+                access |= write;
+            }
+            created = rule(created, &path, access)?;
+        }
+        if let Some(shm) = rules.shared_memory.filter(|p| p.is_dir()) {
+            created = rule(created, shm, write | AccessFs::ReadFile)?;
+        }
+    } else if rules.writable.is_none() {
         let root = PathFd::new("/").map_err(|e| format!("opening /: {e}"))?;
         created = created
             .add_rule(PathBeneath::new(root, AccessFs::Refer))
             .map_err(|e| e.to_string())?;
+    }
+    if rules.guard_machine || rules.writable.is_some() {
+        let mut handled = write;
+        if rules.guard_machine {
+            handled |= AccessFs::ReadFile;
+        }
+        let file = AccessFs::from_file(abi) & handled;
+        for device in rules.devices {
+            created = rule(created, device, file)?;
+        }
     }
     if let Some(paths) = rules.writable {
         for path in paths {
@@ -94,7 +155,55 @@ pub fn build(rules: &Rules<'_>) -> Result<(OwnedFd, Vec<&'static str>), String> 
     }
     let fd: Option<OwnedFd> = created.into();
     let fd = fd.ok_or_else(|| "Landlock made no ruleset".to_string())?;
-    Ok((fd, enforced))
+    let view_access = if rules.writable.is_some() {
+        write.bits()
+    } else {
+        0
+    };
+    Ok(Built {
+        fd,
+        enforced,
+        view_access,
+    })
+}
+
+/// Grants `access` beneath `path` (a mount of the kernel's view: its own `/dev/shm`), in
+/// the ruleset not yet enforced.
+///
+/// # Safety
+/// Async-signal-safe: three system calls.
+pub unsafe fn allow_beneath(
+    ruleset: libc::c_int,
+    path: &std::ffi::CStr,
+    access: u64,
+) -> std::io::Result<()> {
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: fd,
+    };
+    let r = libc::syscall(
+        libc::SYS_landlock_add_rule,
+        ruleset,
+        LANDLOCK_RULE_PATH_BENEATH,
+        &attr as *const PathBeneathAttr,
+        0u32,
+    );
+    let err = std::io::Error::last_os_error();
+    libc::close(fd);
+    if r < 0 {
+        return Err(err);
+    }
+    Ok(())
 }
 
 /// Enforces the ruleset on the calling process (between fork and exec).

@@ -28,6 +28,12 @@
 mod landlock_rules;
 #[cfg(target_os = "linux")]
 mod namespaces;
+#[cfg(target_os = "linux")]
+mod privileges;
+#[cfg(target_os = "linux")]
+pub mod seccomp;
+#[cfg(target_os = "linux")]
+pub mod view;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -78,8 +84,12 @@ impl SandboxConfig {
 pub struct Support {
     /// User + PID + mount namespaces with a `/proc` of their own; else why not.
     pub namespaces: std::result::Result<(), String>,
+    /// A filesystem view can be built in those namespaces (Linux 5.12+).
+    pub view: bool,
     /// The Landlock ABI (0: none).
     pub landlock_abi: i32,
+    /// Seccomp filters can be built for this architecture; else why not.
+    pub seccomp: std::result::Result<(), String>,
 }
 
 /// Probed once per process: a throwaway child tries the namespaces for real.
@@ -89,24 +99,51 @@ pub fn support() -> &'static Support {
         #[cfg(target_os = "linux")]
         {
             // What a machine without unprivileged user namespaces gives, on this one.
-            let namespaces = if std::env::var("PYKERNEL_SANDBOX_NAMESPACES").as_deref() == Ok("0") {
+            let probe = if std::env::var("PYKERNEL_SANDBOX_NAMESPACES").as_deref() == Ok("0") {
                 Err("turned off by PYKERNEL_SANDBOX_NAMESPACES=0".to_string())
             } else {
                 namespaces::probe()
             };
             Support {
-                namespaces,
+                view: probe.as_ref().is_ok_and(|p| p.view),
+                namespaces: probe.map(|_| ()),
                 landlock_abi: landlock_rules::abi(),
+                seccomp: seccomp::filters(seccomp::Extra { sockets: false }).map(|_| ()),
             }
         }
         #[cfg(not(target_os = "linux"))]
         {
             Support {
                 namespaces: Err("not Linux".into()),
+                view: false,
                 landlock_abi: 0,
+                seccomp: Err("not Linux".into()),
             }
         }
     })
+}
+
+/// What of the host a kernel's filesystem view shows: the host checks a path against it
+/// before it hands one to the kernel (a request's cwd, a spare's new session).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reach {
+    /// `/tmp` is the kernel's own: of the host's, only `kept_under_tmp` is there.
+    pub private_tmp: bool,
+    pub kept_under_tmp: Vec<PathBuf>,
+    /// Covered by an empty directory.
+    pub hidden: Vec<PathBuf>,
+}
+
+impl Reach {
+    /// Whether the kernel sees the host's `path` where it is.
+    pub fn sees(&self, path: &Path) -> bool {
+        if self.hidden.iter().any(|h| path.starts_with(h)) {
+            return false;
+        }
+        !self.private_tmp
+            || !path.starts_with("/tmp")
+            || self.kept_under_tmp.iter().any(|k| path.starts_with(k))
+    }
 }
 
 /// What a kernel got: the protections in force and, in words, the defaults it lacks.
@@ -121,13 +158,7 @@ pub struct Isolation {
 
 /// What a kernel started with the default sandbox gets on this machine.
 pub fn default_isolation() -> Isolation {
-    let root = Path::new("/");
-    let target = Target {
-        cwd: root,
-        runner_base: None,
-        private_tmp: None,
-        runner_writable: None,
-    };
+    let target = Target::new(Path::new("/"));
     match Plan::prepare(&SandboxConfig::default(), &target) {
         Ok((_, isolation)) => isolation,
         Err(e) => Isolation {
@@ -144,6 +175,21 @@ pub struct Plan {
     namespaces: Option<namespaces::NamespacePlan>,
     #[cfg(target_os = "linux")]
     landlock: Option<std::os::fd::OwnedFd>,
+    /// The rights the view's own mounts get in the Landlock ruleset (writes confined).
+    #[cfg(target_os = "linux")]
+    landlock_view_access: u64,
+    #[cfg(target_os = "linux")]
+    seccomp: Option<seccomp::Filters>,
+    /// The view's steps, kept for a kernel that builds its view itself (forked).
+    #[cfg(target_os = "linux")]
+    view_json: Option<serde_json::Value>,
+    /// The view mounts the private temporary directory over `/tmp`.
+    #[cfg(target_os = "linux")]
+    private_tmp_at_tmp: bool,
+    /// What of the host the kernel's view shows.
+    reach: Reach,
+    /// The sandbox is on (`'off'` changes nothing of the process).
+    confined: bool,
 }
 
 /// What [`Plan::prepare`] needs to know about the kernel.
@@ -151,12 +197,57 @@ pub struct Target<'a> {
     pub cwd: &'a Path,
     /// Read-only inside the kernel (the runner files); none for a probe.
     pub runner_base: Option<&'a Path>,
-    /// The private temporary directory, made when writes are confined.
+    /// The kernel's private temporary directory: its `/tmp` in the view, its TMPDIR.
     pub private_tmp: Option<&'a Path>,
-    /// A directory beneath `runner_base` left writable: only for the one process that
-    /// builds the runner's bytecode cache, never for a kernel.
-    pub runner_writable: Option<&'a Path>,
+    /// Host directories the kernel needs where they are, whatever the view covers (its
+    /// interpreter's prefix, `PYTHONPATH`).
+    pub keep: Vec<PathBuf>,
+    /// Host directories the kernel must not see (the artifacts directory).
+    pub hide: Vec<PathBuf>,
+    /// The kernel's memory limit, which bounds its `/dev/shm`.
+    pub memory_limit_bytes: Option<u64>,
+    /// A zygote: the host's view but for the runner, read-only (its kernels make theirs).
+    pub zygote: bool,
 }
+
+impl<'a> Target<'a> {
+    /// A target with nothing but its cwd (a one-shot helper).
+    pub fn new(cwd: &'a Path) -> Self {
+        Target {
+            cwd,
+            runner_base: None,
+            private_tmp: None,
+            keep: Vec::new(),
+            hide: Vec::new(),
+            memory_limit_bytes: None,
+            zygote: false,
+        }
+    }
+}
+
+/// Where the host's user keeps its services' sockets (podman, gpg-agent, ssh-agent,
+/// pipewire, wayland): hidden from every kernel.
+#[cfg(target_os = "linux")]
+fn host_runtime_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .into_iter()
+        .collect();
+    dirs.push(PathBuf::from("/run/user"));
+    dirs
+}
+
+/// The device nodes of the host a kernel may use (bound into its own `/dev`).
+#[cfg(target_os = "linux")]
+const DEVICE_NODES: [&str; 6] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
 
 impl Plan {
     /// Chooses the protections for `config` on this machine. Errs when an option that
@@ -170,11 +261,22 @@ impl Plan {
             namespaces: None,
             #[cfg(target_os = "linux")]
             landlock: None,
+            #[cfg(target_os = "linux")]
+            landlock_view_access: 0,
+            #[cfg(target_os = "linux")]
+            seccomp: None,
+            #[cfg(target_os = "linux")]
+            view_json: None,
+            #[cfg(target_os = "linux")]
+            private_tmp_at_tmp: false,
+            reach: Reach::default(),
+            confined: false,
         };
         let SandboxConfig::On { network, writable } = config else {
             isolation.mode = "off".into();
             return Ok((plan, isolation));
         };
+        plan.confined = true;
         let refuse = |what: &str, needs: &str| {
             KernelError::Sandbox {
             reason: format!(
@@ -193,28 +295,66 @@ impl Plan {
                 "user namespaces or Landlock ABI 4",
             ));
         }
-        let writable_dirs = writable.as_ref().map(|extra| {
-            let mut dirs = vec![target.cwd.to_path_buf(), PathBuf::from("/dev")];
-            dirs.extend(target.private_tmp.map(Path::to_path_buf));
-            dirs.extend(extra.iter().cloned());
-            dirs
-        });
+        for dir in writable.iter().flatten() {
+            if let Err(e) = std::fs::read_dir(dir) {
+                return Err(KernelError::Sandbox {
+                    reason: format!("writable path {}: {e}", dir.display()),
+                });
+            }
+        }
         #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut modes: Vec<&str> = Vec::new();
         #[cfg(target_os = "linux")]
         {
+            let devices: Vec<PathBuf> = DEVICE_NODES
+                .iter()
+                .map(PathBuf::from)
+                .filter(|p| p.exists())
+                .collect();
+            // A zygote's kernels each build their view from what the zygote sees.
+            let view = support.namespaces.is_ok() && support.view && !target.zygote;
             if support.namespaces.is_ok() {
-                let ns = namespaces::NamespacePlan::new(
-                    *network,
-                    &target
-                        .runner_base
-                        .map(Path::to_path_buf)
-                        .into_iter()
-                        .collect::<Vec<_>>(),
-                    target.runner_writable,
-                )
-                .map_err(|e| KernelError::Sandbox {
-                    reason: format!("preparing namespaces: {e}"),
+                let mut reach = Reach::default();
+                let steps = if view {
+                    let mut hide = target.hide.clone();
+                    hide.extend(host_runtime_dirs());
+                    view::steps(&view::ViewSpec {
+                        writable: writable.as_ref().map(|extra| {
+                            let mut dirs = vec![target.cwd.to_path_buf()];
+                            dirs.extend(extra.iter().cloned());
+                            dirs
+                        }),
+                        read_only: target
+                            .runner_base
+                            .map(Path::to_path_buf)
+                            .into_iter()
+                            .collect(),
+                        private_tmp: target.private_tmp.map(Path::to_path_buf),
+                        keep: target.keep.clone(),
+                        hide,
+                        shm_bytes: target.memory_limit_bytes,
+                        cwd: target.cwd.to_path_buf(),
+                    })
+                    .map(|(steps, seen)| {
+                        reach = seen;
+                        steps
+                    })
+                } else {
+                    view::minimal_steps(target.runner_base)
+                };
+                plan.private_tmp_at_tmp = reach.private_tmp;
+                plan.reach = reach;
+                let prepared =
+                    steps
+                        .and_then(view::Prepared::new)
+                        .map_err(|e| KernelError::Sandbox {
+                            reason: format!("preparing the kernel's filesystem view: {e}"),
+                        })?;
+                plan.view_json = Some(prepared.to_json());
+                let ns = namespaces::NamespacePlan::new(*network, prepared).map_err(|e| {
+                    KernelError::Sandbox {
+                        reason: format!("preparing namespaces: {e}"),
+                    }
                 })?;
                 plan.namespaces = Some(ns);
                 modes.push("namespaces");
@@ -225,39 +365,81 @@ impl Plan {
                     "runner-read-only",
                     "capabilities-dropped",
                 ]);
+                if view {
+                    isolation.enforced.extend([
+                        "filesystem-view",
+                        "own-dev",
+                        "proc-sys-read-only",
+                        "host-sockets-hidden",
+                        "private-tmp",
+                    ]);
+                }
                 if !network {
                     isolation.enforced.push("network-namespace");
                 }
             }
+            // Without a view of its own, Landlock keeps the kernel off /proc, /sys and
+            // /dev (root hosts: sysctls, cgroup limits, devices, the host's terminals).
+            let guard_machine = !view;
             // ABI 1 cannot allow moving a file into another directory (`Refer` came with
             // ABI 2), which would break pip and atomic saves: use it only where
             // nothing else holds the kernel, or where writes are confined anyway.
             let landlock_usable = support.landlock_abi >= 2
-                || (support.landlock_abi == 1
-                    && (plan.namespaces.is_none() || writable_dirs.is_some()));
+                || (support.landlock_abi == 1 && (plan.namespaces.is_none() || writable.is_some()));
             if landlock_usable {
+                let writable_dirs = writable.as_ref().map(|extra| {
+                    let mut dirs = vec![target.cwd.to_path_buf()];
+                    dirs.extend(target.private_tmp.map(Path::to_path_buf));
+                    if !view {
+                        dirs.push(PathBuf::from("/dev/shm"));
+                    }
+                    dirs.extend(extra.iter().cloned());
+                    dirs
+                });
                 let rules = landlock_rules::Rules {
                     abi: support.landlock_abi,
                     writable: writable_dirs.as_deref(),
+                    devices: &devices,
+                    guard_machine,
+                    shared_memory: Some(Path::new("/dev/shm")),
                     deny_tcp: !network && plan.namespaces.is_none(),
                 };
-                let (fd, enforced) =
+                let built =
                     landlock_rules::build(&rules).map_err(|reason| KernelError::Sandbox {
                         reason: format!("preparing Landlock: {reason}"),
                     })?;
-                plan.landlock = Some(fd);
+                plan.landlock = Some(built.fd);
+                plan.landlock_view_access = if view { built.view_access } else { 0 };
                 modes.push("landlock");
-                isolation.enforced.extend(enforced);
+                isolation.enforced.extend(built.enforced);
+            }
+            if support.seccomp.is_ok() {
+                let extra = seccomp::Extra {
+                    sockets: !network && plan.namespaces.is_none(),
+                };
+                plan.seccomp =
+                    Some(
+                        seccomp::filters(extra).map_err(|reason| KernelError::Sandbox {
+                            reason: format!("preparing the seccomp filter: {reason}"),
+                        })?,
+                    );
+                isolation.enforced.extend(["seccomp", "own-keyring"]);
+                if extra.sockets {
+                    isolation.enforced.push("sockets-denied");
+                }
+            }
+            if plan.namespaces.is_none() {
+                isolation.enforced.push("capabilities-dropped");
             }
         }
         #[cfg(not(target_os = "linux"))]
-        let _ = writable_dirs;
+        let _ = target;
         isolation.mode = if modes.is_empty() {
             "none".into()
         } else {
             modes.join("+")
         };
-        isolation.missing = missing(support, *network);
+        isolation.missing = missing(support, *network, writable.is_some());
         Ok((plan, isolation))
     }
 
@@ -273,11 +455,21 @@ impl Plan {
             let landlock = self.landlock.as_ref().map(|fd| fd.as_raw_fd());
             if let Some(ns) = &self.namespaces {
                 // Never returns on success: the kernel is exec'd from there.
-                return ns.enter(landlock);
+                return ns.enter(landlock, self.landlock_view_access, self.seccomp.as_ref());
             }
             nix::unistd::setsid().map_err(std::io::Error::from)?;
+            if !self.confined {
+                return Ok(());
+            }
+            privileges::leave_host_keyring()?;
+            privileges::drop_bounding_set()?;
             if let Some(fd) = landlock {
                 landlock_rules::restrict_self(fd)?;
+            }
+            privileges::no_new_privileges()?;
+            privileges::drop_capability_sets()?;
+            if let Some(filters) = &self.seccomp {
+                filters.install()?;
             }
             Ok(())
         }
@@ -322,13 +514,37 @@ impl Plan {
             }
             Plan {
                 landlock: None,
+                landlock_view_access: 0,
                 namespaces,
+                seccomp: None,
+                view_json: None,
+                private_tmp_at_tmp: false,
+                reach: self.reach,
+                confined: self.confined,
             }
         }
         #[cfg(not(target_os = "linux"))]
         {
             self
         }
+    }
+
+    /// What a kernel forked by the zygote applies itself: its view's steps, the rights
+    /// its view's own mounts get in its Landlock ruleset, and its seccomp programs (hex).
+    /// `null` with the sandbox off: the kernel changes nothing of itself.
+    pub fn for_forked_kernel(&self) -> serde_json::Value {
+        #[cfg(target_os = "linux")]
+        if self.confined {
+            return serde_json::json!({
+                "view": self.view_json,
+                "landlockViewAccess": self.landlock_view_access,
+                "seccomp": self.seccomp.as_ref().map(|f| f.to_hex()),
+                // Its number differs by architecture; the newer calls the zygote makes
+                // have one number everywhere.
+                "keyctl": nix::libc::SYS_keyctl,
+            });
+        }
+        serde_json::Value::Null
     }
 
     /// The Landlock ruleset, for a kernel that enters it itself (forked by a zygote).
@@ -344,6 +560,21 @@ impl Plan {
         }
     }
 
+    /// What of the host the kernel's view shows.
+    pub fn reach(&self) -> &Reach {
+        &self.reach
+    }
+
+    /// Where a kernel started with this plan sees its private temporary directory: `/tmp`
+    /// where its view mounts it there, else where it is.
+    pub fn tmp_inside(&self, private: &Path) -> PathBuf {
+        #[cfg(target_os = "linux")]
+        if self.private_tmp_at_tmp {
+            return PathBuf::from("/tmp");
+        }
+        private.to_path_buf()
+    }
+
     /// Whether the spawned process is only a launcher that exits at once (namespaces).
     pub fn spawns_through_launcher(&self) -> bool {
         #[cfg(target_os = "linux")]
@@ -357,8 +588,8 @@ impl Plan {
     }
 }
 
-/// The most of each of a one-shot helper's streams the host keeps.
-const HELPER_OUTPUT_BYTES: u64 = 64 * 1024;
+/// The most of a one-shot helper's stderr (and, as a rule, stdout) the host keeps.
+pub const HELPER_OUTPUT_BYTES: u64 = 64 * 1024;
 
 /// How a one-shot helper run by [`run_confined`] ended.
 pub struct Finished {
@@ -378,6 +609,7 @@ pub fn run_confined(
     mut cmd: std::process::Command,
     plan: &Plan,
     limit: std::time::Duration,
+    max_output: u64,
 ) -> std::io::Result<Finished> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
@@ -419,17 +651,17 @@ pub fn run_confined(
             }
         })
     };
-    // A helper says a few lines; one that floods is cut off (its pipe closes) rather
-    // than kept in the host's memory.
-    fn read_some(pipe: Option<impl Read>) -> Vec<u8> {
+    // A helper says what it was asked; one that floods is cut off (its pipe closes)
+    // rather than kept in the host's memory.
+    fn read_some(pipe: Option<impl Read>, most: u64) -> Vec<u8> {
         let mut out = Vec::new();
         if let Some(pipe) = pipe {
-            let _ = pipe.take(HELPER_OUTPUT_BYTES).read_to_end(&mut out);
+            let _ = pipe.take(most).read_to_end(&mut out);
         }
         out
     }
-    let reader = std::thread::spawn(move || read_some(stdout));
-    let err = read_some(stderr);
+    let reader = std::thread::spawn(move || read_some(stdout, max_output));
+    let err = read_some(stderr, HELPER_OUTPUT_BYTES);
     let out = reader.join().unwrap_or_default();
     let mut status = 0;
     {
@@ -462,8 +694,9 @@ pub fn run_confined(
 }
 
 /// The default protections this machine cannot give, in words a user can act on.
-fn missing(support: &Support, network: bool) -> Vec<String> {
+fn missing(support: &Support, network: bool, writable: bool) -> Vec<String> {
     let mut missing = Vec::new();
+    let guarded = support.landlock_abi >= 1;
     if let Err(why) = &support.namespaces {
         missing.push(format!(
             "no PID namespace ({why}): processes that leave the kernel's process group can outlive shutdown, and as root the host's /proc/<pid> entries (environ included) stay readable"
@@ -486,6 +719,57 @@ fn missing(support: &Support, network: bool) -> Vec<String> {
                 support.landlock_abi
             ));
         }
+        #[cfg(target_os = "linux")]
+        if nix::unistd::geteuid().is_root() && !privileges::can_drop_bounding_set() {
+            missing.push(
+                "the host is root without CAP_SETPCAP: the kernel's bounding set cannot be emptied, so a program it runs may regain capabilities (no_new_privs still stops setuid programs)".into(),
+            );
+        }
+    }
+    if support.namespaces.is_err() || !support.view {
+        let why = match &support.namespaces {
+            Err(_) => "no user namespaces",
+            Ok(()) => "Linux < 5.12 has no mount_setattr",
+        };
+        missing.push(format!(
+            "no filesystem view of its own ({why}): metadata outside the writable directories (chmod, chown, utimes, xattrs) is not confined, which Landlock has no right for"
+        ));
+        missing.push(
+            "the host's /tmp and /dev/shm are shared with every process of the user (TMPDIR is still private, 0700): a channel between sessions, and memory no limit counts".into(),
+        );
+        missing.push(if network {
+            "the host's socket files (docker.sock, an ssh agent, X11, a database) are reachable; sandbox.network = false refuses every socket but socketpair".into()
+        } else {
+            "every socket but socketpair is refused (the host's socket files would be reachable otherwise): multiprocessing's forkserver and Manager cannot start".into()
+        });
+        missing.push(if writable {
+            "the artifactsDir, where every session's kv store lives, is readable by the kernel (kv itself goes through the host)".into()
+        } else {
+            "the artifactsDir, where every session's kv store lives, is readable and writable by the kernel (kv itself goes through the host; sandbox.writable keeps it read-only)".into()
+        });
+        missing.push(
+            "the names of the host's keys are listed in /proc/keys (their contents stay out of reach: the keyring calls are refused)".into(),
+        );
+        #[cfg(target_os = "linux")]
+        if support.namespaces.is_err() && !nix::unistd::geteuid().is_root() {
+            missing.push(
+                "the bounding set stays full (a process that is not root cannot empty it without a user namespace); with no_new_privs nothing can be gained from it".into(),
+            );
+        }
+        if guarded {
+            missing.push(
+                "no pseudo-terminals (pty.openpty, pexpect): Landlock keeps the host's terminals, and with them /dev/ptmx, out of reach".into(),
+            );
+        } else {
+            missing.push(
+                "no Landlock either: the host's terminals (/dev/pts), and as root sysctls (/proc/sys), cgroup limits and devices, are open to the kernel".into(),
+            );
+        }
+    }
+    if let Err(why) = &support.seccomp {
+        missing.push(format!(
+            "no seccomp filter ({why}): ptrace, the keyring (keyctl), io_uring, bpf and new namespaces are not refused"
+        ));
     }
     if network && support.landlock_abi < 6 {
         missing.push(format!(
@@ -502,10 +786,8 @@ mod tests {
 
     fn target_in(dir: &Path) -> Target<'_> {
         Target {
-            cwd: dir,
             runner_base: Some(dir),
-            private_tmp: None,
-            runner_writable: None,
+            ..Target::new(dir)
         }
     }
 

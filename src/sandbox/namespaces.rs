@@ -11,11 +11,12 @@
 //! system calls only, because the host is multi-threaded):
 //!
 //! ```text
-//! host ──fork──> C: unshare(user|pid|mount|ipc[|net]), uid/gid maps, mounts,
+//! host ──fork──> C: unshare(user|pid|mount|ipc[|net]), uid/gid maps, loopback up,
 //!   │               clone(CLONE_PARENT|CLONE_VM|CLONE_VFORK) ──> G, then writes G's pid
 //!   │               to the host and exits
-//!   └──────────── G (the host's child, pid 1 inside): setsid, mount /proc,
-//!                   drop capabilities, Landlock, execve python
+//!   └──────────── G (the host's child, pid 1 inside): setsid, the filesystem view
+//!                   (`view.rs`, its /proc included), a fresh keyring, capabilities
+//!                   dropped, Landlock, seccomp, execve python
 //! ```
 //!
 //! The first process forked after `unshare(CLONE_NEWPID)` becomes the namespace's init,
@@ -30,7 +31,6 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
 
 use nix::libc;
 
@@ -39,15 +39,11 @@ pub struct NamespacePlan {
     flags: libc::c_int,
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
-    /// Directories bind-mounted read-only over themselves, with the mount flags the
-    /// kernel requires us to keep (a user namespace may not clear nosuid, nodev, ...).
-    read_only: Vec<(CString, libc::c_ulong)>,
-    /// One directory beneath them left writable (the runner's bytecode cache while it
-    /// is being built).
-    hole: Option<CString>,
+    /// The kernel's filesystem view, built by G (see `view.rs`); its `/proc` is a step.
+    view: super::view::Prepared,
     loopback_up: bool,
     /// A zygote keeps its capabilities across exec (it narrows them itself, see
-    /// `pykernel_zygote.py`): its kernels' namespaces need them.
+    /// `pykernel_zygote.py`) and has no seccomp filter: its kernels' namespaces need both.
     keep_capabilities: bool,
     /// C writes G's pid here (after G's failure report, if G failed); the host reads it
     /// after spawn.
@@ -83,7 +79,7 @@ const UID_MAP: &[u8] = b"/proc/self/uid_map\0";
 const GID_MAP: &[u8] = b"/proc/self/gid_map\0";
 
 impl NamespacePlan {
-    pub fn new(network: bool, read_only: &[PathBuf], hole: Option<&Path>) -> io::Result<Self> {
+    pub fn new(network: bool, view: super::view::Prepared) -> io::Result<Self> {
         let uid = nix::unistd::geteuid().as_raw();
         let gid = nix::unistd::getegid().as_raw();
         let mut flags =
@@ -91,10 +87,6 @@ impl NamespacePlan {
         if !network {
             flags |= libc::CLONE_NEWNET;
         }
-        let read_only = read_only
-            .iter()
-            .map(|dir| Ok((c_path(dir)?, kept_mount_flags(dir)?)))
-            .collect::<io::Result<Vec<_>>>()?;
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         Ok(NamespacePlan {
             flags,
@@ -102,8 +94,7 @@ impl NamespacePlan {
             // show as nobody, and no id can be gained.
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
-            read_only,
-            hole: hole.map(c_path).transpose()?,
+            view,
             loopback_up: !network,
             keep_capabilities: false,
             report: (r, w),
@@ -164,39 +155,16 @@ impl NamespacePlan {
     /// # Safety
     /// Call only between fork and exec: it uses async-signal-safe system calls only,
     /// and C ends with `_exit`.
-    pub unsafe fn enter(&self, landlock: Option<libc::c_int>) -> io::Result<()> {
+    pub unsafe fn enter(
+        &self,
+        landlock: Option<libc::c_int>,
+        landlock_view_access: u64,
+        seccomp: Option<&super::seccomp::Filters>,
+    ) -> io::Result<()> {
         if self.exec.get().is_none() {
             return Err(io::Error::other("the sandbox was given no command"));
         }
         self.unshare_as_ourselves(self.flags)?;
-        make_mounts_private()?;
-        if let Some(hole) = &self.hole {
-            // A mount of its own, carried into the read-only bind below (MS_REC) and
-            // left writable by the read-only remount, which applies to the top only.
-            check(libc::mount(
-                hole.as_ptr(),
-                hole.as_ptr(),
-                std::ptr::null(),
-                libc::MS_BIND,
-                std::ptr::null(),
-            ))?;
-        }
-        for (dir, kept) in &self.read_only {
-            check(libc::mount(
-                dir.as_ptr(),
-                dir.as_ptr(),
-                std::ptr::null(),
-                libc::MS_BIND | libc::MS_REC,
-                std::ptr::null(),
-            ))?;
-            check(libc::mount(
-                std::ptr::null(),
-                dir.as_ptr(),
-                std::ptr::null(),
-                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | kept,
-                std::ptr::null(),
-            ))?;
-        }
         if self.loopback_up {
             loopback_up()?;
         }
@@ -207,6 +175,8 @@ impl NamespacePlan {
         let args = GArgs {
             plan: self,
             landlock: landlock.unwrap_or(-1),
+            landlock_view_access,
+            seccomp,
         };
         let top = self.stack.as_ptr().add(self.stack.len()) as usize & !15;
         let pid = libc::clone(
@@ -252,10 +222,24 @@ impl NamespacePlan {
             // SAFETY: reaping our own child (G, CLONE_PARENT), which has exited.
             unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) };
         }
-        let what = G_STEPS
-            .get(step as usize)
-            .copied()
-            .unwrap_or("starting the kernel");
+        let what = match step.checked_sub(VIEW_STEP) {
+            Some(index) => self
+                .view
+                .steps()
+                .get(index as usize)
+                .map(|s| {
+                    format!(
+                        "building the kernel's filesystem view ({})",
+                        super::view::describe(s)
+                    )
+                })
+                .unwrap_or_else(|| G_STEPS[2].to_string()),
+            None => G_STEPS
+                .get(step as usize)
+                .copied()
+                .unwrap_or("starting the kernel")
+                .to_string(),
+        };
         let err = io::Error::from_raw_os_error(errno as i32);
         Err(io::Error::new(err.kind(), format!("{what}: {err}")))
     }
@@ -278,17 +262,27 @@ impl NamespacePlan {
 struct GArgs<'a> {
     plan: &'a NamespacePlan,
     landlock: libc::c_int,
+    /// Granted beneath the view's own `/dev/shm` and `/dev/pts` (writes confined).
+    landlock_view_access: u64,
+    seccomp: Option<&'a super::seccomp::Filters>,
 }
 
+/// The view's own mounts, which the host could not name in the Landlock ruleset.
+const VIEW_MOUNTS: [&std::ffi::CStr; 2] = [c"/dev/shm", c"/dev/pts"];
+
 /// What G was doing when it failed, for the error message.
-const G_STEPS: [&str; 6] = [
+const G_STEPS: [&str; 8] = [
     "starting the kernel",
     "making the kernel a session leader",
-    "mounting the kernel's /proc",
+    "building the kernel's filesystem view",
     "dropping the kernel's capabilities",
     "entering the kernel's Landlock domain",
     "executing the interpreter",
+    "leaving the host's keyring",
+    "installing the kernel's seccomp filter",
 ];
+/// G's report for a failed step of the view: this plus the step's index.
+const VIEW_STEP: u32 = 1000;
 
 /// G: pid 1 of the new namespace, on its own stack in C's memory. Ends in `execve` or,
 /// after reporting why, in `_exit`.
@@ -322,14 +316,43 @@ extern "C" fn kernel_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::setsid() < 0 {
             return fail(1);
         }
-        if mount_proc().is_err() {
-            return fail(2);
+        if let Err((index, err)) = plan.view.apply() {
+            *libc::__errno_location() = err.raw_os_error().unwrap_or(0);
+            return fail(VIEW_STEP + index as u32);
         }
-        if !plan.keep_capabilities && drop_capabilities().is_err() {
+        if super::privileges::leave_host_keyring().is_err() {
+            return fail(6);
+        }
+        if !plan.keep_capabilities && super::privileges::drop_bounding_set().is_err() {
             return fail(3);
+        }
+        if args.landlock >= 0 && args.landlock_view_access != 0 {
+            for mount in VIEW_MOUNTS {
+                if super::landlock_rules::allow_beneath(
+                    args.landlock,
+                    mount,
+                    args.landlock_view_access,
+                )
+                .is_err()
+                {
+                    return fail(4);
+                }
+            }
         }
         if args.landlock >= 0 && super::landlock_rules::restrict_self(args.landlock).is_err() {
             return fail(4);
+        }
+        if !plan.keep_capabilities {
+            if super::privileges::no_new_privileges().is_err()
+                || super::privileges::drop_capability_sets().is_err()
+            {
+                return fail(3);
+            }
+            if let Some(filters) = args.seccomp {
+                if filters.install().is_err() {
+                    return fail(7);
+                }
+            }
         }
         let Some(exec) = plan.exec.get() else {
             return fail(5);
@@ -363,33 +386,6 @@ unsafe fn mount_proc() -> io::Result<()> {
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         std::ptr::null(),
     ))
-}
-
-/// Bounding set emptied, ambient set cleared and root made powerless across exec: the
-/// kernel is root in its own user namespace (as the creator), and without this a cell
-/// could undo the read-only mounts or mount over what we set up.
-unsafe fn drop_capabilities() -> io::Result<()> {
-    for cap in 0..64 {
-        // EINVAL past the last capability this Linux knows.
-        libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
-    }
-    libc::prctl(
-        libc::PR_CAP_AMBIENT,
-        libc::PR_CAP_AMBIENT_CLEAR_ALL,
-        0,
-        0,
-        0,
-    );
-    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
-    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
-    check(libc::prctl(
-        libc::PR_SET_SECUREBITS,
-        SECBIT_NOROOT | SECBIT_NOROOT_LOCKED,
-        0,
-        0,
-        0,
-    ))?;
-    Ok(())
 }
 
 /// fork(2) as a bare system call: libc's fork runs atfork handlers, which may take locks
@@ -439,52 +435,22 @@ fn check(result: libc::c_int) -> io::Result<()> {
     }
 }
 
-fn c_path(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))
-}
-
-/// The flags of the mount holding `dir` that a remount inside a user namespace must keep.
-fn kept_mount_flags(dir: &Path) -> io::Result<libc::c_ulong> {
-    // Linux's statvfs f_flag bits (the kernel's ST_* values; musl's headers lack some).
-    const ST_NOSUID: libc::c_ulong = 0x2;
-    const ST_NODEV: libc::c_ulong = 0x4;
-    const ST_NOEXEC: libc::c_ulong = 0x8;
-    const ST_NOATIME: libc::c_ulong = 0x400;
-    const ST_NODIRATIME: libc::c_ulong = 0x800;
-    const ST_RELATIME: libc::c_ulong = 0x1000;
-    let flags = nix::sys::statvfs::statvfs(dir)?.flags().bits() as libc::c_ulong;
-    let mut kept = 0;
-    for (has, flag) in [
-        (ST_NOSUID, libc::MS_NOSUID),
-        (ST_NODEV, libc::MS_NODEV),
-        (ST_NOEXEC, libc::MS_NOEXEC),
-        (ST_NOATIME, libc::MS_NOATIME),
-        (ST_NODIRATIME, libc::MS_NODIRATIME),
-        (ST_RELATIME, libc::MS_RELATIME),
-    ] {
-        if flags & has != 0 {
-            kept |= flag;
-        }
-    }
-    // No atime flag reported means strictatime, which a remount must then ask for.
-    if flags & (ST_NOATIME | ST_RELATIME) == 0 {
-        kept |= libc::MS_STRICTATIME;
-    }
-    Ok(kept)
-}
-
 /// Whether this machine lets an unprivileged process build the namespaces above, tried
 /// for real in a throwaway child (user namespaces can be disabled by sysctl, by
 /// AppArmor, or inside containers that mask `/proc`).
-pub fn probe() -> std::result::Result<(), String> {
-    let plan = NamespacePlan::new(true, &[], None).map_err(|e| e.to_string())?;
-    const STEPS: [&str; 5] = [
+pub fn probe() -> std::result::Result<Probe, String> {
+    let plan = NamespacePlan::new(
+        true,
+        super::view::Prepared::new(Vec::new()).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    const STEPS: [&str; 6] = [
         "",
         "unshare(user, pid, mount, ipc) or writing the uid/gid maps",
         "making mounts private",
         "forking into the pid namespace",
         "mounting a /proc of its own",
+        "",
     ];
     // SAFETY: the child uses system calls only and ends with _exit.
     let pid = unsafe { raw_fork() }.map_err(|e| format!("fork: {e}"))?;
@@ -498,7 +464,8 @@ pub fn probe() -> std::result::Result<(), String> {
     // SAFETY: waiting for the child we just forked.
     unsafe { libc::waitpid(pid, &mut status, 0) };
     match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
-        Some(0) => Ok(()),
+        Some(0) => Ok(Probe { view: true }),
+        Some(NO_MOUNT_SETATTR) => Ok(Probe { view: false }),
         Some(step @ 1..=4) => Err(format!(
             "{} failed (unprivileged user namespaces are not available)",
             STEPS[step as usize]
@@ -506,6 +473,15 @@ pub fn probe() -> std::result::Result<(), String> {
         _ => Err(format!("the probe ended with status {status}")),
     }
 }
+
+/// What the namespaces give on this machine, beyond the namespaces themselves.
+pub struct Probe {
+    /// Whether a filesystem view can be built: `mount_setattr` (Linux 5.12) answers.
+    pub view: bool,
+}
+
+/// The probe's exit status when everything works but `mount_setattr` is missing.
+const NO_MOUNT_SETATTR: i32 = 5;
 
 unsafe fn probe_child(plan: &NamespacePlan) -> i32 {
     if plan
@@ -517,6 +493,16 @@ unsafe fn probe_child(plan: &NamespacePlan) -> i32 {
     if make_mounts_private().is_err() {
         return 2;
     }
+    // A no-op change: ENOSYS before Linux 5.12, where the view cannot be built.
+    let attr = [0u64; 4];
+    let no_view = libc::syscall(
+        libc::SYS_mount_setattr,
+        libc::AT_FDCWD,
+        ROOT.as_ptr(),
+        0u32,
+        attr.as_ptr(),
+        std::mem::size_of_val(&attr),
+    ) < 0;
     let pid = match raw_fork() {
         Ok(pid) => pid,
         Err(_) => return 3,
@@ -526,9 +512,9 @@ unsafe fn probe_child(plan: &NamespacePlan) -> i32 {
     }
     let mut status = 0;
     libc::waitpid(pid, &mut status, 0);
-    if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        4
+    match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+        Some(0) if no_view => NO_MOUNT_SETATTR,
+        Some(code) => code,
+        None => 4,
     }
 }

@@ -1,0 +1,119 @@
+'use strict'
+// Host processes for the attack suites, started as a real host could be found: as root or
+// as an ordinary user the test makes, on a machine with or without user namespaces, with a
+// secret in its session keyring and a terminal a person types into
+// (`host-launcher.py`), running `hostile/fixtures/edge-host.js`.
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { execFileSync, spawn } = require('node:child_process')
+
+const ROOT = path.resolve(__dirname, '..', '..')
+const LAUNCHER = path.join(__dirname, 'host-launcher.py')
+const FIXTURE = path.join(ROOT, '__tests__', 'hostile', 'fixtures', 'edge-host.js')
+/** The ordinary user the suites run hosts as (made with `useradd` when missing). */
+const TEST_USER = 'pykernel-test'
+
+const isRoot = process.getuid() === 0
+
+/** The test user's ids and home, made first if it does not exist (root only). */
+function testUser() {
+  const lookup = () => {
+    try {
+      const uid = Number(execFileSync('id', ['-u', TEST_USER], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }))
+      const gid = Number(execFileSync('id', ['-g', TEST_USER], { encoding: 'utf8' }))
+      return { name: TEST_USER, uid, gid }
+    } catch {
+      return null
+    }
+  }
+  let user = lookup()
+  if (!user) {
+    execFileSync('useradd', ['--create-home', '--shell', '/bin/sh', TEST_USER], { stdio: 'inherit' })
+    user = lookup()
+  }
+  return user
+}
+
+/** A Python every user can run: the system's (the test venv may sit in root's home). */
+function systemPython() {
+  for (const candidate of ['/usr/bin/python3', '/usr/local/bin/python3']) {
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK)
+      return candidate
+    } catch {}
+  }
+  return process.env.PYKERNEL_TEST_PYTHON || 'python3'
+}
+
+/** A directory every user can enter, made for one test, owned by `user` (or us). */
+function sharedDir(user, prefix = 'pykernel-host-') {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  fs.chmodSync(dir, 0o755)
+  if (user) fs.chownSync(dir, user.uid, user.gid)
+  return dir
+}
+
+let addonCopy = null
+/** The package's entry and addon, copied where any user may load them (the clone may be
+ *  in root's home, which other users cannot enter). */
+function sharedAddon() {
+  if (addonCopy) return addonCopy
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-addon-'))
+  fs.chmodSync(dir, 0o755)
+  for (const name of fs.readdirSync(ROOT)) {
+    if (name === 'main.js' || name === 'index.js' || name.endsWith('.node')) {
+      fs.copyFileSync(path.join(ROOT, name), path.join(dir, name))
+      fs.chmodSync(path.join(dir, name), 0o644)
+    }
+  }
+  addonCopy = path.join(dir, 'main.js')
+  return addonCopy
+}
+
+/**
+ * Runs the edge host once with `runs` ([{name, options, code, exit?}]) and resolves
+ * `{ report, launcher, code, signal, stderr }`: the host's JSON report, and what the
+ * launcher saw of the terminal and the keyring (`{pty, keys}`).
+ *
+ * host: { user?: {name,uid,gid}, noUserns?: boolean, key?: 'NAME=VALUE', pty?: boolean }
+ */
+function runEdgeHost(host, runs, { timeoutMs = 120_000, env = {} } = {}) {
+  const dir = sharedDir(host.user, 'pykernel-edge-')
+  const planFile = path.join(dir, 'plan.json')
+  fs.writeFileSync(planFile, JSON.stringify({ addon: sharedAddon(), runs }))
+  fs.chmodSync(planFile, 0o644)
+  const reportFile = path.join(dir, 'launcher.json')
+  const args = [LAUNCHER]
+  if (host.user) args.push('--user', host.user.name)
+  if (host.noUserns) args.push('--no-userns')
+  if (host.key) args.push('--key', host.key)
+  if (host.pty) args.push('--pty')
+  args.push('--report', reportFile, '--', process.execPath, FIXTURE, planFile)
+  const childEnv = { ...process.env, ...env }
+  for (const key of Object.keys(childEnv)) if (key.startsWith('PYKERNEL_TEST_')) delete childEnv[key]
+  // The user's own runner directory and temporary files, as its own host would have.
+  if (host.user) delete childEnv.TMPDIR
+  return new Promise((resolve) => {
+    const child = spawn(systemPython(), args, { cwd: dir, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer)
+      let report = null
+      let launcher = null
+      try {
+        report = JSON.parse(stdout.trim().split('\n').at(-1))
+      } catch {}
+      try {
+        launcher = JSON.parse(fs.readFileSync(reportFile, 'utf8'))
+      } catch {}
+      resolve({ report, launcher, code, signal, stderr, dir })
+    })
+  })
+}
+
+module.exports = { TEST_USER, isRoot, testUser, systemPython, sharedDir, sharedAddon, runEdgeHost }
