@@ -10,11 +10,15 @@
 // the field, is kept; the original status is `napiCode`), any other napi status
 // `ERR_INTERNAL`. Classes and their instances are seen through Proxies (napi-rs makes
 // their properties read-only), so `instanceof` and the types in `index.d.ts` are those of
-// the binding.
+// the binding. napi also ignores keys an options object's struct lacks, so a misspelt
+// option (`sandbox: {writeable}`) would do nothing, silently: every options object is
+// checked first (check-options.js), and a key `index.d.ts` does not declare is
+// `ERR_INVALID_ARG`.
 /** The platform packages published beside this one (`npm/<target>/`). */
 const SUPPORTED = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-arm64', 'darwin-x64']
 
 const binding = loadBinding()
+const { unknownOption } = require('./check-options.js')
 
 /** The generated loader, with an error that says what to do when no addon fits. */
 function loadBinding() {
@@ -72,9 +76,12 @@ function coded(error) {
   return error
 }
 
-function totalSync(fn) {
+/** `fn`, throwing coded errors; `entry` names its options objects in `OPTION_KEYS`. */
+function totalSync(fn, entry) {
   return function (...args) {
     try {
+      const refused = unknownOption(entry, args)
+      if (refused) throw refused
       return fn.apply(this, args)
     } catch (error) {
       throw coded(error)
@@ -82,10 +89,13 @@ function totalSync(fn) {
   }
 }
 
-function totalAsync(fn) {
+/** `fn`, rejecting (never throwing) with coded errors; `entry` as for `totalSync`. */
+function totalAsync(fn, entry) {
   return function (...args) {
     let pending
     try {
+      const refused = unknownOption(entry, args)
+      if (refused) throw refused
       pending = fn.apply(this, args)
     } catch (error) {
       return Promise.reject(coded(error))
@@ -94,10 +104,11 @@ function totalAsync(fn) {
   }
 }
 
-/** `instance` whose methods named in `kinds` ({name: total}) are total; the same object
- *  otherwise (its getters, `instanceof`). The binding's properties cannot be redefined,
- *  so the object is seen through a Proxy; each wrapped method is made once. */
-function totalInstance(instance, kinds) {
+/** `instance` (of the binding's class `className`) whose methods named in `kinds`
+ *  ({name: total}) are total; the same object otherwise (its getters, `instanceof`). The
+ *  binding's properties cannot be redefined, so the object is seen through a Proxy; each
+ *  wrapped method is made once. */
+function totalInstance(instance, className, kinds) {
   const wrapped = new Map()
   return new Proxy(instance, {
     get(target, name) {
@@ -106,7 +117,7 @@ function totalInstance(instance, kinds) {
       if (!total || typeof value !== 'function') return value
       let method = wrapped.get(name)
       if (!method) {
-        const bound = total(value)
+        const bound = total(value, `${className}#${name}`)
         method = (...args) => bound.apply(target, args)
         wrapped.set(name, method)
       }
@@ -133,7 +144,9 @@ function totalClass(cls, methods, statics = {}) {
       throw error
     }
     try {
-      return totalInstance(Reflect.construct(cls, args), methods)
+      const refused = unknownOption(`new ${cls.name}`, args)
+      if (refused) throw refused
+      return totalInstance(Reflect.construct(cls, args), cls.name, methods)
     } catch (error) {
       throw coded(error)
     }
@@ -144,23 +157,32 @@ function totalClass(cls, methods, statics = {}) {
   return Total
 }
 
-const startKernel = totalAsync(binding.Kernel.start.bind(binding.Kernel))
+const startKernel = totalAsync(binding.Kernel.start.bind(binding.Kernel), 'Kernel.start')
 const Kernel = totalClass(binding.Kernel, KERNEL_METHODS, {
-  start: (...args) => startKernel(...args).then((kernel) => totalInstance(kernel, KERNEL_METHODS)),
+  start: (...args) => startKernel(...args).then((kernel) => totalInstance(kernel, 'Kernel', KERNEL_METHODS)),
 })
 const KernelPool = totalClass(binding.KernelPool, POOL_METHODS)
 const KvStore = totalClass(binding.KvStore, KV_METHODS)
 const OutputBuilder = totalClass(binding.OutputBuilder, OUTPUT_BUILDER_METHODS)
 
-const checkPythonKernelAvailability = totalAsync(binding.checkPythonKernelAvailability)
-const evalBackends = totalAsync(binding.evalBackends)
-const resolvePython = totalAsync(binding.resolvePython)
-const clampLine = totalSync(binding.clampLine)
-const collapsedPreview = totalSync(binding.collapsedPreview)
-const filterEnv = totalSync(binding.filterEnv)
-const readArtifact = totalAsync(binding.readArtifact)
-const renderBundle = totalSync(binding.renderBundle)
-const streamingPreview = totalSync(binding.streamingPreview)
+/** Never rejects: options it cannot take are an `ok: false` answer saying why, an unknown
+ *  key as a wrong type is. The binding still gives that answer (its `isolation` is the
+ *  machine's): handed a value that is not an object it answers `ok: false` at once,
+ *  without probing Python, and the reason is replaced by ours. */
+function checkPythonKernelAvailability(...args) {
+  const refused = unknownOption('checkPythonKernelAvailability', args)
+  if (!refused) return availability(...args)
+  return availability(0).then((answer) => ({ ...answer, reason: refused.message }))
+}
+const availability = totalAsync(binding.checkPythonKernelAvailability)
+const evalBackends = totalAsync(binding.evalBackends, 'evalBackends')
+const resolvePython = totalAsync(binding.resolvePython, 'resolvePython')
+const clampLine = totalSync(binding.clampLine, 'clampLine')
+const collapsedPreview = totalSync(binding.collapsedPreview, 'collapsedPreview')
+const filterEnv = totalSync(binding.filterEnv, 'filterEnv')
+const readArtifact = totalAsync(binding.readArtifact, 'readArtifact')
+const renderBundle = totalSync(binding.renderBundle, 'renderBundle')
+const streamingPreview = totalSync(binding.streamingPreview, 'streamingPreview')
 const JsKernel = Kernel
 const JsKernelPool = KernelPool
 const JsKvStore = KvStore

@@ -3,9 +3,11 @@
 // After `napi build`: what the generated index.d.ts cannot say by itself. A class without
 // a `#[napi(constructor)]` gets no constructor line, which TypeScript reads as a public
 // `new Kernel()`; at run time that throws. Optional fields get `| undefined`.
-// Idempotent, so builds stay reproducible.
+// Then option-keys.js, the keys of each options object, from the finished index.d.ts
+// (see scripts/option-table.js). Idempotent, so builds stay reproducible.
 const fs = require('node:fs')
 const path = require('node:path')
+const optionTable = require('./option-table.js')
 
 const file = path.join(__dirname, '..', 'index.d.ts')
 const NO_CONSTRUCTOR = {
@@ -30,3 +32,4 @@ text = text.replace(/^(\s+(?:readonly )?\w+\?: )(.+)$/gm, (line, head, type) => 
   return `${head}${type.includes('=>') ? `(${type})` : type} | undefined`
 })
 fs.writeFileSync(file, text)
+fs.writeFileSync(path.join(__dirname, '..', 'option-keys.js'), optionTable.expected(file))
