@@ -89,6 +89,41 @@ print(json.dumps({
     "interfaces": sorted(name for _, name in socket.if_nameindex()),
 }))`
 
+/** Python: processes that leave the kernel's process group and session, each with MARKER
+ *  in its command line: a `setsid` child, a `start_new_session` one, a daemon (double fork,
+ *  `os.setsid()`, the middle one gone), and two in sessions of their own that a kill walking
+ *  the tree must not let outrun it: one that forks anew as fast as it can and lets its
+ *  parent end 2 ms later (its pid keeps changing; 5000 hops, a few seconds), and one that
+ *  forks a sleeping child every millisecond (200 of them). */
+const ESCAPERS_PY = `import os, subprocess, sys
+marker = MARKER
+sleeper = [sys.executable, "-c", "import time; time.sleep(1000)", marker]
+hopper = [sys.executable, "-c", """import os, time
+for _ in range(5000):
+    if os.fork():
+        time.sleep(0.002)
+        os._exit(0)
+time.sleep(1000)""", marker]
+spawner = [sys.executable, "-c", """import os, time
+for _ in range(200):
+    if os.fork() == 0:
+        time.sleep(1000)
+    time.sleep(0.001)
+time.sleep(1000)""", marker]
+quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+subprocess.Popen(["setsid"] + sleeper, **quiet)
+subprocess.Popen(sleeper, start_new_session=True, **quiet)
+subprocess.Popen(hopper, start_new_session=True, **quiet)
+subprocess.Popen(spawner, start_new_session=True, **quiet)
+middle = os.fork()
+if middle == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, sleeper)
+    os._exit(0)
+os.waitpid(middle, 0)
+print("started")`
+
 async function where(kernel) {
   const r = await kernel.execute(WHERE_PY)
   assert.equal(r.status, 'ok', JSON.stringify(r.error))
@@ -306,6 +341,40 @@ for (const [name, setup] of Object.entries(SETUPS)) {
       assert.ok(!isAlive(kernel.pid), 'the launcher is still running')
       assert.ok(await waitFor(() => farSideGone(at, [child]), { timeoutMs: 3000 }), 'something was left on the far side')
     })
+
+    for (const ending of ['shutdown', 'the link drops']) {
+      test(`processes a cell moved to sessions of their own end with the kernel: ${ending}`, { skip: !usable && `${name} unavailable` }, async () => {
+        const marker = `pk-escaper-${process.pid}-${Date.now()}`
+        // A plain launcher for the dropped link: killing an ssh client that a ControlMaster
+        // relays for would leave the master's channel open.
+        const kernel = await Kernel.start({ launcher: ending === 'shutdown' ? env.launcher : env.plain, interpreter: env.python ?? python, linkTimeoutMs: LINK_TIMEOUT_MS })
+        try {
+          const at = await where(kernel)
+          const r = await kernel.execute(ESCAPERS_PY.replace('MARKER', JSON.stringify(marker)))
+          assert.equal(r.status, 'ok', JSON.stringify(r.error))
+          // The kernel ends while the spawner is still forking (50 of its 200 children).
+          assert.ok(await waitFor(() => launchers.hostPidsOfCommandLine(marker).length >= 50, { timeoutMs: 10000 }), 'the escapers did not start')
+          if (ending === 'shutdown') {
+            const outcome = await kernel.shutdown()
+            assert.equal(outcome.confirmed, true)
+          } else {
+            // The host's end of the link goes: the launcher is killed (ssh: the client).
+            process.kill(kernel.pid, 'SIGKILL')
+            assert.ok(await waitFor(() => !kernel.alive, { timeoutMs: 5000 }), 'the host still takes the kernel for alive')
+          }
+          // The far side gets the shutdown grace (1 s) and then ends what is left.
+          assert.ok(await waitFor(() => launchers.hostPidsOfCommandLine(marker).length === 0, { timeoutMs: 8000 }), `left running on the far side: ${launchers.hostPidsOfCommandLine(marker).join(', ')}`)
+          assert.ok(await waitFor(() => farSideGone(at), { timeoutMs: 5000 }), 'the kernel or its supervisor was left on the far side')
+        } finally {
+          for (const pid of launchers.hostPidsOfCommandLine(marker)) {
+            try {
+              process.kill(pid, 'SIGKILL')
+            } catch {}
+          }
+          await kernel.shutdown()
+        }
+      })
+    }
 
     test('a dropped link is detected by the heartbeat and the far side cleans up', { skip: !usable && `${name} unavailable` }, async () => {
       const kernel = await Kernel.start({ launcher: env.plain, interpreter: env.python ?? python, linkTimeoutMs: LINK_TIMEOUT_MS })
