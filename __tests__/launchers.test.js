@@ -93,13 +93,15 @@ print(json.dumps({
  *  in its command line: a `setsid` child, a `start_new_session` one, a daemon (double fork,
  *  `os.setsid()`, the middle one gone), and two in sessions of their own that a kill walking
  *  the tree must not let outrun it: one that forks anew as fast as it can and lets its
- *  parent end 2 ms later (its pid keeps changing; 5000 hops, a few seconds), and one that
- *  forks a sleeping child every millisecond (200 of them). */
+ *  parent end 2 ms later (its pid keeps changing, for HOPS_FOR_S seconds, then it sleeps),
+ *  and one that forks a sleeping child every millisecond (200 of them). */
+const HOPS_FOR_S = 1.5
 const ESCAPERS_PY = `import os, subprocess, sys
 marker = MARKER
 sleeper = [sys.executable, "-c", "import time; time.sleep(1000)", marker]
 hopper = [sys.executable, "-c", """import os, time
-for _ in range(5000):
+end = time.monotonic() + ${HOPS_FOR_S}
+while time.monotonic() < end:
     if os.fork():
         time.sleep(0.002)
         os._exit(0)
@@ -350,6 +352,7 @@ for (const [name, setup] of Object.entries(SETUPS)) {
         const kernel = await Kernel.start({ launcher: ending === 'shutdown' ? env.launcher : env.plain, interpreter: env.python ?? python, linkTimeoutMs: LINK_TIMEOUT_MS })
         try {
           const at = await where(kernel)
+          const started = Date.now()
           const r = await kernel.execute(ESCAPERS_PY.replace('MARKER', JSON.stringify(marker)))
           assert.equal(r.status, 'ok', JSON.stringify(r.error))
           // The kernel ends while the spawner is still forking (50 of its 200 children).
@@ -365,6 +368,10 @@ for (const [name, setup] of Object.entries(SETUPS)) {
           // The far side gets the shutdown grace (1 s) and then ends what is left.
           assert.ok(await waitFor(() => launchers.hostPidsOfCommandLine(marker).length === 0, { timeoutMs: 8000 }), `left running on the far side: ${launchers.hostPidsOfCommandLine(marker).join(', ')}`)
           assert.ok(await waitFor(() => farSideGone(at), { timeoutMs: 5000 }), 'the kernel or its supervisor was left on the far side')
+          // A scan of /proc can miss the hopper while it hops (each of its processes lives
+          // 2 ms); once it has stopped hopping, one that escaped sleeps where it is seen.
+          await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + HOPS_FOR_S * 1000 + 500 - Date.now())))
+          assert.deepEqual(launchers.hostPidsOfCommandLine(marker), [], 'left running on the far side once the hopper stopped hopping')
         } finally {
           for (const pid of launchers.hostPidsOfCommandLine(marker)) {
             try {

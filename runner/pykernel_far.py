@@ -153,18 +153,18 @@ def adopt_orphans():
 
 def end_descendants(within=5.0):
     """SIGKILL every process below this one, as Linux's /proc lists them
-    (elsewhere it finds none).
+    (elsewhere it finds none), for at most ``within`` seconds.
 
     Each is stopped before its children are read, so none can fork a child the
-    walk misses, and all of a pass are killed together once stopped; passes
-    repeat until one finds nobody alive (one that ended meanwhile may have left
-    a child to this subreaper after its parent's list was read), for at most
-    ``within`` seconds.  This process reaps nothing meanwhile, so no pid it
-    signals can be reused."""
+    walk misses, and all of a pass are killed together once stopped.  Nothing
+    is reaped during a pass, so no pid it signals can be reused.  Passes repeat
+    until this process has no child left: a child list read from /proc can miss
+    a process that moves while it is read (a subreaper's new orphan), waitpid
+    cannot."""
     import signal
     import time
     deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+    while True:
         found = set()
         parents = [os.getpid()]
         while parents:
@@ -179,13 +179,26 @@ def end_descendants(within=5.0):
                 _wait_stopped(pid, deadline)
             found.update(batch)
             parents.extend(batch)
-        if not found:
-            return
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        if not _reap_ended() or time.monotonic() >= deadline:
+            return
+        if not found:
+            time.sleep(0.001)   # children still dying, or missed: look again
+
+
+def _reap_ended():
+    """Reap every child that has ended; whether any child is left."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
 
 
 def _children(pid):
