@@ -1,9 +1,13 @@
 'use strict'
 // Kernels started through real launchers: ssh to a throwaway sshd on 127.0.0.1, bwrap with a
-// private /tmp, and unshare. Each runs the core subset: start, streaming, display, an
-// interrupt in band, timeout escalation, crash reports, shutdown leaving nothing on either
-// side, and a dropped link. CI installs the tools (.ci/run); without CI a missing tool skips.
+// private /tmp, the README's bwrap recipe, and unshare. Each runs the core subset: start,
+// streaming, display, an interrupt in band, timeout escalation, crash reports, shutdown
+// leaving nothing on either side, and a dropped link. CI installs the tools (.ci/run);
+// without CI a missing tool skips. PYKERNEL_TEST_LAUNCHERS=<name>,... runs only those
+// launchers (the README recipe's test runs this file so as an ordinary user).
 const { test, describe, before, after } = require('node:test')
+const net = require('node:net')
+const { spawn } = require('node:child_process')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
@@ -23,6 +27,104 @@ print(json.dumps({
     "pid": os.getpid(), "ppid": os.getppid(),
     "ns": os.readlink("/proc/self/ns/pid"),
 }))`
+
+/** The attack on the host a kernel's sandbox must hold: every check only opens, never
+ *  writes (a sysctl or /sys file opened O_WRONLY and closed changes nothing), and the host
+ *  name is set to the one it has. PORT is a server on the host's loopback, ROOT_ONLY a file
+ *  only root may read. */
+const ATTACK_PY = `import json, os, socket
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+
+def opens_for_writing(path):
+    try:
+        os.close(os.open(path, os.O_WRONLY))
+        return True
+    except OSError:
+        return False
+
+def reads(path):
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+        return True
+    except OSError:
+        return False
+
+def child_can(action):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            action()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    return os.waitpid(pid, 0)[1] == 0
+
+def connects(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=3).close()
+        return True
+    except OSError:
+        return False
+
+sysctls = [os.path.join(d, f) for d, _, files in os.walk("/proc/sys") for f in files]
+mounts = [line.split() for line in open("/proc/self/mountinfo")]
+print(json.dumps({
+    "caps": {k: int(status[k], 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb")},
+    "setuid": child_can(lambda: os.setuid(4242)),
+    "sethostname": child_can(lambda: socket.sethostname(socket.gethostname())),
+    "sysctls": len(sysctls),
+    "writableSysctls": [p for p in sysctls if opens_for_writing(p)][:20],
+    "procSysReadOnly": bool(os.statvfs("/proc/sys").f_flag & os.ST_RDONLY),
+    "writable": [p for p in ("/proc/sysrq-trigger", "/dev/kmsg", "/sys/kernel/uevent_helper",
+                             "/sys/kernel/mm/transparent_hugepage/enabled", "/sys/fs/cgroup/cgroup.procs")
+                 if opens_for_writing(p)],
+    "writableMounts": [m[4] for m in mounts
+                       if (m[4] == "/sys" or m[4].startswith(("/sys/", "/proc/sys")))
+                       and "ro" not in m[5].split(",")],
+    "readsRootOnly": reads(ROOT_ONLY),
+    "supervisorSession": os.getsid(os.getppid()),
+    "tty": opens_for_writing("/dev/tty"),
+    "hostLoopback": connects(PORT),
+    "interfaces": sorted(name for _, name in socket.if_nameindex()),
+}))`
+
+/** Python: processes that leave the kernel's process group and session, each with MARKER
+ *  in its command line: a `setsid` child, a `start_new_session` one, a daemon (double fork,
+ *  `os.setsid()`, the middle one gone), and two in sessions of their own that a kill walking
+ *  the tree must not let outrun it: one that forks anew as fast as it can and lets its
+ *  parent end 2 ms later (its pid keeps changing, for HOPS_FOR_S seconds, then it sleeps),
+ *  and one that forks a sleeping child every millisecond (200 of them). */
+const HOPS_FOR_S = 1.5
+const ESCAPERS_PY = `import os, subprocess, sys
+marker = MARKER
+sleeper = [sys.executable, "-c", "import time; time.sleep(1000)", marker]
+hopper = [sys.executable, "-c", """import os, time
+end = time.monotonic() + ${HOPS_FOR_S}
+while time.monotonic() < end:
+    if os.fork():
+        time.sleep(0.002)
+        os._exit(0)
+time.sleep(1000)""", marker]
+spawner = [sys.executable, "-c", """import os, time
+for _ in range(200):
+    if os.fork() == 0:
+        time.sleep(1000)
+    time.sleep(0.001)
+time.sleep(1000)""", marker]
+quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+subprocess.Popen(["setsid"] + sleeper, **quiet)
+subprocess.Popen(sleeper, start_new_session=True, **quiet)
+subprocess.Popen(hopper, start_new_session=True, **quiet)
+subprocess.Popen(spawner, start_new_session=True, **quiet)
+middle = os.fork()
+if middle == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, sleeper)
+    os._exit(0)
+os.waitpid(middle, 0)
+print("started")`
 
 async function where(kernel) {
   const r = await kernel.execute(WHERE_PY)
@@ -72,9 +174,24 @@ const SETUPS = {
   },
   bwrap: {
     available: launchers.bwrapAvailable,
+    privateTmp: true,
     async make() {
       const launcher = launchers.bwrapLauncher()
       return { launcher, plain: launcher, stop: async () => {} }
+    },
+  },
+  // As README.md prints it, for a host running as this process does (root or not).
+  'readme-bwrap': {
+    title: "the README's bwrap recipe",
+    available: () => launchers.bwrapAvailable() && launchers.onPath(readmeRecipe()[0]),
+    privateTmp: true,
+    hardened: true,
+    async make() {
+      const launcher = readmeRecipe()
+      // The root recipe runs the kernel as uid 65534, which cannot enter /root (pyenv).
+      const interpreter = launchers.pythonThrough(launcher)
+      assert.ok(interpreter, `no Python 3.8+ runs through ${launcher.join(' ')}`)
+      return { launcher, plain: launcher, python: interpreter, stop: async () => {} }
     },
   },
   unshare: {
@@ -86,8 +203,16 @@ const SETUPS = {
   },
 }
 
+/** The README's bwrap recipe for a host running as this process does. */
+function readmeRecipe() {
+  return launchers.readmeBwrapRecipes()[process.getuid() === 0 ? 'root' : 'user']
+}
+
+const ONLY = process.env.PYKERNEL_TEST_LAUNCHERS ? process.env.PYKERNEL_TEST_LAUNCHERS.split(',') : null
+
 for (const [name, setup] of Object.entries(SETUPS)) {
-  describe(`through ${name}`, () => {
+  if (ONLY && !ONLY.includes(name)) continue
+  describe(`through ${setup.title ?? name}`, () => {
     const usable = setup.available()
     if (!usable && process.env.CI) {
       test(`${name} is usable`, () => assert.fail(`${name} is not usable here, but CI is set (.ci/run installs it)`))
@@ -95,7 +220,7 @@ for (const [name, setup] of Object.entries(SETUPS)) {
     }
     let env = null
     const start = (options = {}) =>
-      Kernel.start({ launcher: env.launcher, interpreter: python, linkTimeoutMs: LINK_TIMEOUT_MS, ...options })
+      Kernel.start({ launcher: env.launcher, interpreter: env.python ?? python, linkTimeoutMs: LINK_TIMEOUT_MS, ...options })
 
     before(async () => {
       if (usable) env = await setup.make()
@@ -117,12 +242,12 @@ for (const [name, setup] of Object.entries(SETUPS)) {
       )
       const [mode, hostDirVisible] = r.stdout.trim().split(' ')
       assert.equal(mode, '0o700')
-      if (name === 'bwrap') assert.equal(hostDirVisible, 'False', 'the host /tmp is invisible in bwrap')
+      if (setup.privateTmp) assert.equal(hostDirVisible, 'False', 'the host /tmp is invisible in bwrap')
       // What the far side's Python says it is, not the name it was started by.
       const exe = (await kernel.execute('import sys; print(sys.executable)')).stdout.trim()
       assert.equal(kernel.interpreter, exe)
       await kernel.shutdown()
-      if (name !== 'bwrap') assert.ok(!fs.existsSync(runnerDir), `${runnerDir} was left behind`)
+      if (!setup.privateTmp) assert.ok(!fs.existsSync(runnerDir), `${runnerDir} was left behind`)
     })
 
     test('streams output in order, shows displays and results, runs bridge calls', { skip: !usable && `${name} unavailable` }, async () => {
@@ -219,8 +344,47 @@ for (const [name, setup] of Object.entries(SETUPS)) {
       assert.ok(await waitFor(() => farSideGone(at, [child]), { timeoutMs: 3000 }), 'something was left on the far side')
     })
 
+    for (const ending of ['shutdown', 'the link drops']) {
+      test(`processes a cell moved to sessions of their own end with the kernel: ${ending}`, { skip: !usable && `${name} unavailable` }, async () => {
+        const marker = `pk-escaper-${process.pid}-${Date.now()}`
+        // A plain launcher for the dropped link: killing an ssh client that a ControlMaster
+        // relays for would leave the master's channel open.
+        const kernel = await Kernel.start({ launcher: ending === 'shutdown' ? env.launcher : env.plain, interpreter: env.python ?? python, linkTimeoutMs: LINK_TIMEOUT_MS })
+        try {
+          const at = await where(kernel)
+          const started = Date.now()
+          const r = await kernel.execute(ESCAPERS_PY.replace('MARKER', JSON.stringify(marker)))
+          assert.equal(r.status, 'ok', JSON.stringify(r.error))
+          // The kernel ends while the spawner is still forking (50 of its 200 children).
+          assert.ok(await waitFor(() => launchers.hostPidsOfCommandLine(marker).length >= 50, { timeoutMs: 10000 }), 'the escapers did not start')
+          if (ending === 'shutdown') {
+            const outcome = await kernel.shutdown()
+            assert.equal(outcome.confirmed, true)
+          } else {
+            // The host's end of the link goes: the launcher is killed (ssh: the client).
+            process.kill(kernel.pid, 'SIGKILL')
+            assert.ok(await waitFor(() => !kernel.alive, { timeoutMs: 5000 }), 'the host still takes the kernel for alive')
+          }
+          // The far side gets the shutdown grace (1 s) and then ends what is left.
+          assert.ok(await waitFor(() => launchers.hostPidsOfCommandLine(marker).length === 0, { timeoutMs: 8000 }), `left running on the far side: ${launchers.hostPidsOfCommandLine(marker).join(', ')}`)
+          assert.ok(await waitFor(() => farSideGone(at), { timeoutMs: 5000 }), 'the kernel or its supervisor was left on the far side')
+          // A scan of /proc can miss the hopper while it hops (each of its processes lives
+          // 2 ms); once it has stopped hopping, one that escaped sleeps where it is seen.
+          await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + HOPS_FOR_S * 1000 + 500 - Date.now())))
+          assert.deepEqual(launchers.hostPidsOfCommandLine(marker), [], 'left running on the far side once the hopper stopped hopping')
+        } finally {
+          for (const pid of launchers.hostPidsOfCommandLine(marker)) {
+            try {
+              process.kill(pid, 'SIGKILL')
+            } catch {}
+          }
+          await kernel.shutdown()
+        }
+      })
+    }
+
     test('a dropped link is detected by the heartbeat and the far side cleans up', { skip: !usable && `${name} unavailable` }, async () => {
-      const kernel = await Kernel.start({ launcher: env.plain, interpreter: python, linkTimeoutMs: LINK_TIMEOUT_MS })
+      const kernel = await Kernel.start({ launcher: env.plain, interpreter: env.python ?? python, linkTimeoutMs: LINK_TIMEOUT_MS })
       const at = await where(kernel)
       const frozen = linkProcess(kernel, at, name)
       assert.ok(frozen, 'found the process that carries the link')
@@ -251,10 +415,134 @@ for (const [name, setup] of Object.entries(SETUPS)) {
       assert.equal(r.result['text/plain'], "'alive'")
       await kernel.shutdown()
     })
+
+    if (setup.hardened) {
+      const host = process.getuid() === 0 ? 'a root host' : 'an ordinary host'
+      test(`${host}'s kernel gets no capability, no writable sysctl, /sys or /dev/kmsg, no root, its own session, namespaces and network`, { skip: !usable && `${name} unavailable` }, async () => {
+        // Something of the host's to reach: a server on its loopback, and a file only root
+        // may read (where the system has one).
+        const server = net.createServer((socket) => socket.destroy())
+        await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+        const rootOnly = ['/etc/shadow', '/etc/gshadow'].find((p) => {
+          try {
+            const st = fs.statSync(p)
+            return st.uid === 0 && (st.mode & 0o004) === 0
+          } catch {
+            return false
+          }
+        })
+        const kernel = await start()
+        try {
+          const at = await where(kernel)
+          const r = await kernel.execute(ATTACK_PY.replace('PORT', server.address().port).replace('ROOT_ONLY', JSON.stringify(rootOnly ?? '/nonexistent')))
+          assert.equal(r.status, 'ok', JSON.stringify(r.error))
+          const seen = JSON.parse(r.stdout)
+          assert.ok(seen.sysctls > 100, `only ${seen.sysctls} sysctls were found to try`)
+          const sharesNet = env.launcher.includes('--share-net')
+          // What the host sees: the kernel's uid, and the namespaces it shares with the host.
+          const pid = hostPid(at.ns, at.pid)
+          assert.ok(pid, 'found the kernel on the host')
+          const uid = Number(/^Uid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1])
+          const shared = ['user', 'mnt', 'pid', 'net', 'ipc', 'uts', 'cgroup'].filter(
+            (ns) => fs.readlinkSync(`/proc/${pid}/ns/${ns}`) === fs.readlinkSync(`/proc/self/ns/${ns}`),
+          )
+          // One comparison, so a failure lists every hole at once.
+          const { sysctls, supervisorSession, ...holes } = seen
+          assert.deepEqual(
+            { ...holes, ownSession: supervisorSession !== 0, rootOnHost: uid === 0, shared, ...(rootOnly ? {} : { readsRootOnly: false }) },
+            {
+              caps: { CapEff: 0, CapPrm: 0, CapBnd: 0, CapInh: 0, CapAmb: 0 },
+              setuid: false,
+              sethostname: false,
+              writableSysctls: [],
+              procSysReadOnly: true,
+              writable: [],
+              writableMounts: [],
+              readsRootOnly: false,
+              // Led inside the sandbox (getsid is 0 when the leader is outside its PID namespace).
+              ownSession: true,
+              tty: false,
+              hostLoopback: sharesNet,
+              interfaces: sharesNet ? seen.interfaces : ['lo'],
+              rootOnHost: false,
+              shared: sharesNet ? ['net'] : [],
+            },
+            `holes in the sandbox (${rootOnly ?? 'no root-only file here'} was the file only root may read)`,
+          )
+        } finally {
+          await kernel.shutdown()
+          server.close()
+        }
+      })
+    }
   })
 }
 
-describe('launcher edge cases (env as the launcher)', () => {
+// The recipe for a host running as an ordinary user, run by one: this file again, limited to
+// the README recipe, as a user made for the test (root only; everyone else is such a user,
+// and the loop above ran it).
+describe("the README's bwrap recipe, its host an ordinary user", { skip: ONLY !== null && 'PYKERNEL_TEST_LAUNCHERS names launchers' }, () => {
+  test('the whole launcher suite and the attack pass through it', async (t) => {
+    if (process.getuid() !== 0) {
+      t.skip(`this host is already an ordinary user (uid ${process.getuid()}): the loop above ran this recipe; the root recipe was NOT tested (it needs root)`)
+      return
+    }
+    if (!launchers.bwrapAvailable()) {
+      if (process.env.CI) assert.fail('bwrap is not usable here, but CI is set (.ci/run installs it)')
+      t.skip('bwrap unavailable')
+      return
+    }
+    const user = launchers.ensureTestUser()
+    if (!user) {
+      if (process.env.CI) assert.fail('useradd is missing, but CI is set: the recipe for an ordinary user must be tested')
+      t.skip('useradd is not installed: the README recipe for a host running as an ordinary user was NOT tested')
+      return
+    }
+    const asUser = launchers.asUser(user)
+    const recipe = launchers.readmeBwrapRecipes().user
+    const interpreter = launchers.pythonThrough([...asUser, ...recipe])
+    assert.ok(interpreter, `no Python 3.8+ runs as ${user.name} through ${recipe.join(' ')}`)
+    // A home and a cwd of the user's own; the addon, this repository and the interpreter
+    // are read where they are (the check above ran the interpreter as the user).
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'pk-user-'))
+    fs.chownSync(home, user.uid, user.gid)
+    try {
+      const child = spawn(asUser[0], [...asUser.slice(1), process.execPath, '--test', '--test-reporter=tap', __filename], {
+        cwd: home,
+        env: {
+          PATH: process.env.PATH,
+          HOME: home,
+          USER: user.name,
+          LOGNAME: user.name,
+          PYKERNEL_TEST_PYTHON: interpreter,
+          PYKERNEL_TEST_LAUNCHERS: 'readme-bwrap',
+          ...(process.env.CI ? { CI: process.env.CI } : {}),
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      let out = ''
+      child.stdout.on('data', (d) => (out += d))
+      child.stderr.on('data', (d) => (out += d))
+      // Bounded: the same tests take ~10 s in this process.
+      const hung = setTimeout(() => child.kill('SIGKILL'), 240_000)
+      const code = await new Promise((resolve) => child.on('close', (c, signal) => resolve(c ?? signal)))
+      clearTimeout(hung)
+      assert.equal(code, 0, `the suite failed as ${user.name}:\n${out}`)
+      const passed = [...out.matchAll(/^\s*ok \d+ - (.*)$/gm)].map((m) => m[1])
+      assert.ok(passed.some((n) => /^an ordinary host's kernel gets no capability/.test(n)), `the attack did not run as ${user.name}:\n${out}`)
+      assert.ok(passed.includes('shutdown leaves no process on either side'), out)
+      const skipped = passed.filter((n) => /# SKIP/.test(n))
+      assert.deepEqual(skipped.map((n) => n.replace(/ # SKIP.*/, '')), ["the README's bwrap recipe, its host an ordinary user", 'launcher edge cases (env as the launcher)'], out)
+      assert.match(out, /^# fail 0$/m)
+      const count = Number((/^# pass (\d+)$/m.exec(out) || [])[1])
+      assert.ok(count >= 10, `${count} tests passed as ${user.name}, the recipe's describe has 10:\n${out}`)
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('launcher edge cases (env as the launcher)', { skip: ONLY !== null && 'PYKERNEL_TEST_LAUNCHERS names launchers' }, () => {
   test('bad launchers and options are refused with codes', async () => {
     await assert.rejects(Kernel.start({ launcher: [] }), { code: 'ERR_INVALID_ARG', message: /launcher/ })
     await assert.rejects(Kernel.start({ launcher: ['no-such-launcher-xyz'] }), { code: 'ERR_LAUNCHER', message: /no-such-launcher-xyz/ })

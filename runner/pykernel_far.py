@@ -19,6 +19,12 @@ Two processes come out of it:
   ends it says how (``kernelExit``), since a launcher's exit status cannot
   tell ``os._exit(137)`` from SIGKILL.
 
+What a cell moves out of the kernel's group (``setsid``, a daemon's double
+fork) ends with the kernel too: on Linux the supervisor is a child subreaper,
+so those processes become its children when their parents end, and once the
+kernel is gone it kills every process below itself.  Where that is missing
+(not Linux) it says so on stderr, and they outlive the kernel.
+
 The supervisor relays bytes, not frames, except that it reads the host's
 lines to find its own (``signal``, ``heartbeat``), and writes its frames to
 the host only between the kernel's lines.  It never blocks on either side:
@@ -40,6 +46,10 @@ def main():
     # A local launcher (bwrap, unshare) passes the host's environment on; the
     # agent's ssh socket was the launcher's to use, never the kernel's.
     os.environ.pop("SSH_AUTH_SOCK", None)
+    if not adopt_orphans():
+        sys.stderr.write("pykernel: this far side cannot adopt the kernel's orphans (no "
+                         "PR_SET_CHILD_SUBREAPER): a process a cell starts in a session "
+                         "of its own (setsid) outlives the kernel\n")
     directory = write_runner(FILES)  # noqa: F821 (given by the bootstrap)
     to_kernel_r, to_kernel_w = os.pipe()
     from_kernel_r, from_kernel_w = os.pipe()
@@ -128,6 +138,122 @@ def die_with(supervisor):
         os._exit(1)
 
 
+def adopt_orphans():
+    """Make this process a child subreaper (Linux 3.4+): a process below it
+    whose parent ends becomes its child, not init's, however far it strays
+    from the kernel's group and session.  Whether it could."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        return ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        return False
+
+
+def end_descendants(within=5.0):
+    """SIGKILL every process below this one, as Linux's /proc lists them
+    (elsewhere it finds none), for at most ``within`` seconds.
+
+    Each is stopped before its children are read, so none can fork a child the
+    walk misses, and all of a pass are killed together once stopped.  Nothing
+    is reaped during a pass, so no pid it signals can be reused.  Passes repeat
+    until this process has no child left: a child list read from /proc can miss
+    a process that moves while it is read (a subreaper's new orphan), waitpid
+    cannot."""
+    import signal
+    import time
+    deadline = time.monotonic() + within
+    while True:
+        found = set()
+        parents = [os.getpid()]
+        while parents:
+            batch = [pid for pid in _children(parents.pop())
+                     if pid not in found and _state(pid) not in (None, "Z", "X")]
+            for pid in batch:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except OSError:
+                    pass
+            for pid in batch:
+                _wait_stopped(pid, deadline)
+            found.update(batch)
+            parents.extend(batch)
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if not _reap_ended() or time.monotonic() >= deadline:
+            return
+        if not found:
+            time.sleep(0.001)   # children still dying, or missed: look again
+
+
+def _reap_ended():
+    """Reap every child that has ended; whether any child is left."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
+def _children(pid):
+    """The children of ``pid``, from each of its threads' ``children`` list,
+    or (a kernel built without them) from every process's parent."""
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return []
+    found = []
+    for task in tasks:
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                found.extend(int(child) for child in f.read().split())
+        except FileNotFoundError:
+            return _children_by_parent(pid)
+        except OSError:
+            pass
+    return found
+
+
+def _children_by_parent(pid):
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            stat = _stat(int(name))
+            if stat is not None and int(stat[1]) == pid:
+                found.append(int(name))
+    return found
+
+
+def _stat(pid):
+    """``state ppid ...`` of /proc/<pid>/stat (after the command's name,
+    which may hold spaces and parentheses), or None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return f.read().rpartition(b")")[2].decode().split()
+    except (OSError, IndexError):
+        return None
+
+
+def _state(pid):
+    stat = _stat(pid)
+    return stat[0] if stat else None
+
+
+def _wait_stopped(pid, deadline):
+    """Until ``pid`` has stopped or ended; a process in uninterruptible sleep
+    stops only when it wakes, so for at most 100 ms."""
+    import time
+    until = min(deadline, time.monotonic() + 0.1)
+    while _state(pid) not in (None, "T", "t", "Z", "X") and time.monotonic() < until:
+        time.sleep(0.0005)
+
+
 def remove_tree(directory):
     for root, dirs, files in os.walk(directory, topdown=False):
         for name in files:
@@ -210,6 +336,8 @@ class Supervisor:
                     self.write_host()
                 elif fd == self.to_kernel:
                     self.write_kernel()
+        # A second sweep, for what the first one ran out of time for.
+        end_descendants()
         return self.report()
 
     def reap(self):
@@ -224,8 +352,10 @@ class Supervisor:
                 return
             if pid == self.kernel:
                 self.status = status
-                # What it started ends with it, as when a local kernel is shut down.
+                # What it started ends with it, as when a local kernel is shut down,
+                # also what left its group (adopted by this subreaper meanwhile).
                 self.signal_kernel(9)
+                end_descendants()
                 import time
                 self.kill_at = time.monotonic() + 2
 

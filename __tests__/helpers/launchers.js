@@ -238,6 +238,82 @@ function bwrapLauncher({ extra = [] } = {}) {
   ]
 }
 
+// ---------------------------------------------------------------- the README's bwrap recipes
+
+/**
+ * The bwrap launchers the README prints under "Recipes", as `{ root, user }`: the recipe
+ * for a host running as root and the one for a host running as an ordinary user, each the
+ * argv of a `{ launcher: [...] }` whose comment says which host it is for ("as root", "an
+ * ordinary user"). Read from README.md itself, so a recipe edited there is the one tested.
+ */
+function readmeBwrapRecipes() {
+  const readme = fs.readFileSync(path.join(__dirname, '..', '..', 'README.md'), 'utf8')
+  const start = readme.indexOf('**Recipes**')
+  if (start < 0) throw new Error('README.md has no **Recipes** paragraph')
+  const block = /```js\n([\s\S]*?)```/.exec(readme.slice(start))
+  if (!block) throw new Error('README.md has no code block under **Recipes**')
+  const recipes = {}
+  // A comment (one or more `//` lines) right above `{ launcher: [...] }`.
+  for (const [, comment, list] of block[1].matchAll(/((?:^\/\/.*\n)+)\{ launcher: (\[[^\]]*\]) \}/gm)) {
+    // The words are plain single-quoted strings: as JSON once the quotes are swapped.
+    const argv = JSON.parse(list.replace(/'/g, '"'))
+    if (!argv.includes('bwrap')) continue
+    const host = /\bas root\b/.test(comment) ? 'root' : /\ban ordinary user\b/.test(comment) ? 'user' : null
+    if (!host) throw new Error(`a bwrap recipe in README.md does not say which host it is for:\n${comment}`)
+    if (recipes[host]) throw new Error(`README.md has two bwrap recipes for a host running as ${host}`)
+    recipes[host] = argv
+  }
+  for (const host of ['root', 'user']) {
+    if (!recipes[host]) throw new Error(`README.md's Recipes have no bwrap recipe for a host running as ${host === 'root' ? 'root' : 'an ordinary user'}`)
+  }
+  return recipes
+}
+
+/**
+ * The first of `candidates` (default: the test interpreter, then /usr/bin/python3, then
+ * `python3`) that runs as a Python 3.8+ through the argv prefix `prefix`, or null. A
+ * launcher that changes the user (the root recipe runs the kernel as uid 65534) cannot run
+ * an interpreter under a directory only root may enter, as pyenv's under /root.
+ */
+function pythonThrough(prefix, candidates = [process.env.PYKERNEL_TEST_PYTHON, '/usr/bin/python3', 'python3']) {
+  for (const python of new Set(candidates.filter(Boolean))) {
+    const r = spawnSync(prefix[0], [...prefix.slice(1), python, '-c', 'import sys; sys.exit(sys.version_info < (3, 8))'], {
+      stdio: 'ignore',
+      timeout: 10_000,
+    })
+    if (r.status === 0) return python
+  }
+  return null
+}
+
+// ---------------------------------------------------------------- an ordinary user
+
+const TEST_USER = 'pykernel-test-user'
+
+/**
+ * `{ name, uid, gid }` of the ordinary user the tests run a host as, made with `useradd`
+ * when missing (root only). Null when this process is not root or `useradd` is missing.
+ */
+function ensureTestUser() {
+  if (process.getuid() !== 0 || !onPath('useradd')) return null
+  const lookup = () => spawnSync('id', ['-u', TEST_USER], { encoding: 'utf8' })
+  if (lookup().status !== 0) {
+    const made = spawnSync('useradd', ['--system', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', TEST_USER], {
+      encoding: 'utf8',
+    })
+    // Another test process may have made it meanwhile (exit 9: the name is taken).
+    if (made.status !== 0 && lookup().status !== 0) throw new Error(`useradd ${TEST_USER} failed: ${made.stderr}`)
+  }
+  const uid = Number(lookup().stdout.trim())
+  const gid = Number(spawnSync('id', ['-g', TEST_USER], { encoding: 'utf8' }).stdout.trim())
+  return { name: TEST_USER, uid, gid }
+}
+
+/** The argv prefix that runs a command as `user` (no PAM, no login shell, its groups). */
+function asUser(user) {
+  return ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--init-groups', '--']
+}
+
 // ---------------------------------------------------------------- unshare
 
 /**
@@ -306,6 +382,11 @@ module.exports = {
   bwrapAvailable,
   unshareLauncher,
   unshareAvailable,
+  readmeBwrapRecipes,
+  pythonThrough,
+  ensureTestUser,
+  asUser,
+  onPath,
   farProcessAlive,
   hostPidsOfCommandLine,
   shellQuote,
