@@ -6,34 +6,17 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { execFileSync, spawn } = require('node:child_process')
+const { spawn } = require('node:child_process')
 
 const ROOT = path.resolve(__dirname, '..', '..')
 const LAUNCHER = path.join(__dirname, 'host-launcher.py')
 const FIXTURE = path.join(ROOT, '__tests__', 'hostile', 'fixtures', 'edge-host.js')
-/** The ordinary user the suites run hosts as (made with `useradd` when missing). */
-const TEST_USER = 'pykernel-test'
 
 const isRoot = process.getuid() === 0
 
-/** The test user's ids and home, made first if it does not exist (root only). */
-function testUser() {
-  const lookup = () => {
-    try {
-      const uid = Number(execFileSync('id', ['-u', TEST_USER], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }))
-      const gid = Number(execFileSync('id', ['-g', TEST_USER], { encoding: 'utf8' }))
-      return { name: TEST_USER, uid, gid }
-    } catch {
-      return null
-    }
-  }
-  let user = lookup()
-  if (!user) {
-    execFileSync('useradd', ['--create-home', '--shell', '/bin/sh', TEST_USER], { stdio: 'inherit' })
-    user = lookup()
-  }
-  return user
-}
+/** The ordinary user the suites run hosts as: `{name, uid, gid}`, made with `useradd`
+ *  when missing (root only); null otherwise. */
+const testUser = () => require('./launchers').ensureTestUser()
 
 /** A Python every user can run: the system's (the test venv may sit in root's home). */
 function systemPython() {
@@ -62,7 +45,7 @@ function sharedAddon() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-addon-'))
   fs.chmodSync(dir, 0o755)
   for (const name of fs.readdirSync(ROOT)) {
-    if (name === 'main.js' || name === 'index.js' || name.endsWith('.node')) {
+    if (['main.js', 'index.js', 'check-options.js', 'option-keys.js'].includes(name) || name.endsWith('.node')) {
       fs.copyFileSync(path.join(ROOT, name), path.join(dir, name))
       fs.chmodSync(path.join(dir, name), 0o644)
     }
@@ -116,4 +99,4 @@ function runEdgeHost(host, runs, { timeoutMs = 120_000, env = {} } = {}) {
   })
 }
 
-module.exports = { TEST_USER, isRoot, testUser, systemPython, sharedDir, sharedAddon, runEdgeHost }
+module.exports = { isRoot, testUser, systemPython, sharedDir, sharedAddon, runEdgeHost }
