@@ -143,27 +143,39 @@ test.describe('pids cgroup removal', { skip: pidsCgroupBase() ? false : 'no writ
 
   test('a host killed with SIGKILL leaves its cgroup; the next host to start a limited kernel removes it', { timeout: 30_000 }, async (t) => {
     const env = { ...process.env, ...(python ? { PYKERNEL_TEST_PYTHON: python } : {}) }
-    const host = spawn(process.execPath, [FIXTURE, 'wait'], { stdio: ['ignore', 'pipe', 'pipe'], env })
+    // The hosts run in a cgroup of the test's own: another test file's host, starting a
+    // limited kernel of its own, would sweep what the dead host left before the test looks.
+    const arena = path.join(pidsCgroupBase(), `pykernel-test-arena-${process.pid}`)
+    fs.mkdirSync(arena)
+    t.after(() => fs.rmdirSync(arena))
+    const hostIn = (how) =>
+      spawn('sh', ['-c', `echo $$ > "${arena}/cgroup.procs" && exec "$@"`, 'sh', process.execPath, FIXTURE, how], { stdio: ['ignore', 'pipe', 'pipe'], env })
+    const report = (child) =>
+      new Promise((resolve, reject) => {
+        let out = ''
+        child.stdout.on('data', (d) => {
+          out += d
+          const m = out.match(/^(\d+) (\S+)\n/)
+          if (m) resolve({ kernel: Number(m[1]), cgroup: m[2] })
+        })
+        child.on('exit', () => reject(new Error(`the host ended before reporting its kernel: ${out}`)))
+      })
+    const host = hostIn('wait')
     t.after(() => host.exitCode === null && host.signalCode === null && host.kill('SIGKILL'))
     const exited = new Promise((resolve) => host.on('exit', resolve))
-    const reported = await new Promise((resolve, reject) => {
-      let out = ''
-      host.stdout.on('data', (d) => {
-        out += d
-        const m = out.match(/^(\d+) (\S+)\n/)
-        if (m) resolve({ kernel: Number(m[1]), cgroup: m[2] })
-      })
-      exited.then(() => reject(new Error('the host ended before reporting its kernel')))
-    })
+    const reported = await report(host)
     assert.match(reported.cgroup, new RegExp(`^pykernel-${host.pid}-0$`))
-    const dir = path.join(pidsCgroupBase(), reported.cgroup)
+    const dir = path.join(arena, reported.cgroup)
+    assert.ok(fs.existsSync(dir), dir)
     host.kill('SIGKILL')
     // Reaped by Node on 'exit': until then /proc still shows the host.
     await exited
     assert.ok(await waitFor(() => !isAlive(reported.kernel), { timeoutMs: 12_000 }), 'the kernel ends with its host')
     assert.ok(fs.existsSync(dir), 'nobody was left to remove the dead host\'s cgroup')
-    const kernel = await limitedKernel()
-    t.after(() => kernel.shutdown())
+    const next = hostIn('once')
+    const ended = new Promise((resolve) => next.on('exit', resolve))
+    await report(next)
+    assert.equal(await ended, 0)
     assert.equal(fs.existsSync(dir), false, 'the new host swept the dead host\'s cgroup')
   })
 })
