@@ -5,10 +5,10 @@
 //! (`pykernel-tmp-<host pid>-<random>`), so no other user reads it and a later host can
 //! tell whose it is. Removed once the kernel is reaped (the kernel's owner spawns
 //! [`PrivateTmp::remove_when_reaped`]), whatever ended it: shutdown, a crash, a kill. A
-//! host that exits with kernels alive removes theirs from an `atexit` handler (Node's and
-//! Bun's `process.exit()` run them; napi's cleanup hooks do not). A host killed with
-//! SIGKILL cannot: the next host to make one removes the directories of hosts that no
-//! longer run, as it does their cgroups.
+//! host that exits with kernels alive removes theirs from an `atexit` handler (Node) and
+//! from `process`'s `exit` event (Bun runs no `atexit` handler; napi's cleanup hooks run
+//! in neither). A host killed with SIGKILL cannot: the next host to make one removes the
+//! directories of hosts that no longer run, as it does their cgroups.
 
 use std::collections::HashMap;
 use std::io;
@@ -111,7 +111,13 @@ fn remove(dir: &Path, patience: Duration) {
 }
 
 extern "C" fn remove_all_at_exit() {
-    // Never block the exit on a lock another thread holds.
+    remove_all();
+}
+
+/// Removes the directories of every kernel still alive: the host is exiting (its
+/// kernels end on their own once their pipes close). Never blocks on a lock another
+/// thread holds.
+pub fn remove_all() {
     let Ok(mut live) = LIVE.try_lock() else {
         return;
     };

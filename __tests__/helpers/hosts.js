@@ -51,6 +51,7 @@ function sharedAddon() {
     }
   }
   addonCopy = path.join(dir, 'main.js')
+  process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }))
   return addonCopy
 }
 
@@ -59,9 +60,10 @@ function sharedAddon() {
  * `{ report, launcher, code, signal, stderr }`: the host's JSON report, and what the
  * launcher saw of the terminal and the keyring (`{pty, keys}`).
  *
- * host: { user?: {name,uid,gid}, noUserns?: boolean, key?: 'NAME=VALUE', pty?: boolean }
+ * host: { user?: {name,uid,gid}, noUserns?: boolean, key?: 'NAME=VALUE', pty?: boolean };
+ * `runtime`: the JavaScript runtime that runs the fixture (Node's, or Bun's).
  */
-function runEdgeHost(host, runs, { timeoutMs = 120_000, env = {} } = {}) {
+function runEdgeHost(host, runs, { timeoutMs = 120_000, env = {}, runtime = process.execPath } = {}) {
   const dir = sharedDir(host.user, 'pykernel-edge-')
   const planFile = path.join(dir, 'plan.json')
   fs.writeFileSync(planFile, JSON.stringify({ addon: sharedAddon(), runs }))
@@ -72,7 +74,7 @@ function runEdgeHost(host, runs, { timeoutMs = 120_000, env = {} } = {}) {
   if (host.noUserns) args.push('--no-userns')
   if (host.key) args.push('--key', host.key)
   if (host.pty) args.push('--pty')
-  args.push('--report', reportFile, '--', process.execPath, FIXTURE, planFile)
+  args.push('--report', reportFile, '--', runtime, FIXTURE, planFile)
   const childEnv = { ...process.env, ...env }
   for (const key of Object.keys(childEnv)) if (key.startsWith('PYKERNEL_TEST_')) delete childEnv[key]
   // The user's own runner directory and temporary files, as its own host would have.

@@ -338,6 +338,7 @@ for (const mode of MODES) {
       for (const file of socketFiles) fs.rmSync(path.dirname(file).includes(MARK) ? path.dirname(file) : file, { recursive: true, force: true })
       for (const name of fs.readdirSync('/dev/shm')) if (name.includes(MARK)) fs.rmSync(path.join('/dev/shm', name), { force: true })
       fs.rmSync(hostTmpFile, { force: true })
+      for (const dir of [outside, artifacts, result?.dir]) if (dir) fs.rmSync(dir, { recursive: true, force: true })
     })
 
     const run = (name) => {
@@ -483,3 +484,16 @@ for (const mode of MODES) {
     })
   })
 }
+
+test('a Bun host that exits with a kernel running leaves no private TMPDIR behind either', async () => {
+  const bun = path.resolve(__dirname, '..', '..', 'node_modules', '.bin', 'bun')
+  const base = { interpreter: systemPython(), ...(zygote ? { preload: ['json'] } : {}) }
+  const runs = [{ name: 'exit', options: base, code: 'import os; open(os.path.join(os.environ["TMPDIR"], "left"), "w").write("x")', exit: true }]
+  const result = await runEdgeHost({}, runs, { runtime: bun })
+  fs.rmSync(result.dir, { recursive: true, force: true })
+  assert.ok(result.report && !result.report.fatal, `the Bun host reported (exit ${result.code ?? result.signal}): ${result.stderr.slice(-1500)}`)
+  const entry = result.report.runs.exit
+  assert.equal(entry.status, 'ok', JSON.stringify(entry))
+  assert.equal(entry.privateTmp.length, 1, 'the kernel had its directory while it ran')
+  assert.deepEqual(fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith(`pykernel-tmp-${result.report.pid}-`)), [])
+})

@@ -276,6 +276,7 @@ impl JsKernel {
         options: Option<Object<'env>>,
     ) -> Result<PromiseRaw<'env, JsKernel>> {
         super::init_tracing();
+        super::remove_private_tmps_on_exit(env);
         // Converted as the typed argument was, so a field of the wrong type is napi's own
         // error naming it, thrown here (main.js codes it).
         let kernel_options = match &options {

@@ -54,6 +54,77 @@ pub(crate) fn init_tracing() {
     });
 }
 
+/// Once per process, on the first start: the kernels' private temporary directories are
+/// removed when the host exits. Node runs C `atexit` handlers on `process.exit()`, Bun
+/// does not; both emit `process`'s `exit` event, where napi's cleanup hooks do not run.
+pub(crate) fn remove_private_tmps_on_exit(env: &Env) {
+    static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if INSTALLED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    // Plain napi calls: `process.on('exit', hook)`, and a failure's exception cleared, so
+    // a start never throws for it.
+    let install = || -> Result<()> {
+        use napi::sys;
+        let raw = env.raw();
+        let hook = env.create_function_from_closure::<(), (), _>("pykernelRemoveTmps", |_| {
+            crate::private_tmp::remove_all();
+            Ok(())
+        })?;
+        // SAFETY: napi calls on this call's env, with values made in it just now.
+        unsafe {
+            let mut global = std::ptr::null_mut();
+            let mut process = std::ptr::null_mut();
+            let mut on = std::ptr::null_mut();
+            let mut event = std::ptr::null_mut();
+            let mut result = std::ptr::null_mut();
+            let ok = |status: sys::napi_status| {
+                if status == sys::Status::napi_ok {
+                    Ok(())
+                } else {
+                    Err(Error::from_reason(format!("napi status {status}")))
+                }
+            };
+            ok(sys::napi_get_global(raw, &mut global))?;
+            ok(sys::napi_get_named_property(
+                raw,
+                global,
+                c"process".as_ptr(),
+                &mut process,
+            ))?;
+            ok(sys::napi_get_named_property(
+                raw,
+                process,
+                c"on".as_ptr(),
+                &mut on,
+            ))?;
+            ok(sys::napi_create_string_utf8(
+                raw,
+                c"exit".as_ptr(),
+                4,
+                &mut event,
+            ))?;
+            let argv = [event, hook.raw()];
+            let called = ok(sys::napi_call_function(
+                raw,
+                process,
+                on,
+                2,
+                argv.as_ptr(),
+                &mut result,
+            ));
+            if called.is_err() {
+                let mut thrown = std::ptr::null_mut();
+                sys::napi_get_and_clear_last_exception(raw, &mut thrown);
+            }
+            called
+        }
+    };
+    if let Err(e) = install() {
+        tracing::debug!("no exit hook for the kernels' private tmp directories: {e}");
+    }
+}
+
 /// A JavaScript `Error` whose `code` is the stable code of `err`.
 pub(crate) fn js_error(env: &Env, err: &KernelError) -> Error {
     coded_error(env, err.code(), &err.to_string())

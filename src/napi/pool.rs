@@ -164,6 +164,7 @@ impl JsKernelPool {
     #[napi(constructor)]
     pub fn new(env: Env, options: Option<PoolOptions>) -> Result<Self> {
         super::init_tracing();
+        super::remove_private_tmps_on_exit(&env);
         let options = options.unwrap_or_default();
         let build = || -> std::result::Result<PoolConfig, KernelError> {
             let kernel_options = options.kernel.unwrap_or_default();
