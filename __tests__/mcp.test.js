@@ -82,6 +82,15 @@ test('two sessions are isolated; reset_session ends one; list_sessions shows the
   assert.deepEqual(listed.structuredContent.sessions.map((s) => s.session).sort(), ['one', 'two'])
   assert.match(textOf(listed), /^one: idle \d+s, 2 cells run, pid \d+$/m)
 
+  // A misspelt argument is refused, and resets nothing (it would have ended the default
+  // session).
+  const typo = await client.callTool({ name: 'reset_session', arguments: { sesion: 'one' } })
+  assert.equal(typo.isError, true)
+  assert.equal(textOf(typo), 'Invalid reset_session input: unknown argument "sesion"; its arguments are "session".')
+  const listTypo = await client.callTool({ name: 'list_sessions', arguments: { all: true } })
+  assert.equal(listTypo.isError, true)
+  assert.match(textOf(listTypo), /unknown argument "all"; it takes no arguments/)
+  assert.equal(textOf(await run(client, { cells: [{ code: 'secret' }], session: 'one' })), '1\n', 'nothing was reset')
   const reset = await client.callTool({ name: 'reset_session', arguments: { session: 'one' } })
   assert.match(textOf(reset), /Session "one" was ended/)
   const afterReset = await run(client, { cells: [{ code: "'secret' in globals()" }], session: 'one' })

@@ -99,7 +99,19 @@ function listSessions(pool) {
   return textResult(lines.length ? lines.join('\n') : 'No live sessions.', false, { sessions })
 }
 
+/** The tool-error result for an argument `schema` (an input schema of this server's) does
+ *  not have, or undefined: a misspelt `session` must not reset the default session. */
+function unknownArgument(toolName, schema, args) {
+  const known = Object.keys(schema.properties)
+  const extra = Object.keys(args).find((key) => !known.includes(key))
+  if (extra === undefined) return undefined
+  const keys = known.length ? `its arguments are ${known.map((k) => `"${k}"`).join(', ')}` : 'it takes no arguments'
+  return textResult(`Invalid ${toolName} input: unknown argument "${extra}"; ${keys}.`, true)
+}
+
 async function resetSession(pool, args) {
+  const refused = unknownArgument(RESET_TOOL.name, RESET_TOOL.inputSchema, args)
+  if (refused) return refused
   const session = args.session ?? tool.DEFAULT_SESSION
   if (typeof session !== 'string' || session === '') return textResult('Invalid reset_session input: "session" must be a non-empty string.', true)
   const live = pool.sessions.some((s) => s.owners.includes(session))
@@ -133,7 +145,7 @@ function createServer(pool, defaults = {}) {
       case RESET_TOOL.name:
         return resetSession(pool, args)
       case LIST_TOOL.name:
-        return listSessions(pool)
+        return unknownArgument(LIST_TOOL.name, LIST_TOOL.inputSchema, args) ?? listSessions(pool)
       default:
         // A call to a tool that was never listed is a protocol error, not a tool failure.
         throw new McpError(ErrorCode.InvalidParams, `Unknown tool "${request.params.name}": this server has ${tool.name}, ${RESET_TOOL.name} and ${LIST_TOOL.name}.`)

@@ -802,6 +802,55 @@ mod tests {
     }
 
     #[test]
+    fn each_missing_mechanism_says_what_it_costs() {
+        let support = |namespaces: bool, view: bool, landlock_abi: i32, seccomp: bool| Support {
+            namespaces: if namespaces {
+                Ok(())
+            } else {
+                Err("refused".into())
+            },
+            view,
+            landlock_abi,
+            seccomp: if seccomp {
+                Ok(())
+            } else {
+                Err("no filter".into())
+            },
+        };
+        assert_eq!(
+            missing(&support(true, true, 7, true), true, false),
+            Vec::<String>::new()
+        );
+        let no_userns = missing(&support(false, false, 7, true), true, false).join("\n");
+        for lost in [
+            "no PID namespace",
+            "metadata outside the writable directories",
+            "/tmp and /dev/shm are shared",
+            "socket files",
+            "readable and writable by the kernel",
+            "/proc/keys",
+            "no pseudo-terminals",
+        ] {
+            assert!(no_userns.contains(lost), "{lost} not in:\n{no_userns}");
+        }
+        let offline = missing(&support(false, false, 7, true), false, true).join("\n");
+        assert!(
+            offline.contains("every socket but socketpair is refused"),
+            "{offline}"
+        );
+        assert!(
+            offline.contains("is readable by the kernel (kv itself"),
+            "{offline}"
+        );
+        let old_linux = missing(&support(true, false, 7, true), true, false).join("\n");
+        assert!(old_linux.contains("mount_setattr"), "{old_linux}");
+        assert!(!old_linux.contains("no PID namespace"), "{old_linux}");
+        let bare = missing(&support(false, false, 0, false), true, false).join("\n");
+        assert!(bare.contains("no Landlock either"), "{bare}");
+        assert!(bare.contains("no seccomp filter (no filter)"), "{bare}");
+    }
+
+    #[test]
     fn a_missing_writable_path_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let target = target_in(dir.path());
