@@ -147,6 +147,37 @@ except OSError as e:
 print(json.dumps(out))
 `
 
+/** What seccomp refuses: a user namespace of its own (every capability over what it would
+ *  make), ptrace, io_uring, bpf, perf events, userfaultfd, a mount; and what it keeps. */
+const SYSCALL_ATTACK = `
+import ctypes, errno, json, os, platform, socket
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {'x86_64': {'bpf': 321, 'perf_event_open': 298, 'userfaultfd': 323, 'io_uring_setup': 425, 'clone3': 435},
+      'aarch64': {'bpf': 280, 'perf_event_open': 241, 'userfaultfd': 282, 'io_uring_setup': 425, 'clone3': 435}}[platform.machine()]
+def outcome(r):
+    return 'done' if r >= 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+out = {}
+out['unshare(user)'] = outcome(libc.unshare(0x10000000))
+out['ptrace(traceme)'] = outcome(libc.ptrace(0, 0, None, None))
+params = ctypes.create_string_buffer(120)
+out['io_uring_setup'] = outcome(libc.syscall(nr['io_uring_setup'], 8, params))
+out['bpf'] = outcome(libc.syscall(nr['bpf'], 0, None, 0))
+out['perf_event_open'] = outcome(libc.syscall(nr['perf_event_open'], None, 0, -1, -1, 0))
+out['userfaultfd'] = outcome(libc.syscall(nr['userfaultfd'], 0))
+out['clone3'] = outcome(libc.syscall(nr['clone3'], None, 0))
+out['mount'] = outcome(libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 0, None))
+# Kept: a child process, a thread's unshare of its file table, a socketpair.
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+out['fork'] = 'done'
+out['unshare(files)'] = outcome(libc.unshare(0x400))
+socket.socketpair()
+out['socketpair'] = 'done'
+print(json.dumps({'calls': out}))
+`
+
 /** Fills /dev/shm past the kernel's memory limit and leaves a FIFO there. */
 const SHM_ATTACK = `
 import errno, json, os
@@ -318,6 +349,7 @@ for (const mode of MODES) {
         { name: 'sockets-offline', options: { ...base, sandbox: { network: false } }, code: socketAttack(socketFiles, 'offline') },
         { name: 'metadata', options: { ...base, sandbox: { writable: [] } }, code: metadataAttack(target) },
         { name: 'keyring', options: base, code: KEYRING_ATTACK },
+        { name: 'syscalls', options: base, code: SYSCALL_ATTACK },
         { name: 'shm', options: { ...base, memoryLimitBytes: 256 * 1024 * 1024 }, code: SHM_ATTACK },
         { name: 'tmp', options: base, code: tmpAttack(hostTmpFile) },
         { name: 'kv-victim', options: { ...base, artifactsDir: artifacts, sessionId: 'victim' }, code: 'kv.set("secret", "victim-value")' },
@@ -413,6 +445,16 @@ for (const mode of MODES) {
       const st = fs.statSync(target)
       assert.equal(st.mode & 0o7777, 0o755, 'the mode is unchanged')
       assert.ok(st.mtimeMs > 0, 'the mtime is unchanged')
+    })
+
+    test('seccomp refuses a user namespace of its own, ptrace, io_uring, bpf, perf events, userfaultfd and mounts, and keeps fork and socketpair', () => {
+      const { calls } = run('syscalls').verdict
+      assert.ok(calls, JSON.stringify(run('syscalls')))
+      for (const call of ['unshare(user)', 'ptrace(traceme)', 'bpf', 'perf_event_open', 'userfaultfd', 'mount']) assert.equal(calls[call], 'EPERM', `${call}: ${JSON.stringify(calls)}`)
+      for (const call of ['io_uring_setup', 'clone3']) assert.equal(calls[call], 'ENOSYS', `${call}: ${JSON.stringify(calls)}`)
+      assert.equal(calls.fork, 'done')
+      assert.equal(calls['unshare(files)'], 'done')
+      assert.equal(calls.socketpair, 'done')
     })
 
     test('the host\'s keyring is out of reach: its token unread, nothing planted, /proc/keys empty', () => {

@@ -332,6 +332,21 @@ print(results)
   await assert.rejects(startKernel({ sandbox: { writable: [path.join(outside, 'absent')] } }), { code: 'ERR_SANDBOX', message: /absent/ })
 })
 
+test('a request\'s cwd outside the kernel\'s view is refused, saying why; one inside it works', async (t) => {
+  const cwd = tempDir()
+  const elsewhere = tempDir()
+  const kernel = await startKernel({ cwd })
+  t.after(() => kernel.shutdown())
+  await assert.rejects(kernel.execute('1', { cwd: elsewhere }), (err) => {
+    assert.equal(err.code, 'ERR_INVALID_ARG')
+    assert.match(err.message, new RegExp(`${elsewhere} is outside this kernel's filesystem view .*Start a kernel with that cwd`))
+    return true
+  })
+  fs.mkdirSync(path.join(cwd, 'inner'))
+  const inner = await kernel.execute('import os; os.getcwd()', { cwd: path.join(cwd, 'inner') })
+  assert.equal(inner.result['text/plain'], `'${fs.realpathSync(path.join(cwd, 'inner'))}'`)
+})
+
 test('without user namespaces (Landlock only) a kernel says once what it lacks, and Landlock still stops signals and the host socket', { timeout: 40_000 }, async () => {
   const attack = SIGNAL_ATTACK + SOCKET_ATTACK.replace('import socket', 'import socket as socket')
   const { code, signal, report, stderr } = await attackHost(process.execPath, attack, { PYKERNEL_SANDBOX_NAMESPACES: '0' })
