@@ -116,9 +116,16 @@ pub struct Extra {
     pub sockets: bool,
 }
 
-/// The filters for a kernel; an error names what could not be built (an architecture
-/// seccompiler does not know).
+/// The filters for a kernel, built once per process for each `extra`; an error names
+/// what could not be built (an architecture seccompiler does not know).
 pub fn filters(extra: Extra) -> Result<Filters, String> {
+    static PLAIN: std::sync::OnceLock<Result<Filters, String>> = std::sync::OnceLock::new();
+    static NO_SOCKETS: std::sync::OnceLock<Result<Filters, String>> = std::sync::OnceLock::new();
+    let cell = if extra.sockets { &NO_SOCKETS } else { &PLAIN };
+    cell.get_or_init(|| build(extra)).clone()
+}
+
+fn build(extra: Extra) -> Result<Filters, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
     let mut refused: BTreeMap<i64, Vec<SeccompRule>> =
         REFUSED.iter().map(|nr| (*nr, Vec::new())).collect();
