@@ -29,9 +29,10 @@ function systemPython() {
   return process.env.PYKERNEL_TEST_PYTHON || 'python3'
 }
 
-/** A directory every user can enter, made for one test, owned by `user` (or us). */
-function sharedDir(user, prefix = 'pykernel-host-') {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+/** A directory every user can enter, made for one test, owned by `user` (or us), in
+ *  `base` (the host's temporary directory by default). */
+function sharedDir(user, prefix = 'pykernel-host-', base = os.tmpdir()) {
+  const dir = fs.mkdtempSync(path.join(base, prefix))
   fs.chmodSync(dir, 0o755)
   if (user) fs.chownSync(dir, user.uid, user.gid)
   return dir

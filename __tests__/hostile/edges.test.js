@@ -331,14 +331,17 @@ for (const mode of MODES) {
       udp = dgram.createSocket('udp4')
       udp.on('message', (m) => udpReceived.push(String(m)))
       await new Promise((resolve) => udp.bind(0, '127.0.0.1', resolve))
-      outside = sharedDir(owner, 'pykernel-edge-outside-')
+      // Outside /tmp, as a program or a store in a home or a project would be: the
+      // kernel's view shows it where it is (of the host's /tmp it sees only its own part),
+      // so what keeps the attacks out is the protection under test, not the private /tmp.
+      outside = sharedDir(owner, 'pykernel-edge-outside-', '/var/tmp')
       const target = path.join(outside, 'program')
       fs.writeFileSync(target, '#!/bin/sh\n')
       fs.chmodSync(target, 0o755)
       if (owner) fs.chownSync(target, owner.uid, owner.gid)
       hostTmpFile = path.join(os.tmpdir(), `pykernel-edge-host-file-${MARK}`)
       fs.writeFileSync(hostTmpFile, 'the host\'s')
-      artifacts = sharedDir(owner, 'pykernel-edge-artifacts-')
+      artifacts = sharedDir(owner, 'pykernel-edge-artifacts-', '/var/tmp')
       fs.chmodSync(artifacts, 0o700)
       const base = { interpreter: systemPython(), ...(zygote ? { preload: ['json'] } : {}) }
       const runs = [
