@@ -319,6 +319,16 @@ for name, path in (('cwd', 'in-cwd.txt'), ('extra', ${JSON.stringify(path.join(e
         results[name] = e.strerror
 with tempfile.NamedTemporaryFile(dir=None) as f:
     results['tmp'] = 'written ' + str(f.name.startswith(os.environ['TMPDIR']))
+# The kernel's own /dev/shm and ptys stay usable (POSIX semaphores, pexpect).
+try:
+    open('/dev/shm/pykernel-writable-test', 'w').write('x'); os.unlink('/dev/shm/pykernel-writable-test'); results['shm'] = 'written'
+except OSError as e:
+    results['shm'] = e.strerror
+try:
+    import pty
+    master, slave = pty.openpty(); os.write(slave, b'ping'); results['pty'] = os.read(master, 4).decode()
+except OSError as e:
+    results['pty'] = e.strerror
 print(results)
 `)
   assert.equal(r.status, 'ok', JSON.stringify(r.error))
@@ -328,6 +338,8 @@ print(results)
   assert.match(r.stdout, /'outside': 'Read-only file system'/, r.stdout)
   assert.match(r.stdout, /'home': 'Read-only file system'/, r.stdout)
   assert.match(r.stdout, /'tmp': 'written True'/, r.stdout)
+  assert.match(r.stdout, /'shm': 'written'/, r.stdout)
+  assert.match(r.stdout, /'pty': 'ping'/, r.stdout)
   assert.equal(fs.existsSync(path.join(outside, 'x.txt')), false)
   await assert.rejects(startKernel({ sandbox: { writable: [path.join(outside, 'absent')] } }), { code: 'ERR_SANDBOX', message: /absent/ })
 })
