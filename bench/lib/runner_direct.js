@@ -6,7 +6,8 @@
 const path = require('node:path')
 const { spawnTracked, LineReader, withTimeout } = require('./proc')
 
-/** Where the addon's kernels load the runner's bytecode from; set by pykernel.js. */
+/** What the addon gives its kernels for the runner's bytecode (`fd:<n>`, a descriptor of
+ *  this very process: the bench is the addon's host); set by pykernel.js. */
 const runnerBytecode = { dir: null }
 const { msSince, now } = require('./stats')
 
@@ -14,10 +15,16 @@ class Runner {
   constructor(python, runnerPath) {
     const env = {}
     for (const k of ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TMPDIR']) if (process.env[k]) env[k] = process.env[k]
-    // The runner's bytecode cache the addon built (as the addon passes it to its kernels).
-    if (runnerBytecode.dir) env.PYKERNEL_BYTECODE = runnerBytecode.dir
+    // The runner's bytecode the addon holds, handed over as the addon hands it to its
+    // kernels: its descriptor, as the child's fd 3.
+    const stdio = ['pipe', 'pipe', 'pipe']
+    const held = /^fd:(\d+)$/.exec(runnerBytecode.dir || '')
+    if (held) {
+      stdio.push(Number(held[1]))
+      env.PYKERNEL_BYTECODE = 'fd:3'
+    }
     this.dir = path.dirname(runnerPath)
-    this.child = spawnTracked(python, ['-u', runnerPath], { cwd: path.resolve(__dirname, '..', '..'), env })
+    this.child = spawnTracked(python, ['-u', runnerPath], { cwd: path.resolve(__dirname, '..', '..'), env, stdio })
     this.child.stderr.resume()
     this.reader = new LineReader(this.child.stdout)
     this.seq = 0
