@@ -7,18 +7,26 @@
 //!   init of a process tree of its own, with a `/proc` that shows only that tree. The
 //!   host and other kernels have no pid there: nothing to signal, ptrace, or read under
 //!   `/proc/<pid>` (`environ`, `fd/*`), even as root. When the kernel ends, Linux kills
-//!   every process in the namespace, whatever it did to its session or group. The
-//!   runner files are mounted read-only inside, so nothing a cell writes is ever run by
-//!   a later kernel. Capabilities are dropped, so a cell cannot undo any of it.
+//!   every process in the namespace, whatever it did to its session or group.
+//! - **A filesystem view of its own** (`view.rs`): the runner files, `/sys` and the
+//!   machine's `/proc` knobs read-only, a `/dev`, `/dev/shm` and `/tmp` of its own, the
+//!   host's socket files and the artifacts directory out of sight; with `writable`,
+//!   everything read-only but the writable directories.
+//! - **No capability and no keyring of the host's** (`privileges.rs`), in every mode: a
+//!   cell cannot undo any of it, and uid 0 in the namespace (a root host's) gains nothing.
 //! - **A Landlock domain** (`landlock_rules.rs`): no signals to and no abstract unix
 //!   sockets of processes outside it (ABI 6), no ptrace of them, no mount changes; with
-//!   `writable`, writes only beneath the allowed directories; with `network: false` and
-//!   no namespaces, no TCP.
+//!   `writable`, writes only beneath the allowed directories; without a view, no writes
+//!   to the machine's `/proc`, `/sys` or `/dev` and no reads of its terminals; with
+//!   `network: false` and no namespaces, no TCP.
+//! - **A seccomp filter** (`seccomp.rs`): the calls a Python kernel never needs and that
+//!   would widen its reach (ptrace, the keyring, io_uring, bpf, mounts, namespaces).
 //!
-//! Why both: Landlock alone leaves root's `/proc/<host>/environ` readable (measured) and
-//! cannot make processes die with the kernel; namespaces alone leave the host's abstract
-//! sockets reachable while the network is shared. Both are unprivileged (no setuid
-//! helper, no daemon) and cost a few system calls at spawn.
+//! Why all of them: Landlock alone leaves root's `/proc/<host>/environ` readable
+//! (measured) and cannot make processes die with the kernel; namespaces alone leave the
+//! host's abstract sockets reachable while the network is shared, and a root host's uid 0
+//! able to write its sysctls; neither has a rule for chmod or a socket file. All are
+//! unprivileged (no setuid helper, no daemon) and cost about 2 ms of a start (Benchmarks).
 //!
 //! What the machine offers is probed once per process ([`support`]); a kernel started
 //! with less than the defaults says what it lacks ([`Isolation::missing`]); an option the
@@ -48,8 +56,8 @@ pub enum SandboxConfig {
     On {
         /// `false`: no network but loopback.
         network: bool,
-        /// `Some`: writes only beneath the kernel's cwd, a private temporary directory,
-        /// `/dev` and these directories. Reads stay allowed everywhere.
+        /// `Some`: writes only beneath the kernel's cwd, its private `/tmp`, its own
+        /// `/dev/shm` and ptys, and these directories. Reads stay allowed everywhere.
         writable: Option<Vec<PathBuf>>,
     },
 }
@@ -238,17 +246,6 @@ fn host_runtime_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// The device nodes of the host a kernel may use (bound into its own `/dev`).
-#[cfg(target_os = "linux")]
-const DEVICE_NODES: [&str; 6] = [
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-];
-
 impl Plan {
     /// Chooses the protections for `config` on this machine. Errs when an option that
     /// was asked for cannot be enforced here.
@@ -306,9 +303,9 @@ impl Plan {
         let mut modes: Vec<&str> = Vec::new();
         #[cfg(target_os = "linux")]
         {
-            let devices: Vec<PathBuf> = DEVICE_NODES
+            let devices: Vec<PathBuf> = view::DEVICES
                 .iter()
-                .map(PathBuf::from)
+                .map(|name| Path::new("/dev").join(name))
                 .filter(|p| p.exists())
                 .collect();
             // A zygote's kernels each build their view from what the zygote sees.

@@ -125,7 +125,9 @@ pub enum Step {
     },
 }
 
-const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+/// The host's device nodes a kernel may use (bound into its own `/dev`; without a view,
+/// the only ones of `/dev` Landlock lets it open).
+pub const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 /// `/proc` entries made read-only in the kernel's own `/proc` (runc's `readonlyPaths`).
 const PROC_READ_ONLY: [&str; 5] = ["bus", "fs", "irq", "sys", "sysrq-trigger"];
 /// `/proc` and `/sys` entries masked (runc's `maskedPaths`, with Docker's `interrupts`).
