@@ -3,10 +3,11 @@
 // surrounds its kernel (sysctls, devices and cgroups of the machine, the host's terminal,
 // socket files, keyring, /dev/shm and /tmp, other sessions' stores, the process limit),
 // and asserts it failed, or, where the machine lacks the mechanism, that the kernel says
-// so in `isolation.missing`. Every attack runs four ways: the host as root and as an
+// so in `isolation.missing`. Every attack runs five ways: the host as root and as an
 // ordinary user this file makes (`useradd`), each on a machine that gives user namespaces
 // and on one that refuses them (a seccomp filter on the host, as Docker's default profile
-// does); `edges-zygote.test.js` runs it all again with every kernel forked.
+// does), and once more from a Bun host; `edges-zygote.test.js` runs it all again with
+// every kernel forked.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const crypto = require('node:crypto')
@@ -282,8 +283,10 @@ print(json.dumps(out))
 const user = isRoot ? testUser() : null
 // CI runs as root with useradd: there the ordinary user's rows must run.
 if (process.env.CI && !user) throw new Error('the attack suite needs root and useradd on CI, to run hosts as an ordinary user')
+const BUN = path.resolve(__dirname, '..', '..', 'node_modules', '.bin', 'bun')
 const MODES = [
   { name: 'root host', host: {} },
+  { name: 'root host under Bun', host: {}, runtime: BUN },
   { name: 'ordinary user', host: { user }, needsUser: true },
   { name: 'root host, no user namespaces', host: { noUserns: true } },
   { name: 'ordinary user, no user namespaces', host: { user, noUserns: true }, needsUser: true },
@@ -363,7 +366,7 @@ for (const mode of MODES) {
         { name: 'exit', options: base, code: 'import os; open(os.path.join(os.environ["TMPDIR"], "left"), "w").write("x")', exit: true },
       ]
       // The pool's process limit is not forked from a zygote (a kernel with maxProcesses is spawned).
-      result = await runEdgeHost({ ...mode.host, key: HOST_KEY, pty: true }, runs)
+      result = await runEdgeHost({ ...mode.host, key: HOST_KEY, pty: true }, runs, mode.runtime ? { runtime: mode.runtime } : {})
       assert.ok(result.report && !result.report.fatal, `the host reported (exit ${result.code ?? result.signal}): ${result.report?.fatal ?? ''} ${result.stderr.slice(-2000)}`)
     })
 
@@ -531,7 +534,7 @@ for (const mode of MODES) {
 }
 
 test('a Bun host that exits with a kernel running leaves no private TMPDIR behind either', async () => {
-  const bun = path.resolve(__dirname, '..', '..', 'node_modules', '.bin', 'bun')
+  const bun = BUN
   const base = { interpreter: systemPython(), ...(zygote ? { preload: ['json'] } : {}) }
   const runs = [{ name: 'exit', options: base, code: 'import os; open(os.path.join(os.environ["TMPDIR"], "left"), "w").write("x")', exit: true }]
   const result = await runEdgeHost({}, runs, { runtime: bun })
