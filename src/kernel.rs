@@ -343,7 +343,6 @@ pub struct Kernel {
     isolation: Isolation,
     /// Set once a cell was told which default protections this kernel lacks.
     isolation_reported: AtomicBool,
-    /// The private temporary directory of a kernel whose writes are confined.
     resolved: Resolved,
     prelude: PathBuf,
     status_mime: String,
@@ -375,7 +374,7 @@ pub struct Kernel {
     shut_down_by_host: AtomicBool,
     /// Set for a kernel started through a launcher.
     far: Option<FarSide>,
-    /// The kv store a launched kernel's `__pykernel.kv` calls reach, from its last init.
+    /// The kv store the kernel's `__pykernel.kv` calls reach, from its last init.
     kv_home: Mutex<Option<KvHome>>,
     /// Turns `true` once the kernel's private tmp is removed (it is, once reaped).
     tmp_removed: Option<watch::Receiver<bool>>,
@@ -1111,12 +1110,12 @@ impl Kernel {
         self.start_mode
     }
 
-    /// The protections this kernel runs under, and the defaults it lacks.
     /// Whether the host's `path` is in the kernel's filesystem view, where it is.
     pub fn sees(&self, path: &std::path::Path) -> bool {
         self.reach.sees(path)
     }
 
+    /// The protections this kernel runs under, and the defaults it lacks.
     pub fn isolation(&self) -> &Isolation {
         &self.isolation
     }
@@ -1777,7 +1776,6 @@ fn ipc_trace(base_env: &HashMap<String, String>, config: &KernelConfig) -> bool 
         .is_some_and(|v| v == "1")
 }
 
-/// Refuses a variable no process can be given.
 /// Host directories a kernel needs where they are, whatever its view covers: its
 /// interpreter's installation (a venv made under /tmp) and its `PYTHONPATH`.
 fn kept_for_kernel(resolved: &Resolved, env: &BTreeMap<String, String>) -> Vec<PathBuf> {
@@ -1797,6 +1795,7 @@ fn kept_for_kernel(resolved: &Resolved, env: &BTreeMap<String, String>) -> Vec<P
     keep
 }
 
+/// Refuses a variable no process can be given.
 fn check_variables(env: &BTreeMap<String, String>, config: &KernelConfig) -> Result<()> {
     let bad = |k: &String, v: &String| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0');
     let found = env.iter().chain(&config.env).find(|(k, v)| bad(k, v));

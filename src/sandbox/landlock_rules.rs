@@ -31,6 +31,10 @@ pub fn abi() -> i32 {
     v.max(0) as i32
 }
 
+/// The host's `/dev/shm`, writable where the machine is guarded (shared with the host:
+/// POSIX semaphores and `multiprocessing` need it).
+const SHARED_MEMORY: &str = "/dev/shm";
+
 /// What the ruleset restricts.
 pub struct Rules<'a> {
     pub abi: i32,
@@ -41,11 +45,8 @@ pub struct Rules<'a> {
     pub devices: &'a [PathBuf],
     /// Without a filesystem view of its own (no user namespaces), Landlock keeps the
     /// kernel off the machine's controls: no writes beneath `/proc`, `/sys` or `/dev`, and
-    /// no reads of `/dev` (the host's terminals), but for `devices` and `shared_memory`.
+    /// no reads of `/dev` (the host's terminals), but for `devices` and [`SHARED_MEMORY`].
     pub guard_machine: bool,
-    /// The host's `/dev/shm`, writable where the machine is guarded (shared with the host:
-    /// POSIX semaphores and `multiprocessing` need it).
-    pub shared_memory: Option<&'a std::path::Path>,
     pub deny_tcp: bool,
 }
 
@@ -123,7 +124,8 @@ pub fn build(rules: &Rules<'_>) -> Result<Built, String> {
             }
             created = rule(created, &path, access)?;
         }
-        if let Some(shm) = rules.shared_memory.filter(|p| p.is_dir()) {
+        let shm = std::path::Path::new(SHARED_MEMORY);
+        if shm.is_dir() {
             created = rule(created, shm, write | AccessFs::ReadFile)?;
         }
     } else if rules.writable.is_none() {

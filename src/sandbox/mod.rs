@@ -188,12 +188,6 @@ pub struct Plan {
     landlock_view_access: u64,
     #[cfg(target_os = "linux")]
     seccomp: Option<seccomp::Filters>,
-    /// The view's steps, kept for a kernel that builds its view itself (forked).
-    #[cfg(target_os = "linux")]
-    view_json: Option<serde_json::Value>,
-    /// The view mounts the private temporary directory over `/tmp`.
-    #[cfg(target_os = "linux")]
-    private_tmp_at_tmp: bool,
     /// What of the host the kernel's view shows.
     reach: Reach,
     /// The sandbox is on (`'off'` changes nothing of the process).
@@ -262,10 +256,6 @@ impl Plan {
             landlock_view_access: 0,
             #[cfg(target_os = "linux")]
             seccomp: None,
-            #[cfg(target_os = "linux")]
-            view_json: None,
-            #[cfg(target_os = "linux")]
-            private_tmp_at_tmp: false,
             reach: Reach::default(),
             confined: false,
         };
@@ -308,6 +298,12 @@ impl Plan {
                 .map(|name| Path::new("/dev").join(name))
                 .filter(|p| p.exists())
                 .collect();
+            // The kernel's cwd and the directories asked for (where writes are confined).
+            let writable_dirs: Option<Vec<PathBuf>> = writable.as_ref().map(|extra| {
+                std::iter::once(target.cwd.to_path_buf())
+                    .chain(extra.iter().cloned())
+                    .collect()
+            });
             // A zygote's kernels each build their view from what the zygote sees.
             let view = support.namespaces.is_ok() && support.view && !target.zygote;
             if support.namespaces.is_ok() {
@@ -316,11 +312,7 @@ impl Plan {
                     let mut hide = target.hide.clone();
                     hide.extend(host_runtime_dirs());
                     view::steps(&view::ViewSpec {
-                        writable: writable.as_ref().map(|extra| {
-                            let mut dirs = vec![target.cwd.to_path_buf()];
-                            dirs.extend(extra.iter().cloned());
-                            dirs
-                        }),
+                        writable: writable_dirs.clone(),
                         read_only: target
                             .runner_base
                             .map(Path::to_path_buf)
@@ -339,7 +331,6 @@ impl Plan {
                 } else {
                     view::minimal_steps(target.runner_base)
                 };
-                plan.private_tmp_at_tmp = reach.private_tmp;
                 plan.reach = reach;
                 let prepared =
                     steps
@@ -347,7 +338,6 @@ impl Plan {
                         .map_err(|e| KernelError::Sandbox {
                             reason: format!("preparing the kernel's filesystem view: {e}"),
                         })?;
-                plan.view_json = Some(prepared.to_json());
                 let ns = namespaces::NamespacePlan::new(*network, prepared).map_err(|e| {
                     KernelError::Sandbox {
                         reason: format!("preparing namespaces: {e}"),
@@ -384,21 +374,17 @@ impl Plan {
             let landlock_usable = support.landlock_abi >= 2
                 || (support.landlock_abi == 1 && (plan.namespaces.is_none() || writable.is_some()));
             if landlock_usable {
-                let writable_dirs = writable.as_ref().map(|extra| {
-                    let mut dirs = vec![target.cwd.to_path_buf()];
+                // Where no view is built, Landlock's guard grants the host's /dev/shm.
+                let landlock_writable = writable_dirs.as_ref().map(|dirs| {
+                    let mut dirs = dirs.clone();
                     dirs.extend(target.private_tmp.map(Path::to_path_buf));
-                    if !view {
-                        dirs.push(PathBuf::from("/dev/shm"));
-                    }
-                    dirs.extend(extra.iter().cloned());
                     dirs
                 });
                 let rules = landlock_rules::Rules {
                     abi: support.landlock_abi,
-                    writable: writable_dirs.as_deref(),
+                    writable: landlock_writable.as_deref(),
                     devices: &devices,
                     guard_machine,
-                    shared_memory: Some(Path::new("/dev/shm")),
                     deny_tcp: !network && plan.namespaces.is_none(),
                 };
                 let built =
@@ -514,8 +500,6 @@ impl Plan {
                 landlock_view_access: 0,
                 namespaces,
                 seccomp: None,
-                view_json: None,
-                private_tmp_at_tmp: false,
                 reach: self.reach,
                 confined: self.confined,
             }
@@ -533,7 +517,7 @@ impl Plan {
         #[cfg(target_os = "linux")]
         if self.confined {
             return serde_json::json!({
-                "view": self.view_json,
+                "view": self.namespaces.as_ref().map(|ns| ns.view().to_json()),
                 "landlockViewAccess": self.landlock_view_access,
                 "seccomp": self.seccomp.as_ref().map(|f| f.to_hex()),
                 // Its number differs by architecture; the newer calls the zygote makes
@@ -565,8 +549,7 @@ impl Plan {
     /// Where a kernel started with this plan sees its private temporary directory: `/tmp`
     /// where its view mounts it there, else where it is.
     pub fn tmp_inside(&self, private: &Path) -> PathBuf {
-        #[cfg(target_os = "linux")]
-        if self.private_tmp_at_tmp {
+        if self.reach.private_tmp {
             return PathBuf::from("/tmp");
         }
         private.to_path_buf()

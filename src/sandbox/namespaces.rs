@@ -199,6 +199,11 @@ impl NamespacePlan {
         libc::_exit(if pid > 0 { 0 } else { 1 });
     }
 
+    /// The view G builds.
+    pub fn view(&self) -> &super::view::Prepared {
+        &self.view
+    }
+
     /// For a zygote: G keeps its capabilities across exec.
     pub fn keep_capabilities(&mut self) {
         self.keep_capabilities = true;

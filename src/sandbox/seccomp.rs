@@ -246,60 +246,6 @@ impl Filters {
     }
 }
 
-/// The calls the baseline refuses, by name, for `pykernel check` and the docs' tests.
-pub fn refused_names() -> Vec<&'static str> {
-    vec![
-        "ptrace",
-        "process_vm_readv",
-        "process_vm_writev",
-        "kcmp",
-        "pidfd_getfd",
-        "keyctl",
-        "add_key",
-        "request_key",
-        "bpf",
-        "perf_event_open",
-        "userfaultfd",
-        "io_uring_setup",
-        "io_uring_enter",
-        "io_uring_register",
-        "mount",
-        "umount2",
-        "pivot_root",
-        "chroot",
-        "open_tree",
-        "move_mount",
-        "fsopen",
-        "fsconfig",
-        "fsmount",
-        "fspick",
-        "mount_setattr",
-        "unshare (namespaces)",
-        "clone (namespaces)",
-        "clone3",
-        "setns",
-        "kexec_load",
-        "kexec_file_load",
-        "init_module",
-        "finit_module",
-        "delete_module",
-        "swapon",
-        "swapoff",
-        "reboot",
-        "acct",
-        "settimeofday",
-        "clock_settime",
-        "syslog",
-        "vhangup",
-        "quotactl",
-        "quotactl_fd",
-        "lookup_dcookie",
-        "open_by_handle_at",
-        "iopl",
-        "ioperm",
-    ]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -441,7 +441,6 @@ fn host_sockets() -> Vec<PathBuf> {
 pub struct Prepared {
     steps: Vec<Step>,
     c: Vec<CStep>,
-    slots: usize,
 }
 
 enum CStep {
@@ -569,11 +568,7 @@ impl Prepared {
                 "the view needs {slots} mount copies; at most {MAX_SLOTS} are kept"
             )));
         }
-        Ok(Prepared {
-            steps,
-            c: c_steps,
-            slots,
-        })
+        Ok(Prepared { steps, c: c_steps })
     }
 
     pub fn steps(&self) -> &[Step] {
@@ -587,7 +582,6 @@ impl Prepared {
     /// plain system calls over memory made before the fork.
     pub unsafe fn apply(&self) -> Result<(), (usize, io::Error)> {
         let mut fds = [-1 as libc::c_int; MAX_SLOTS];
-        let _ = self.slots;
         for (index, step) in self.c.iter().enumerate() {
             let result = match step {
                 CStep::MakePrivate => check(libc::mount(
@@ -603,13 +597,7 @@ impl Prepared {
                     set,
                     clear,
                 } => set_attr(path, *recursive, *set, *clear),
-                CStep::Bind { source, target } => check(libc::mount(
-                    source.as_ptr(),
-                    target.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND | libc::MS_REC,
-                    std::ptr::null(),
-                )),
+                CStep::Bind { source, target } => bind(source, target),
                 CStep::Clone { slot, source } => {
                     let fd = libc::syscall(
                         libc::SYS_open_tree,
@@ -691,14 +679,7 @@ impl Prepared {
                     }
                     other => other,
                 },
-                CStep::BindReadOnly { path, kept } => check(libc::mount(
-                    path.as_ptr(),
-                    path.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND | libc::MS_REC,
-                    std::ptr::null(),
-                ))
-                .and_then(|()| {
+                CStep::BindReadOnly { path, kept } => bind(path, path).and_then(|()| {
                     check(libc::mount(
                         std::ptr::null(),
                         path.as_ptr(),
@@ -783,6 +764,17 @@ struct MountAttr {
     userns_fd: u64,
 }
 
+/// `source` (with what is mounted beneath it) bound at `target`.
+unsafe fn bind(source: &CString, target: &CString) -> io::Result<()> {
+    check(libc::mount(
+        source.as_ptr(),
+        target.as_ptr(),
+        std::ptr::null(),
+        libc::MS_BIND | libc::MS_REC,
+        std::ptr::null(),
+    ))
+}
+
 unsafe fn set_attr(path: &CString, recursive: bool, set: u64, clear: u64) -> io::Result<()> {
     let attr = MountAttr {
         attr_set: set,
@@ -847,7 +839,7 @@ mod tests {
         let dir = tempfile::tempdir_in("/var/tmp").unwrap();
         let mut s = spec(dir.path());
         s.writable = Some(vec![dir.path().to_path_buf()]);
-        let (steps, reach) = steps(&s).unwrap();
+        let steps = steps(&s).unwrap().0;
         let root = steps
             .iter()
             .position(|s| *s == Step::ReadOnlyTree("/".into()))
@@ -878,6 +870,10 @@ mod tests {
             .collect();
         // The inner path comes with its parent, the cwd.
         assert_eq!(kept, vec![cwd.path().to_path_buf()]);
+        // The host checks a request's cwd against the same list.
+        assert!(reach.private_tmp);
+        assert!(reach.sees(&inner) && reach.sees(Path::new("/var/tmp")));
+        assert!(!reach.sees(Path::new("/tmp/elsewhere")));
         let point = private
             .path()
             .join(cwd.path().strip_prefix("/tmp").unwrap());
@@ -890,6 +886,7 @@ mod tests {
         let mut s = spec(Path::new("/tmp"));
         s.private_tmp = Some(private.path().to_path_buf());
         let (steps, reach) = steps(&s).unwrap();
+        assert!(!reach.private_tmp && reach.sees(Path::new("/tmp/anything")));
         assert!(!steps
             .iter()
             .any(|s| matches!(s, Step::Bind { target, .. } if target == Path::new("/tmp"))));
@@ -919,6 +916,8 @@ mod tests {
             })
             .collect();
         assert_eq!(hidden, vec![other.path().to_path_buf()]);
+        assert_eq!(reach.hidden, hidden);
+        assert!(!reach.sees(&other.path().join("store.json")) && reach.sees(&inside));
     }
 
     #[test]
