@@ -1247,7 +1247,9 @@ impl Kernel {
             });
         }
         if let Some(cwd) = request.cwd.as_deref().map(std::path::Path::new) {
-            if !self.reach.sees(cwd) {
+            // As the kernel would resolve it (`..`, a symlink into /tmp).
+            let real = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+            if !self.reach.sees(&real) {
                 return Err(KernelError::InvalidArgument {
                     name: "cwd",
                     reason: format!(

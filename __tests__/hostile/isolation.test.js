@@ -354,6 +354,11 @@ test('a request\'s cwd outside the kernel\'s view is refused, saying why; one in
     assert.match(err.message, new RegExp(`${elsewhere} is outside this kernel's filesystem view .*Start a kernel with that cwd`))
     return true
   })
+  // The same directory through a symlink from outside /tmp: judged where it leads.
+  const link = path.join(viewedDir(), 'into-tmp')
+  t.after(() => fs.rmSync(path.dirname(link), { recursive: true, force: true }))
+  fs.symlinkSync(elsewhere, link)
+  await assert.rejects(kernel.execute('1', { cwd: link }), { code: 'ERR_INVALID_ARG', message: /is outside this kernel's filesystem view/ })
   fs.mkdirSync(path.join(cwd, 'inner'))
   const inner = await kernel.execute('import os; os.getcwd()', { cwd: path.join(cwd, 'inner') })
   assert.equal(inner.result['text/plain'], `'${fs.realpathSync(path.join(cwd, 'inner'))}'`)

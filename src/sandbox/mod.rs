@@ -715,12 +715,13 @@ fn missing(support: &Support, network: bool, writable: bool) -> Vec<String> {
             "no filesystem view of its own ({why}): metadata outside the writable directories (chmod, chown, utimes, xattrs) is not confined, which Landlock has no right for"
         ));
         missing.push(
-            "the host's /tmp and /dev/shm are shared with every process of the user (TMPDIR is still private, 0700): a channel between sessions, and memory no limit counts".into(),
+            "the host's /tmp and /dev/shm are shared with every process of the user (TMPDIR is still the kernel's own, 0700 to other users): a channel between sessions, and memory no limit counts".into(),
         );
-        missing.push(if network {
-            "the host's socket files (docker.sock, an ssh agent, X11, a database) are reachable; sandbox.network = false refuses every socket but socketpair".into()
-        } else {
-            "every socket but socketpair is refused (the host's socket files would be reachable otherwise): multiprocessing's forkserver and Manager cannot start".into()
+        missing.push(match (&support.namespaces, network) {
+            (Err(_), true) => "the host's socket files (docker.sock, an ssh agent, X11, a database) are reachable; sandbox.network = false refuses every socket but socketpair".into(),
+            (Err(_), false) => "every socket but socketpair is refused (the host's socket files would be reachable otherwise): multiprocessing's forkserver and Manager cannot start".into(),
+            // A network namespace does not reach socket files.
+            (Ok(()), _) => "the host's socket files (docker.sock, an ssh agent, X11, a database) are reachable, with sandbox.network = false too".into(),
         });
         missing.push(if writable {
             "the artifactsDir, where every session's kv store lives, is readable by the kernel (kv itself goes through the host)".into()
@@ -824,6 +825,16 @@ mod tests {
         );
         let old_linux = missing(&support(true, false, 7, true), true, false).join("\n");
         assert!(old_linux.contains("mount_setattr"), "{old_linux}");
+        // Its network namespace keeps no socket file away, and refuses no socket.
+        let old_offline = missing(&support(true, false, 7, true), false, false).join("\n");
+        assert!(
+            old_offline.contains("with sandbox.network = false too"),
+            "{old_offline}"
+        );
+        assert!(
+            !old_offline.contains("every socket but socketpair is refused"),
+            "{old_offline}"
+        );
         assert!(!old_linux.contains("no PID namespace"), "{old_linux}");
         let bare = missing(&support(false, false, 0, false), true, false).join("\n");
         assert!(bare.contains("no Landlock either"), "{bare}");
