@@ -211,6 +211,21 @@ out['host_file_visible'] = os.path.exists(${JSON.stringify(hostFile)})
 print(json.dumps(out))
 `
 
+/** Puts a symlink to a directory of the host's where its TMPDIR was (a kernel without a
+ *  view can rename it: /tmp is writable), for the host's removal of it to follow. */
+const tmpSwapAttack = (victim) => `
+import errno, json, os
+tmp = os.environ['TMPDIR']
+out = {}
+try:
+    os.rename(tmp, tmp + '-moved')
+    os.symlink(${JSON.stringify(victim)}, tmp)
+    out['swapped'] = 'done'
+except OSError as e:
+    out['swapped'] = errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps(out))
+`
+
 /** Uses kv with nothing writable, then goes for another session's store directly. */
 const kvAttack = (artifacts) => `
 import errno, glob, json, os
@@ -229,6 +244,13 @@ for store in stores:
             out.setdefault('opened', []).append(mode)
         except OSError as e:
             out.setdefault('refused', []).append(errno.errorcode.get(e.errno))
+# The host-answered call itself, with keys that would leave the store and an unknown op.
+for args in ({'op': 'set', 'key': '../../escape', 'value': 1}, {'op': 'set', 'key': 'a/b', 'value': 1}, {'op': 'chmod', 'key': 'k'}):
+    try:
+        answer = __pykernel__.bridge_call('__pykernel.kv', args)
+        out.setdefault('raw', []).append('refused' if isinstance(answer, dict) and 'refused' in answer else 'accepted')
+    except RuntimeError:
+        out.setdefault('raw', []).append('refused')
 print(json.dumps(out))
 `
 
@@ -321,6 +343,7 @@ for (const mode of MODES) {
     let outside
     let hostTmpFile
     let artifacts
+    let victim
     const socketFiles = []
 
     test.before(async () => {
@@ -345,6 +368,8 @@ for (const mode of MODES) {
       hostTmpFile = path.join(os.tmpdir(), `pykernel-edge-host-file-${MARK}`)
       fs.writeFileSync(hostTmpFile, 'the host\'s')
       artifacts = sharedDir(owner, 'pykernel-edge-artifacts-', '/var/tmp')
+      victim = sharedDir(owner, 'pykernel-edge-victim-', '/var/tmp')
+      fs.writeFileSync(path.join(victim, 'keep'), 'the host\'s')
       fs.chmodSync(artifacts, 0o700)
       const base = { interpreter: systemPython(), ...(zygote ? { preload: ['json'] } : {}) }
       const runs = [
@@ -362,6 +387,7 @@ for (const mode of MODES) {
         { name: 'kv', options: { ...base, artifactsDir: artifacts, sessionId: 'attacker', sandbox: { writable: [] } }, code: kvAttack(artifacts) },
         { name: 'kv-default', options: { ...base, artifactsDir: artifacts, sessionId: 'attacker2' }, code: kvAttack(artifacts) },
         { name: 'pids', options: { ...base, maxProcesses: 8 }, code: PIDS_ATTACK },
+        { name: 'tmp-swap', options: base, code: tmpSwapAttack(victim) },
         { name: 'udp-offline', options: { ...base, sandbox: { network: false } }, code: udpAttack(udp.address().port) },
         { name: 'exit', options: base, code: 'import os; open(os.path.join(os.environ["TMPDIR"], "left"), "w").write("x")', exit: true },
       ]
@@ -376,7 +402,8 @@ for (const mode of MODES) {
       for (const file of socketFiles) fs.rmSync(path.dirname(file).includes(MARK) ? path.dirname(file) : file, { recursive: true, force: true })
       for (const name of fs.readdirSync('/dev/shm')) if (name.includes(MARK)) fs.rmSync(path.join('/dev/shm', name), { force: true })
       fs.rmSync(hostTmpFile, { force: true })
-      for (const dir of [outside, artifacts, result?.dir]) if (dir) fs.rmSync(dir, { recursive: true, force: true })
+      for (const dir of [outside, artifacts, victim, result?.dir]) if (dir) fs.rmSync(dir, { recursive: true, force: true })
+      for (const name of fs.readdirSync(os.tmpdir())) if (name.startsWith(`pykernel-tmp-${result?.report?.pid}-`)) fs.rmSync(path.join(os.tmpdir(), name), { recursive: true, force: true })
     })
 
     const run = (name) => {
@@ -496,7 +523,9 @@ for (const mode of MODES) {
       assert.deepEqual(entry.privateTmpAfter, [], 'removed at shutdown')
       if (namespaces) assert.equal(entry.verdict.host_file_visible, false, 'the host\'s /tmp is not the kernel\'s')
       else assert.match(entry.isolation.missing.join('\n'), /\/tmp/)
-      const left = fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith(`pykernel-tmp-${result.report.pid}-`))
+      // (Not what the swap attack below moved aside: without a view, /tmp is the cell's to
+      // write, and what it renames there is its own.)
+      const left = fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith(`pykernel-tmp-${result.report.pid}-`) && !n.endsWith('-moved'))
       assert.deepEqual(left, [], 'nothing left after the host exited with a kernel running')
     })
 
@@ -504,6 +533,7 @@ for (const mode of MODES) {
       for (const name of ['kv', 'kv-default']) {
         const { verdict } = run(name)
         assert.equal(verdict.kv, 41, `${name}: ${JSON.stringify(verdict)}`)
+        assert.deepEqual(verdict.raw, ['refused', 'refused', 'refused'], `${name}: ${JSON.stringify(verdict)}`)
         if (namespaces) {
           assert.equal(verdict.stores_seen, 0, `${name}: ${JSON.stringify(verdict)}`)
           assert.equal(verdict.opened, undefined, `${name}: ${JSON.stringify(verdict)}`)
@@ -514,6 +544,13 @@ for (const mode of MODES) {
           if (name === 'kv') assert.ok(!(verdict.opened ?? []).includes('r+'), JSON.stringify(verdict))
         }
       }
+    })
+
+    test('a TMPDIR swapped for a symlink is not followed when the host removes it', () => {
+      const { verdict } = run('tmp-swap')
+      // With a view the kernel's /tmp is a mount point it cannot move.
+      if (namespaces) assert.notEqual(verdict.swapped, 'done', JSON.stringify(verdict))
+      assert.ok(fs.existsSync(path.join(victim, 'keep')), 'the host\'s directory behind the link is untouched')
     })
 
     test('maxProcesses holds: the cgroup cannot be lifted or left, and the kernel is killed past the limit', () => {
