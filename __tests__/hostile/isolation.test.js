@@ -344,6 +344,17 @@ print(results)
   await assert.rejects(startKernel({ sandbox: { writable: [path.join(outside, 'absent')] } }), { code: 'ERR_SANDBOX', message: /absent/ })
 })
 
+test('two sessions with the network off and nothing writable share no channel: each kernel\'s /dev/shm and /tmp are its own', async (t) => {
+  const options = { sandbox: { network: false, writable: [] } }
+  const [a, b] = await Promise.all([startKernel(options), startKernel(options)])
+  t.after(() => Promise.all([a.shutdown(), b.shutdown()]))
+  const made = await a.execute("import os\nos.mkfifo('/dev/shm/channel')\nopen('/dev/shm/drop', 'w').write('from a')\nopen('/tmp/drop', 'w').write('from a')")
+  assert.equal(made.status, 'ok', JSON.stringify(made.error))
+  const seen = await b.execute("import os; print(sorted(os.listdir('/dev/shm')), sorted(os.listdir('/tmp')))")
+  assert.equal(seen.status, 'ok', JSON.stringify(seen.error))
+  assert.doesNotMatch(seen.stdout, /channel|drop/, seen.stdout)
+})
+
 test('a request\'s cwd outside the kernel\'s view is refused, saying why; one inside it works', async (t) => {
   const cwd = tempDir()
   const elsewhere = tempDir()
