@@ -35,6 +35,8 @@
 #[cfg(target_os = "linux")]
 mod landlock_rules;
 #[cfg(target_os = "linux")]
+mod mounts;
+#[cfg(target_os = "linux")]
 mod namespaces;
 #[cfg(target_os = "linux")]
 mod privileges;
@@ -334,7 +336,7 @@ impl Plan {
                 plan.reach = reach;
                 let prepared =
                     steps
-                        .and_then(view::Prepared::new)
+                        .and_then(mounts::Prepared::new)
                         .map_err(|e| KernelError::Sandbox {
                             reason: format!("preparing the kernel's filesystem view: {e}"),
                         })?;

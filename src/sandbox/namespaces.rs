@@ -40,7 +40,7 @@ pub struct NamespacePlan {
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
     /// The kernel's filesystem view, built by G (see `view.rs`); its `/proc` is a step.
-    view: super::view::Prepared,
+    view: super::mounts::Prepared,
     loopback_up: bool,
     /// A zygote keeps its capabilities across exec (it narrows them itself, see
     /// `pykernel_zygote.py`) and has no seccomp filter: its kernels' namespaces need both.
@@ -79,7 +79,7 @@ const UID_MAP: &[u8] = b"/proc/self/uid_map\0";
 const GID_MAP: &[u8] = b"/proc/self/gid_map\0";
 
 impl NamespacePlan {
-    pub fn new(network: bool, view: super::view::Prepared) -> io::Result<Self> {
+    pub fn new(network: bool, view: super::mounts::Prepared) -> io::Result<Self> {
         let uid = nix::unistd::geteuid().as_raw();
         let gid = nix::unistd::getegid().as_raw();
         let mut flags =
@@ -200,7 +200,7 @@ impl NamespacePlan {
     }
 
     /// The view G builds.
-    pub fn view(&self) -> &super::view::Prepared {
+    pub fn view(&self) -> &super::mounts::Prepared {
         &self.view
     }
 
@@ -446,7 +446,7 @@ fn check(result: libc::c_int) -> io::Result<()> {
 pub fn probe() -> std::result::Result<Probe, String> {
     let plan = NamespacePlan::new(
         true,
-        super::view::Prepared::new(Vec::new()).map_err(|e| e.to_string())?,
+        super::mounts::Prepared::new(Vec::new()).map_err(|e| e.to_string())?,
     )
     .map_err(|e| e.to_string())?;
     const STEPS: [&str; 6] = [
