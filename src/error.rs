@@ -46,7 +46,7 @@ pub enum KernelError {
 
     /// artifactsDir, its kv store or a file in them is not safe to use (SPEC 12, 14a).
     #[error(transparent)]
-    ArtifactsDir(#[from] crate::safe_fs::Refusal),
+    ArtifactsDir(#[from] crate::store::safe_fs::Refusal),
 
     #[error("this KernelPool is being disposed and takes no new work; create a new KernelPool.")]
     PoolDisposed,

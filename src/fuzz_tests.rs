@@ -7,9 +7,9 @@
 
 use proptest::prelude::*;
 
-use crate::frame_reader::{Fed, LineBuffer};
 use crate::output::{clamp_line, sanitize, truncate_output, OutputLimits, Sanitizer};
-use crate::protocol::{decode, decode_line, RunnerFrame};
+use crate::wire::frame_reader::{Fed, LineBuffer};
+use crate::wire::protocol::{decode, decode_line, RunnerFrame};
 
 /// `cases` for `cargo test`, or `PROPTEST_CASES` when set (as `npm run fuzz` does).
 fn config_with(cases: u32) -> ProptestConfig {
@@ -336,7 +336,7 @@ fn runner_frame() -> impl Strategy<Value = (String, RunnerFrame)> {
             ),
             RunnerFrame::Done {
                 id: Some(id),
-                status: crate::protocol::DoneStatus::Ok,
+                status: crate::wire::protocol::DoneStatus::Ok,
                 execution_count: count,
                 cancelled: false,
                 stdin_requested: false,
@@ -428,7 +428,7 @@ proptest! {
                 stopped = true;
             }
         }
-        let (lines, too_long) = crate::frame_reader::read_all(&stream, read_size, limit);
+        let (lines, too_long) = crate::wire::frame_reader::read_all(&stream, read_size, limit);
         prop_assert_eq!(too_long, stopped);
         let frames: Vec<RunnerFrame> = lines.iter().map(|l| decode_line(l).unwrap()).collect();
         prop_assert_eq!(frames, expected);

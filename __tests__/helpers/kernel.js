@@ -208,7 +208,7 @@ function fakeInterpreter(dir, body) {
 }
 
 /** The pids cgroup directory pykernel makes kernels' cgroups in (this process's own, as
- *  `src/pids_cgroup.rs` finds it), or null where there is none or it is not writable. */
+ *  `src/process/pids_cgroup.rs` finds it), or null where there is none or it is not writable. */
 function pidsCgroupBase() {
   let table
   try {

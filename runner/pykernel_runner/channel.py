@@ -25,7 +25,7 @@ _os_writev = os.writev
 
 
 # The longest line the host reads (newline excluded); a longer one gets the
-# kernel killed.  The host's MAX_FRAME_BYTES (src/frame_reader.rs) is the same.
+# kernel killed.  The host's MAX_FRAME_BYTES (src/wire/frame_reader.rs) is the same.
 MAX_FRAME_BYTES = 64 << 20
 
 # Stream text comes here already cut into frames short enough (forward.py's

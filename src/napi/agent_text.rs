@@ -1,4 +1,4 @@
-//! JavaScript surface of the agent-text engine (`crate::agent_text`): the `OutputBuilder`
+//! JavaScript surface of the agent-text engine (`crate::eval::agent_text`): the `OutputBuilder`
 //! class, `readArtifact`, and the agent-text options `evaluate` and the pool share
 //! (`onOutput`, `artifactId`, `includeFigureText`). Conversion and delegation only.
 
@@ -14,11 +14,11 @@ use super::eval::{ImageOutput, TruncationInfo};
 use super::kernel::StatusInfo;
 use super::options::{optional_integer, OptionReader};
 use super::{coded_error, host_path, js_error, promise};
-use crate::agent_text::{AgentText, AgentTextOptions};
 use crate::error::KernelError;
-use crate::events::KernelEvent;
+use crate::eval::agent_text::{AgentText, AgentTextOptions};
 use crate::kernel::DEFAULT_STATUS_MIME;
 use crate::output::{check_artifact_id, read_artifact, ArtifactSink, OutputLimits};
+use crate::wire::events::KernelEvent;
 
 type Parsed<T> = std::result::Result<T, KernelError>;
 

@@ -3,8 +3,8 @@
 
 use super::eval::EvalCell;
 use crate::error::KernelError;
-use crate::executor::Cell;
-use crate::pool::clamp_timeout;
+use crate::eval::executor::Cell;
+use crate::session::pool::clamp_timeout;
 
 /// The cells, and the notices their timeouts' clamping gave.
 pub(super) fn read_cells(cells: Vec<EvalCell>) -> Result<(Vec<Cell>, Vec<String>), KernelError> {

@@ -4,7 +4,7 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use super::kernel::{ExecuteResult, StatusInfo};
-use crate::executor;
+use crate::eval::executor;
 
 #[napi(object)]
 pub struct EvalCell {

@@ -19,9 +19,9 @@ use super::options::{
 use super::sandbox::{sandbox_config, IsolationInfo, SandboxOptions};
 use super::{cwd_or_current, js_error, promise};
 use crate::error::KernelError;
-use crate::events::ExecuteOutcome;
-use crate::executor::{self, EvalOptions};
-use crate::launcher::Launcher;
+use crate::eval::executor::{self, EvalOptions};
+use crate::start::launcher::Launcher;
+use crate::wire::events::ExecuteOutcome;
 use napi::threadsafe_function::ThreadsafeFunction;
 
 use crate::kernel::{

@@ -7,8 +7,8 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use super::coded_error;
-use crate::env::DEFAULT_ENV_PREFIX;
-use crate::kv::{self, KvError};
+use crate::start::env::DEFAULT_ENV_PREFIX;
+use crate::store::kv::{self, KvError};
 
 #[napi(object)]
 pub struct KvStoreOptions {

@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::kernel::{settled_callback, SettledCallback};
 use super::options::Misfit;
 use crate::error::KernelError;
-use crate::launcher::Launcher;
-use crate::placement::{HostAnswer, LauncherFor, Order, Placement, SessionRef};
+use crate::session::placement::{HostAnswer, LauncherFor, Order, Placement, SessionRef};
+use crate::start::launcher::Launcher;
 
 fn invalid(name: &'static str, reason: impl Into<String>) -> KernelError {
     KernelError::InvalidArgument {

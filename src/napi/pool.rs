@@ -19,8 +19,8 @@ use super::options::{bounds, optional_integer, optional_millis, Misfit, OptionRe
 use super::placement::read_placement;
 use super::{js_error, promise};
 use crate::error::KernelError;
-use crate::placement::Placement;
-use crate::pool::{Pool, PoolConfig, PoolMode, PoolRequest};
+use crate::session::placement::Placement;
+use crate::session::pool::{Pool, PoolConfig, PoolMode, PoolRequest};
 
 #[napi(object, object_to_js = false)]
 #[derive(Default)]

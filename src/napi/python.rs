@@ -6,10 +6,10 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::{blocking, cwd_or_current, promise};
-use crate::backends;
-use crate::env::DEFAULT_ENV_PREFIX;
 use crate::error::KernelError;
-use crate::runtime::{self, ResolveOptions};
+use crate::eval::backends;
+use crate::start::env::DEFAULT_ENV_PREFIX;
+use crate::start::python::{self, ResolveOptions};
 
 #[napi(object)]
 pub struct ResolvePythonOptions {
@@ -72,7 +72,7 @@ pub fn resolve_python<'env>(
 ) -> Result<PromiseRaw<'env, ResolvedPython>> {
     let opts = resolve_options(options);
     promise(env, async move {
-        let (resolved, skipped) = blocking(move || runtime::resolve(&opts)).await?;
+        let (resolved, skipped) = blocking(move || python::resolve(&opts)).await?;
         let mut added = BTreeMap::new();
         if resolved.venv.is_some() {
             added.insert(
@@ -80,7 +80,7 @@ pub fn resolve_python<'env>(
                 std::env::var("PATH").unwrap_or_default(),
             );
         }
-        runtime::apply_to_env(&resolved, &mut added);
+        python::apply_to_env(&resolved, &mut added);
         Ok(ResolvedPython {
             path: resolved.path.display().to_string(),
             version: resolved.version.clone(),
@@ -143,7 +143,7 @@ pub fn check_python_kernel_availability<'env>(
                 },
             );
         let resolved = match opts {
-            Ok(opts) => blocking(move || runtime::resolve(&opts))
+            Ok(opts) => blocking(move || python::resolve(&opts))
                 .await
                 .map_err(|e| e.to_string()),
             Err(reason) => Err(reason),
@@ -181,7 +181,9 @@ pub fn filter_env(env: super::JsEnv, options: Option<FilterEnvOptions>) -> HashM
     let prefix = options
         .and_then(|o| o.env_prefix)
         .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
-    crate::env::filter_env(&env, &prefix).into_iter().collect()
+    crate::start::env::filter_env(&env, &prefix)
+        .into_iter()
+        .collect()
 }
 
 #[napi(object)]
@@ -267,7 +269,7 @@ pub fn eval_backends<'env>(
     };
     promise(env, async move {
         let python_error = if chosen.py {
-            blocking(move || runtime::resolve(&opts))
+            blocking(move || python::resolve(&opts))
                 .await
                 .err()
                 .map(|e| format!("The Python backend is not available: {e}"))

@@ -166,7 +166,7 @@ fn write_error(path: &Path, err: &io::Error) -> String {
 /// A new private file in `dir` (named `<id>.txt` when the caller named it), or why none
 /// could be made (the message the report shows).
 fn create_artifact_file(dir: &Path, id: Option<&str>) -> Result<(PathBuf, File), String> {
-    crate::safe_fs::ensure_private_dir("artifactsDir", dir)
+    crate::store::safe_fs::ensure_private_dir("artifactsDir", dir)
         .map_err(|refusal| format!("could not create an output artifact: {refusal}"))?;
     let opened = match id {
         Some(id) => open_named_file(dir, id),
@@ -186,7 +186,7 @@ fn open_named_file(dir: &Path, id: &str) -> io::Result<(PathBuf, File)> {
     let path = super::artifact_ref::artifact_path(dir, id);
     let mut options = OpenOptions::new();
     options.write(true).create(true).truncate(true);
-    let file = crate::safe_fs::open_regular_nofollow(&path, &mut options)?;
+    let file = crate::store::safe_fs::open_regular_nofollow(&path, &mut options)?;
     Ok((path, file))
 }
 
@@ -206,7 +206,7 @@ fn open_first_free(dir: &Path, mut names: impl FnMut() -> String) -> io::Result<
         let path = dir.join(names());
         let mut options = OpenOptions::new();
         options.write(true).create_new(true);
-        match crate::safe_fs::open_nofollow(&path, &mut options) {
+        match crate::store::safe_fs::open_nofollow(&path, &mut options) {
             Ok(file) => return Ok((path, file)),
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => last_err = Some(err),
             Err(err) => return Err(err),

@@ -114,8 +114,8 @@ pub const MAX_READ_BYTES: usize = 4 << 20;
 /// not a symlink) and the artifact a regular file.
 pub fn read_artifact(dir: &Path, uri: &str) -> Result<String, KernelError> {
     let reference = parse_artifact_uri(uri)?;
-    if let Some(fault) = crate::safe_fs::inspect_dir(dir).ok().flatten() {
-        return Err(KernelError::ArtifactsDir(crate::safe_fs::Refusal {
+    if let Some(fault) = crate::store::safe_fs::inspect_dir(dir).ok().flatten() {
+        return Err(KernelError::ArtifactsDir(crate::store::safe_fs::Refusal {
             what: "artifactsDir",
             path: dir.to_path_buf(),
             fault,
@@ -124,16 +124,17 @@ pub fn read_artifact(dir: &Path, uri: &str) -> Result<String, KernelError> {
     let path = artifact_path(dir, &reference.id);
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
-    let file = crate::safe_fs::open_regular_nofollow(&path, &mut options).map_err(|err| {
-        if err.kind() == io::ErrorKind::NotFound {
-            KernelError::ArtifactNotFound {
-                uri: uri.to_string(),
-                path: path.clone(),
+    let file =
+        crate::store::safe_fs::open_regular_nofollow(&path, &mut options).map_err(|err| {
+            if err.kind() == io::ErrorKind::NotFound {
+                KernelError::ArtifactNotFound {
+                    uri: uri.to_string(),
+                    path: path.clone(),
+                }
+            } else {
+                KernelError::io(format!("reading {}", path.display()), err)
             }
-        } else {
-            KernelError::io(format!("reading {}", path.display()), err)
-        }
-    })?;
+        })?;
     let reading = |err| KernelError::io(format!("reading {}", path.display()), err);
     let mut reader = BufReader::new(file);
     let (first, last) = reference.lines.unwrap_or((1, None));

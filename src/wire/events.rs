@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
-use crate::protocol::{DoneStatus, RunnerFrame};
+use crate::wire::protocol::{DoneStatus, RunnerFrame};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum KernelEvent {
@@ -230,7 +230,7 @@ impl ExecuteOutcome {
 /// shows 3000 images must not cost the host 3000 images' memory. 64 MiB is the frame
 /// limit, so a display of the largest image the host accepts is kept.
 pub const KEPT_DISPLAYS: usize = 100;
-pub const KEPT_DISPLAY_BYTES: usize = crate::frame_reader::MAX_FRAME_BYTES;
+pub const KEPT_DISPLAY_BYTES: usize = crate::wire::frame_reader::MAX_FRAME_BYTES;
 
 /// Decides which of a cell's displays are kept: the first ones, within [`KEPT_DISPLAYS`]
 /// and [`KEPT_DISPLAY_BYTES`]. Once one is left out so is every later one, so what is kept
@@ -522,7 +522,7 @@ fn status_of(bundle: &Value, status_mime: &str) -> Option<StatusEvent> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::decode;
+    use crate::wire::protocol::decode;
 
     const MIME: &str = "application/x-pykernel-status";
 

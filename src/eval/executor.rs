@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::agent_text::{AgentText, AgentTextOptions};
 use crate::error::Result;
-use crate::events::{ExecuteOutcome, KernelEvent};
-use crate::fifo::Turn;
+use crate::eval::agent_text::{AgentText, AgentTextOptions};
+use crate::kernel::fifo::Turn;
 use crate::kernel::{AbortHandle, Caller, ExecuteRequest, Kernel};
 use crate::output::{ArtifactSink, Image, OutputLimits};
+use crate::wire::events::{ExecuteOutcome, KernelEvent};
 
 /// How much of a cell's stdout/stderr is kept in its per-cell result; `output` is what the
 /// agent reads, and the artifact holds everything.

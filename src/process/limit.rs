@@ -26,8 +26,8 @@ use nix::sys::signal::Signal;
 use tokio::sync::watch;
 
 use crate::kernel::ExitInfo;
-use crate::pids_cgroup::PidsCgroup;
-use crate::reaper::KernelProcess;
+use crate::process::pids_cgroup::PidsCgroup;
+use crate::process::reaper::KernelProcess;
 
 const POLL: Duration = Duration::from_millis(20);
 

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{KernelError, Result};
-use crate::launcher::Launcher;
+use crate::start::launcher::Launcher;
 
 /// Who a session is, as the host's `launcherFor` is told.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

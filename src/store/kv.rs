@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::safe_fs::{self, Fault, Refusal};
+use crate::store::safe_fs::{self, Fault, Refusal};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 

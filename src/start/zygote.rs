@@ -36,10 +36,10 @@ use nix::sys::socket::{
 use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
 
-use crate::command::{build_command, LaunchSpec};
 use crate::kernel::ExitInfo;
-use crate::reaper::KernelProcess;
+use crate::process::reaper::KernelProcess;
 use crate::sandbox::{Plan, SandboxConfig, Target};
+use crate::start::command::{build_command, LaunchSpec};
 
 /// Variables that may differ between kernels of one zygote: each fork sets its own.
 const PER_KERNEL_VARIABLES: &[&str] = &["TMPDIR", "TMP", "TEMP"];
@@ -73,7 +73,7 @@ impl ZygoteKey {
         }
         // Whether the runner's bytecode was ready when the kernel started is not the
         // zygote's business (it takes what is ready when it starts).
-        env.remove(crate::bytecode::ENV_VAR);
+        env.remove(crate::start::bytecode::ENV_VAR);
         // Landlock's writable directories are per kernel (its own ruleset); only whether
         // the network is shared changes the zygote (its network namespace).
         let sandbox = match sandbox {
@@ -196,10 +196,10 @@ impl Zygote {
         let mut env = key.env.clone();
         env.insert("PYKERNEL_ZYGOTE".into(), json!(key.preload).to_string());
         // Its kernels load what they import later from the zygote's copy of it.
-        let bytecode = crate::bytecode::ready(&key.python);
+        let bytecode = crate::start::bytecode::ready(&key.python);
         if let Some(bundle) = &bytecode {
             env.insert(
-                crate::bytecode::ENV_VAR.into(),
+                crate::start::bytecode::ENV_VAR.into(),
                 format!("fd:{}", bundle.fd()),
             );
         }
@@ -354,7 +354,7 @@ impl Zygote {
         let (stderr_r, stderr_w) = pipe()?;
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let mut env = request.env.clone();
-        env.remove(crate::bytecode::ENV_VAR);
+        env.remove(crate::start::bytecode::ENV_VAR);
         env.insert("PYTHONUNBUFFERED".into(), "1".into());
         env.insert("PYTHONIOENCODING".into(), "utf-8".into());
         let arena_max = env

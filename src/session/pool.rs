@@ -30,16 +30,16 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::{KernelError, Result};
-use crate::events::KernelEvent;
-use crate::executor::{Cell, EvalOptions, EvalResult, Evaluation};
-use crate::fifo::{Fifo, Place, Turn};
+use crate::eval::executor::{Cell, EvalOptions, EvalResult, Evaluation};
+use crate::kernel::fifo::{Fifo, Place, Turn};
 use crate::kernel::{
     AbortHandle, Caller, Kernel, KernelConfig, DEFAULT_SHUTDOWN_GRACE, PRELOAD_WAIT,
 };
-use crate::launcher::Launcher;
-use crate::placement::{Load, Loads, Placement, Placer, SessionRef};
-use crate::runtime::Resolved;
-use crate::slots::{Slot, Slots};
+use crate::session::placement::{Load, Loads, Placement, Placer, SessionRef};
+use crate::session::slots::{Slot, Slots};
+use crate::start::launcher::Launcher;
+use crate::start::python::Resolved;
+use crate::wire::events::KernelEvent;
 
 pub const DEFAULT_TIMEOUT_SECONDS: f64 = 30.0;
 pub const MAX_TIMEOUT_SECONDS: f64 = 3600.0;
@@ -167,7 +167,7 @@ impl PoolConfig {
             .into_iter()
             .flatten()
         {
-            crate::safe_fs::ensure_private_dir("artifactsDir", dir)?;
+            crate::store::safe_fs::ensure_private_dir("artifactsDir", dir)?;
         }
         Ok(())
     }
@@ -483,7 +483,7 @@ impl Pool {
             (seconds, None) => clamp_timeout(seconds)?,
         };
         if let Some(dir) = &request.artifacts_dir {
-            crate::safe_fs::ensure_private_dir("artifactsDir", dir)?;
+            crate::store::safe_fs::ensure_private_dir("artifactsDir", dir)?;
         }
         // A first cell's reset is the request's: it shares the coalescing of resets.
         request.reset |= request.cells.first().is_some_and(|cell| cell.reset);

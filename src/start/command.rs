@@ -17,14 +17,14 @@ pub struct LaunchSpec<'a> {
     pub env: &'a BTreeMap<String, String>,
     pub memory_limit_bytes: Option<u64>,
     /// A pids cgroup the kernel starts in (`maxProcesses`).
-    pub cgroup: Option<&'a crate::pids_cgroup::PidsCgroup>,
+    pub cgroup: Option<&'a crate::process::pids_cgroup::PidsCgroup>,
     /// The sandbox, prepared in the host; entered between fork and exec.
     pub sandbox: &'a Plan,
     /// A descriptor of the host's the kernel inherits (the runner's sealed bytecode).
     pub inherit: Option<std::os::fd::RawFd>,
 }
 
-/// A std `Command` (not tokio's): the kernel is reaped by [`crate::reaper`], and in a
+/// A std `Command` (not tokio's): the kernel is reaped by [`crate::process::reaper`], and in a
 /// sandbox it is not even the process this command spawns.
 pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
     let mut cmd = Command::new(spec.python);
@@ -41,7 +41,7 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
     let memory_limit = spec.memory_limit_bytes;
     let cgroup_procs = spec
         .cgroup
-        .map(|c| c as *const crate::pids_cgroup::PidsCgroup as usize);
+        .map(|c| c as *const crate::process::pids_cgroup::PidsCgroup as usize);
     let sandbox = spec.sandbox as *const Plan as usize;
     let inherit = spec.inherit;
     // SAFETY: between fork and exec only async-signal-safe calls are allowed; everything
@@ -55,7 +55,7 @@ pub fn build_command(spec: &LaunchSpec<'_>) -> Command {
                 nix::libc::fcntl(fd, nix::libc::F_SETFD, 0);
             }
             if let Some(cgroup) = cgroup_procs {
-                let cgroup = &*(cgroup as *const crate::pids_cgroup::PidsCgroup);
+                let cgroup = &*(cgroup as *const crate::process::pids_cgroup::PidsCgroup);
                 cgroup.enter_from_child()?;
             }
             if let Some(limit) = memory_limit {

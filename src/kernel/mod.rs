@@ -5,6 +5,9 @@
 //! blocks on a full pipe), and a waiter reaps the process and publishes how it ended.
 //! Executes run one at a time, in arrival order.
 
+pub mod fifo;
+pub mod watchdog;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -18,22 +21,22 @@ use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::{sleep_until, timeout, Instant};
 
-use crate::command::{build_command, LaunchSpec};
-use crate::env::{EnvFilter, DEFAULT_ENV_PREFIX};
 use crate::error::{KernelError, Result, StderrTail};
-use crate::events::{Collector, ErrorInfo, ExecuteOutcome, KernelEvent};
-use crate::fifo::{Fifo, Place, Turn};
-use crate::frame_reader::{FrameReader, Next, MAX_FRAME_BYTES};
-use crate::launcher::{Launcher, PAYLOAD};
-use crate::pids_cgroup::PidsCgroup;
-use crate::private_tmp::PrivateTmp;
-use crate::process_guard::Census;
-use crate::protocol::{decode_line, HostFrame, RunnerFrame};
-use crate::reaper::KernelProcess;
-use crate::runner_script;
-use crate::runtime::{self, ResolveOptions, Resolved};
+use crate::kernel::fifo::{Fifo, Place, Turn};
+use crate::kernel::watchdog::Watchdog;
+use crate::process::limit::Census;
+use crate::process::pids_cgroup::PidsCgroup;
+use crate::process::reaper::KernelProcess;
 use crate::sandbox::{Isolation, Plan, Reach, SandboxConfig, Target};
-use crate::watchdog::Watchdog;
+use crate::start::command::{build_command, LaunchSpec};
+use crate::start::env::{EnvFilter, DEFAULT_ENV_PREFIX};
+use crate::start::launcher::{Launcher, PAYLOAD};
+use crate::start::private_tmp::PrivateTmp;
+use crate::start::python::{self, ResolveOptions, Resolved};
+use crate::start::runner_files;
+use crate::wire::events::{Collector, ErrorInfo, ExecuteOutcome, KernelEvent};
+use crate::wire::frame_reader::{FrameReader, Next, MAX_FRAME_BYTES};
+use crate::wire::protocol::{decode_line, HostFrame, RunnerFrame};
 
 pub const DEFAULT_STATUS_MIME: &str = "application/x-pykernel-status";
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_millis(10_000);
@@ -101,9 +104,9 @@ impl KernelConfig {
     pub fn kv_path(&self) -> Option<PathBuf> {
         let dir = self.artifacts_dir.as_ref()?;
         let session = self.session_id.as_ref()?;
-        Some(crate::kv::store_path(
+        Some(crate::store::kv::store_path(
             dir,
-            &crate::kv::file_prefix(&self.env_prefix),
+            &crate::store::kv::file_prefix(&self.env_prefix),
             session,
         ))
     }
@@ -116,9 +119,9 @@ impl KernelConfig {
             return Ok(());
         };
         if self.session_id.is_some() {
-            crate::kv::prepare_store_dir(dir)?;
+            crate::store::kv::prepare_store_dir(dir)?;
         } else {
-            crate::safe_fs::ensure_private_dir("artifactsDir", dir)?;
+            crate::store::safe_fs::ensure_private_dir("artifactsDir", dir)?;
         }
         Ok(())
     }
@@ -402,25 +405,26 @@ const KV_CALL: &str = "__pykernel.kv";
 /// makes no sense.
 fn kv_call(home: &KvHome, args: &Value) -> std::result::Result<Value, String> {
     let key = || args.get("key").and_then(Value::as_str).unwrap_or_default();
-    let answer = crate::kv::KvStore::open(&home.artifacts_dir, &home.prefix, &home.session_id)
-        .and_then(|store| match args.get("op").and_then(Value::as_str) {
-            Some("get") => store.get(key()).map(|v| {
-                // Absent and null differ: a missing key comes back as no `value` at all.
-                let mut found = serde_json::Map::new();
-                if let Some(v) = v {
-                    found.insert("value".into(), v);
-                }
-                Some(Value::Object(found))
-            }),
-            Some("set") => store
-                .set(key(), args.get("value").cloned().unwrap_or(Value::Null))
-                .map(|()| Some(Value::Null)),
-            Some("delete") => store.delete(key()).map(|gone| Some(Value::Bool(gone))),
-            Some("list") => store
-                .list()
-                .map(|keys| Some(Value::Array(keys.into_iter().map(Value::String).collect()))),
-            _ => Ok(None),
-        });
+    let answer =
+        crate::store::kv::KvStore::open(&home.artifacts_dir, &home.prefix, &home.session_id)
+            .and_then(|store| match args.get("op").and_then(Value::as_str) {
+                Some("get") => store.get(key()).map(|v| {
+                    // Absent and null differ: a missing key comes back as no `value` at all.
+                    let mut found = serde_json::Map::new();
+                    if let Some(v) = v {
+                        found.insert("value".into(), v);
+                    }
+                    Some(Value::Object(found))
+                }),
+                Some("set") => store
+                    .set(key(), args.get("value").cloned().unwrap_or(Value::Null))
+                    .map(|()| Some(Value::Null)),
+                Some("delete") => store.delete(key()).map(|gone| Some(Value::Bool(gone))),
+                Some("list") => store
+                    .list()
+                    .map(|keys| Some(Value::Array(keys.into_iter().map(Value::String).collect()))),
+                _ => Ok(None),
+            });
     match answer {
         Ok(Some(value)) => Ok(value),
         Ok(None) => Err(format!("unknown kv operation {:?}", args.get("op"))),
@@ -571,7 +575,7 @@ impl Kernel {
             env_prefix: config.env_prefix.clone(),
             sandboxed: !config.sandbox.is_off(),
         };
-        tokio::task::spawn_blocking(move || runtime::resolve(&resolve_opts).map(|(r, _)| r))
+        tokio::task::spawn_blocking(move || python::resolve(&resolve_opts).map(|(r, _)| r))
             .await
             .map_err(|e| KernelError::io("resolving Python", std::io::Error::other(e)))?
     }
@@ -582,19 +586,19 @@ impl Kernel {
         if let Some(launcher) = &config.launcher {
             return Kernel::spawn_launched(config, launcher).await;
         }
-        runtime::check_cwd(&config.cwd)?;
+        python::check_cwd(&config.cwd)?;
         let base_env = config.base_env_or_host();
         let resolved = Kernel::resolve(config).await?;
         let runner_dir = config
             .runner_dir
             .clone()
-            .unwrap_or_else(runner_script::default_base_dir);
-        let files = tokio::task::spawn_blocking(move || runner_script::materialize(&runner_dir))
+            .unwrap_or_else(runner_files::default_base_dir);
+        let files = tokio::task::spawn_blocking(move || runner_files::materialize(&runner_dir))
             .await
             .map_err(|e| KernelError::io("writing the runner", std::io::Error::other(e)))??;
 
         let mut env = EnvFilter::new(&config.env_prefix).filter(&base_env);
-        runtime::apply_to_env(&resolved, &mut env);
+        python::apply_to_env(&resolved, &mut env);
         env.extend(config.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         // Only the host makes a zygote (a runner given this would wait for fork requests).
         env.remove("PYKERNEL_ZYGOTE");
@@ -607,7 +611,7 @@ impl Kernel {
         check_variables(&env, config)?;
         let trace = ipc_trace(&base_env, config);
 
-        let bytecode = crate::bytecode::for_interpreter(
+        let bytecode = crate::start::bytecode::for_interpreter(
             &resolved.path,
             &files,
             &env,
@@ -616,7 +620,7 @@ impl Kernel {
         );
         if let Some(bundle) = &bytecode {
             env.insert(
-                crate::bytecode::ENV_VAR.into(),
+                crate::start::bytecode::ENV_VAR.into(),
                 format!("fd:{}", bundle.fd()),
             );
         }
@@ -733,7 +737,7 @@ impl Kernel {
             };
             // The watcher owns the cgroup from here and removes it once the kernel is
             // reaped, whoever ends the kernel and whenever this object is dropped.
-            tokio::spawn(crate::process_guard::watch_processes(
+            tokio::spawn(crate::process::limit::watch_processes(
                 process.clone(),
                 census,
                 limit,
@@ -768,15 +772,15 @@ impl Kernel {
     async fn fork_from_zygote(
         config: &KernelConfig,
         resolved: &Resolved,
-        files: &runner_script::RunnerFiles,
+        files: &runner_files::RunnerFiles,
         env: &BTreeMap<String, String>,
         sandbox: &Plan,
-    ) -> Option<(crate::zygote::Forked, Vec<String>)> {
-        use crate::zygote::{ForkRequest, ZygoteKey, ZygoteStart};
+    ) -> Option<(crate::start::zygote::Forked, Vec<String>)> {
+        use crate::start::zygote::{ForkRequest, ZygoteKey, ZygoteStart};
         let forkable = !config.preload.is_empty()
             && config.zygote
             && config.max_processes.is_none()
-            && runtime::version_at_least(&resolved.version, (3, 9));
+            && python::version_at_least(&resolved.version, (3, 9));
         if !forkable {
             return None;
         }
@@ -794,7 +798,8 @@ impl Kernel {
         // Once more when the zygote turns out to have died (killed, out of memory): the
         // registry then starts a new one.
         for _ in 0..2 {
-            let zygote = crate::zygote::for_kernel(start.clone(), config.startup_timeout).await?;
+            let zygote =
+                crate::start::zygote::for_kernel(start.clone(), config.startup_timeout).await?;
             let request = ForkRequest {
                 env,
                 cwd: &config.cwd,
@@ -879,7 +884,7 @@ impl Kernel {
                 resolved: Resolved {
                     path: PathBuf::from(&interpreter),
                     version: String::new(),
-                    source: runtime::Source::Explicit,
+                    source: python::Source::Explicit,
                     venv: None,
                 },
                 // Relative: the runner's directory on the far side is its own.
@@ -1057,7 +1062,7 @@ impl Kernel {
                 *self.kv_home.lock().unwrap() = match (&config.artifacts_dir, &config.session_id) {
                     (Some(dir), Some(session)) => Some(KvHome {
                         artifacts_dir: dir.clone(),
-                        prefix: crate::kv::file_prefix(&config.env_prefix),
+                        prefix: crate::store::kv::file_prefix(&config.env_prefix),
                         session_id: session.clone(),
                     }),
                     _ => None,
@@ -1278,7 +1283,7 @@ impl Kernel {
             return Ok(collector.outcome);
         }
         if let Some(KernelEvent::Status { op, data }) = self.isolation_notice() {
-            on_event(collector.host_status(crate::events::StatusEvent { op, data }));
+            on_event(collector.host_status(crate::wire::events::StatusEvent { op, data }));
         }
         // Named before the write: an interrupt from now on names this request.
         let _running = RunningGuard::set(&self.running, &id);
@@ -1310,7 +1315,7 @@ impl Kernel {
                 biased;
                 Some(()) = call_done_rx.recv() => {
                     if let Some(paused_for) = watchdog.resume(std::time::Instant::now()) {
-                        on_event(collector.host_status(crate::watchdog::resumed_status(paused_for)));
+                        on_event(collector.host_status(crate::kernel::watchdog::resumed_status(paused_for)));
                     }
                     false
                 }
@@ -1341,9 +1346,9 @@ impl Kernel {
                                 self.refuse_call(call_id, &name);
                             } else {
                                 // Only waiting on another model stops the clock.
-                                let pauses = crate::watchdog::pauses_for(&name);
+                                let pauses = crate::kernel::watchdog::pauses_for(&name);
                                 if pauses && watchdog.pause(std::time::Instant::now()) {
-                                    on_event(collector.host_status(crate::watchdog::paused_status(&name)));
+                                    on_event(collector.host_status(crate::kernel::watchdog::paused_status(&name)));
                                 }
                                 let done = pauses.then(|| call_done_tx.clone());
                                 let caller = request.caller.clone().unwrap_or_else(|| Caller {
@@ -1381,7 +1386,7 @@ impl Kernel {
         // A call a thread left in flight: the pause ends with the cell, so a UI is not left
         // showing a stopped clock.
         if let Some(paused_for) = watchdog.end(std::time::Instant::now()) {
-            on_event(collector.host_status(crate::watchdog::resumed_status(paused_for)));
+            on_event(collector.host_status(crate::kernel::watchdog::resumed_status(paused_for)));
         }
         let finished = collector.is_done();
         let mut outcome = collector.outcome;

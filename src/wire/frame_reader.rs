@@ -235,7 +235,7 @@ mod tests {
     /// thinks fine could get its kernel killed.
     #[test]
     fn the_runner_uses_the_same_limit() {
-        let channel = include_str!("../runner/pykernel_runner/channel.py");
+        let channel = include_str!("../../runner/pykernel_runner/channel.py");
         let wanted = format!("MAX_FRAME_BYTES = {} << 20", MAX_FRAME_BYTES >> 20);
         assert!(channel.contains(&wanted), "channel.py lacks `{wanted}`");
     }

@@ -24,23 +24,23 @@ use once_cell::sync::Lazy;
 use sha2::{Digest, Sha256};
 
 use crate::error::{KernelError, Result};
-use crate::safe_fs::{self, Fault};
+use crate::store::safe_fs::{self, Fault};
 
 /// The entry point; the runner proper is a package of modules, so their bytecode is cached.
-pub const RUNNER_PY: &str = include_str!("../runner/runner.py");
-pub const PRELUDE_PY: &str = include_str!("../runner/prelude.py");
-pub const DISPLAY_PY: &str = include_str!("../runner/pykernel_display.py");
-pub const MAGICS_PY: &str = include_str!("../runner/pykernel_magics.py");
-pub const PRETTY_PY: &str = include_str!("../runner/pykernel_pretty.py");
-pub const IPYTHON_PY: &str = include_str!("../runner/pykernel_ipython.py");
-pub const ZYGOTE_PY: &str = include_str!("../runner/pykernel_zygote.py");
+pub const RUNNER_PY: &str = include_str!("../../runner/runner.py");
+pub const PRELUDE_PY: &str = include_str!("../../runner/prelude.py");
+pub const DISPLAY_PY: &str = include_str!("../../runner/pykernel_display.py");
+pub const MAGICS_PY: &str = include_str!("../../runner/pykernel_magics.py");
+pub const PRETTY_PY: &str = include_str!("../../runner/pykernel_pretty.py");
+pub const IPYTHON_PY: &str = include_str!("../../runner/pykernel_ipython.py");
+pub const ZYGOTE_PY: &str = include_str!("../../runner/pykernel_zygote.py");
 
 /// A module of the runner package, `runner/pykernel_runner/` (one module per concern).
 macro_rules! package_module {
     ($name:literal) => {
         (
             concat!("pykernel_runner/", $name),
-            include_str!(concat!("../runner/pykernel_runner/", $name)),
+            include_str!(concat!("../../runner/pykernel_runner/", $name)),
         )
     };
 }

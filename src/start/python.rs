@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use once_cell::sync::Lazy;
 
-use crate::env::{EnvFilter, DEFAULT_ENV_PREFIX};
 use crate::error::{KernelError, Result};
 use crate::sandbox::{run_confined, Plan, SandboxConfig, Target};
+use crate::start::env::{EnvFilter, DEFAULT_ENV_PREFIX};
 
 const MIN_VERSION: (u32, u32) = (3, 8);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);

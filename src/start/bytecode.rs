@@ -26,8 +26,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::runner_script::{self, RunnerFiles};
 use crate::sandbox::{run_confined, Plan, SandboxConfig, Target};
+use crate::start::runner_files::{self, RunnerFiles};
 
 /// The variable that tells `runner.py` which descriptor holds the bytecode (it removes
 /// it at once).
@@ -162,7 +162,7 @@ fn build(
     cmd.args(["-I", "-S", "-c", COMPILE_SCRIPT])
         .arg(dir)
         .args(
-            runner_script::modules()
+            runner_files::modules()
                 .into_iter()
                 .map(|(name, rel)| format!("{name}={rel}")),
         )
@@ -198,7 +198,7 @@ fn check(bytes: &[u8]) -> Result<(), String> {
             _ => None,
         })
         .collect();
-    for (name, _) in runner_script::modules() {
+    for (name, _) in runner_files::modules() {
         let at = modules
             .get(name.as_str())
             .ok_or_else(|| format!("{name} is missing"))?;
@@ -291,7 +291,7 @@ mod tests {
     fn a_bundle_missing_a_module_or_pointing_past_its_end_is_refused() {
         let bundle = |skip: &str, long: &str| {
             let mut header = vec!["00".to_string()];
-            for (name, _) in runner_script::modules() {
+            for (name, _) in runner_files::modules() {
                 if name != skip {
                     let length = if name == long { "5" } else { "1" };
                     header.extend([name, "0".into(), length.into()]);

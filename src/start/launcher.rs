@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{KernelError, Result};
 
 /// The far side's supervisor and loader.
-const FAR_PY: &str = include_str!("../runner/pykernel_far.py");
+const FAR_PY: &str = include_str!("../../runner/pykernel_far.py");
 
 /// What `python -c` runs. Valid Python 2 up to the version check, so an old interpreter
 /// says what is wrong instead of failing on syntax. It reads with `os.read`: a buffered
@@ -56,7 +56,7 @@ pub struct Payload {
 
 pub static PAYLOAD: Lazy<Payload> = Lazy::new(|| {
     let mut body = FAR_PY.as_bytes().to_vec();
-    for (name, text) in crate::runner_script::files() {
+    for (name, text) in crate::start::runner_files::files() {
         body.push(0);
         body.extend_from_slice(name.as_bytes());
         body.push(0);
@@ -141,7 +141,7 @@ impl Launcher {
         // SAFETY: only async-signal-safe system calls between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
-                crate::command::close_inherited_fds_on_exec();
+                crate::start::command::close_inherited_fds_on_exec();
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
                 Ok(())
             });
@@ -216,7 +216,10 @@ mod tests {
         let body = &PAYLOAD.bytes[PAYLOAD.bytes.iter().position(|&b| b == b'\n').unwrap() + 1..];
         let parts: Vec<&[u8]> = body.split(|&b| b == 0).collect();
         assert_eq!(parts[0], FAR_PY.as_bytes());
-        assert_eq!((parts.len() - 1) / 2, crate::runner_script::files().len());
+        assert_eq!(
+            (parts.len() - 1) / 2,
+            crate::start::runner_files::files().len()
+        );
         let sha: String = Sha256::digest(body)
             .iter()
             .map(|b| format!("{b:02x}"))

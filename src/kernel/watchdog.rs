@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use crate::events::StatusEvent;
+use crate::wire::events::StatusEvent;
 
 #[derive(Debug, Clone)]
 pub struct Watchdog {

@@ -17,11 +17,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::events::{json_size, Admission, DisplayBudget, KernelEvent};
 use crate::output::{
     artifact_uri, render_bundle, sanitize, ArtifactSink, Image, OutputAccumulator, OutputLimits,
     Revisable, Sanitizer, Truncated,
 };
+use crate::wire::events::{json_size, Admission, DisplayBudget, KernelEvent};
 
 /// How the text is built.
 #[derive(Debug, Clone, Default)]
@@ -427,8 +427,8 @@ mod tests {
     /// same rule, so a notice from the one is true of the other.
     #[test]
     fn images_are_kept_for_the_displays_the_cell_keeps() {
-        use crate::events::{Collector, KEPT_DISPLAYS};
-        use crate::protocol::RunnerFrame;
+        use crate::wire::events::{Collector, KEPT_DISPLAYS};
+        use crate::wire::protocol::RunnerFrame;
         let mime = "application/x-pykernel-status";
         let mut view = builder(false);
         let mut collector = Collector::new(mime, None);

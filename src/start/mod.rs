@@ -1,0 +1,13 @@
+//! Everything that comes before a kernel's first frame: which Python, which environment,
+//! the runner's files and their bytecode, the private tmp, and the three ways to start
+//! the process (spawned, forked from a zygote, launched on another host).
+
+pub mod bytecode;
+pub mod command;
+pub mod env;
+pub mod launcher;
+pub mod private_tmp;
+pub mod python;
+pub mod runner_files;
+#[cfg(target_os = "linux")]
+pub mod zygote;
