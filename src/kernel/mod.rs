@@ -24,6 +24,7 @@ use tokio::time::{sleep_until, timeout, Instant};
 use crate::error::{KernelError, Result, StderrTail};
 use crate::kernel::fifo::{Fifo, Place, Turn};
 use crate::kernel::watchdog::Watchdog;
+use crate::process::exit::ExitInfo;
 use crate::process::limit::Census;
 use crate::process::pids_cgroup::PidsCgroup;
 use crate::process::reaper::KernelProcess;
@@ -232,38 +233,6 @@ impl AbortHandle {
                 return;
             }
             notified.await;
-        }
-    }
-}
-
-/// How the kernel process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExitInfo {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-}
-
-impl std::fmt::Display for ExitInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.code, self.signal) {
-            (Some(code), _) => write!(f, "exit code {code}"),
-            (None, Some(sig)) => {
-                let name = Signal::try_from(sig)
-                    .map(|s| s.as_str())
-                    .unwrap_or("unknown");
-                write!(f, "killed by signal {sig} ({name})")
-            }
-            (None, None) => write!(f, "ended"),
-        }
-    }
-}
-
-impl From<std::process::ExitStatus> for ExitInfo {
-    fn from(status: std::process::ExitStatus) -> Self {
-        use std::os::unix::process::ExitStatusExt;
-        ExitInfo {
-            code: status.code(),
-            signal: status.signal(),
         }
     }
 }
@@ -2176,23 +2145,4 @@ async fn drain_stderr(
         }
     }
     let _ = closed.send(true);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exit_info_reads_like_a_person_would_say_it() {
-        let code = ExitInfo {
-            code: Some(3),
-            signal: None,
-        };
-        assert_eq!(code.to_string(), "exit code 3");
-        let killed = ExitInfo {
-            code: None,
-            signal: Some(9),
-        };
-        assert_eq!(killed.to_string(), "killed by signal 9 (SIGKILL)");
-    }
 }

@@ -10,12 +10,12 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use super::delivery::EventSink;
-use super::eval::{ImageOutput, TruncationInfo};
-use super::kernel::StatusInfo;
 use super::options::{optional_integer, OptionReader};
+use super::results::{ImageOutput, StatusInfo, TruncationInfo};
 use super::{coded_error, host_path, js_error, promise};
 use crate::error::KernelError;
 use crate::eval::agent_text::{AgentText, AgentTextOptions};
+use crate::eval::executor;
 use crate::kernel::DEFAULT_STATUS_MIME;
 use crate::output::{check_artifact_id, read_artifact, ArtifactSink, OutputLimits};
 use crate::wire::events::KernelEvent;
@@ -263,4 +263,15 @@ pub fn read_artifact_text<'env>(
     promise(env, async move {
         super::blocking(move || read_artifact(&dir, &uri)).await
     })
+}
+
+/// An `EvalResult` that also says that `onOutput` threw, if it did.
+pub(super) fn with_on_output_error(
+    mut result: executor::EvalResult,
+    on_output_error: Option<String>,
+) -> executor::EvalResult {
+    if let Some(message) = on_output_error {
+        result.add_notice(on_output_notice(&message));
+    }
+    result
 }

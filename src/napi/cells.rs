@@ -1,10 +1,23 @@
 //! The cells of an `evaluate` or `KernelPool.execute` call: their own timeouts (clamped
 //! as the pool's `timeoutSeconds`, with a notice naming the cell) and resets.
 
-use super::eval::EvalCell;
+use napi_derive::napi;
+
 use crate::error::KernelError;
 use crate::eval::executor::Cell;
 use crate::session::pool::clamp_timeout;
+
+#[napi(object)]
+pub struct EvalCell {
+    pub code: String,
+    /// Named in the failure notice ("cell 2 of 3 (title) failed").
+    pub title: Option<String>,
+    /// This cell's timeout in seconds, in place of the request's: clamped to 1..3600
+    /// with a notice, 0 = none.
+    pub timeout: Option<f64>,
+    /// A fresh kernel before this cell (`KernelPool.execute` only).
+    pub reset: Option<bool>,
+}
 
 /// The cells, and the notices their timeouts' clamping gave.
 pub(super) fn read_cells(cells: Vec<EvalCell>) -> Result<(Vec<Cell>, Vec<String>), KernelError> {

@@ -37,6 +37,9 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{
     ThreadsafeFunction, ThreadsafeFunctionCallMode, UnknownReturnValue,
 };
+use serde_json::Value;
+
+use crate::eval::executor;
 
 /// How many values may be in flight (sent, and their callback not yet returned or its
 /// Promise not yet settled). Past it, sending the next one waits: a cell printing a
@@ -257,4 +260,41 @@ impl<T: 'static + JsValuesTupleIntoVec> EventSink<T> {
 /// The notice in an `EvalResult` for a callback (`onEvent`) that threw or rejected.
 pub(super) fn handler_threw_notice(name: &str, message: &str) -> String {
     format!("{name} threw: {message}; later events were still delivered")
+}
+
+/// A host callback behind one of the settling wrappers (`settle`: JavaScript source of a
+/// function that takes the callback and returns one whose every outcome is a Promise of
+/// a JSON string), callable from any thread. Weak: it never keeps the event loop alive.
+pub(super) type SettledCallback =
+    ThreadsafeFunction<Value, Promise<String>, Value, Status, false, true>;
+
+pub(super) fn settled_callback(
+    env: &Env,
+    callback: &FunctionRef<Value, Unknown<'static>>,
+    settle: &str,
+) -> Result<Arc<SettledCallback>> {
+    let callback = callback.borrow_back(env)?;
+    if callback.to_unknown().get_type()? != ValueType::Function {
+        return Err(Error::new(Status::InvalidArg, "must be a function"));
+    }
+    let settle: Function<Function<Value, Unknown>, Function<Value, Promise<String>>> =
+        env.run_script(settle)?;
+    let settled = settle
+        .call(callback)?
+        .build_threadsafe_function::<Value>()
+        .callee_handled::<false>()
+        .weak::<true>()
+        .build()?;
+    Ok(Arc::new(settled))
+}
+
+/// An `EvalResult` that also says that `onEvent` threw, if it did.
+pub(super) fn with_on_event_error(
+    mut result: executor::EvalResult,
+    on_event_error: Option<String>,
+) -> executor::EvalResult {
+    if let Some(message) = on_event_error {
+        result.add_notice(handler_threw_notice("onEvent", &message));
+    }
+    result
 }

@@ -8,21 +8,22 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::agent_text::{artifact_id, on_output_notice, LiveOutput};
+use super::agent_text::{artifact_id, with_on_output_error, LiveOutput};
 
 use super::cells::read_cells;
-use super::delivery::{handler_threw_notice, Callback, EventSink};
-use super::eval::{EvalCell, EvalResult};
+use super::cells::EvalCell;
+use super::delivery::{
+    settled_callback, with_on_event_error, Callback, EventSink, SettledCallback,
+};
 use super::options::{
     bounds, optional_integer, optional_millis, Cancellation, Misfit, OptionReader,
 };
+use super::results::{EvalResult, ExecuteResult, ShutdownResult};
 use super::sandbox::{sandbox_config, IsolationInfo, SandboxOptions};
 use super::{cwd_or_current, js_error, promise};
 use crate::error::KernelError;
 use crate::eval::executor::{self, EvalOptions};
 use crate::start::launcher::Launcher;
-use crate::wire::events::ExecuteOutcome;
-use napi::threadsafe_function::ThreadsafeFunction;
 
 use crate::kernel::{
     Bridge, CallOrigin, ExecuteRequest, Kernel, KernelConfig, DEFAULT_LINK_TIMEOUT,
@@ -113,7 +114,7 @@ impl KernelOptions {
         let mut config = KernelConfig::new(cwd);
         config.sandbox = sandbox_config(self.sandbox, &config.cwd)?;
         config.launcher = launcher;
-        config.preload = super::pool::preload_modules(self.preload)?;
+        config.preload = super::options::preload_modules(self.preload)?;
         config.zygote = self.zygote.unwrap_or(true);
         config.link_timeout = optional_millis(
             "linkTimeoutMs",
@@ -164,90 +165,6 @@ impl KernelOptions {
         )?;
         Ok(config)
     }
-}
-
-#[napi(object)]
-pub struct ErrorInfo {
-    pub ename: String,
-    pub evalue: String,
-    pub traceback: Vec<String>,
-}
-
-#[napi(object)]
-pub struct StatusInfo {
-    pub op: String,
-    pub data: Value,
-}
-
-#[napi(object)]
-pub struct ExecuteResult {
-    #[napi(ts_type = "'ok' | 'error'")]
-    pub status: String,
-    pub execution_count: u32,
-    pub cancelled: bool,
-    pub timed_out: bool,
-    pub kernel_died: bool,
-    pub stdin_requested: bool,
-    pub stdout: String,
-    pub stderr: String,
-    /// The cell's first displays: at most 100, or 64 MiB as JSON. When it showed more,
-    /// the rest went to `onEvent` only, and (`execute`) a last text/plain bundle says so.
-    #[napi(ts_type = "MimeBundle[]")]
-    pub displays: Vec<Value>,
-    /// How many displays went to `onEvent` but were left out of `displays`.
-    pub displays_dropped: f64,
-    /// Status events (`_emit_status`), in order.
-    pub statuses: Vec<StatusInfo>,
-    #[napi(ts_type = "MimeBundle")]
-    pub result: Option<Value>,
-    pub error: Option<ErrorInfo>,
-    /// The cell's title, in results of `evaluate` and `KernelPool.execute`.
-    pub title: Option<String>,
-    /// What `onEvent` threw the first time it threw (`execute` only; `evaluate` and the
-    /// pool say it in a notice). Every event was still delivered.
-    pub on_event_error: Option<String>,
-}
-
-impl From<ExecuteOutcome> for ExecuteResult {
-    fn from(o: ExecuteOutcome) -> Self {
-        ExecuteResult {
-            status: if o.ok { "ok" } else { "error" }.to_string(),
-            execution_count: o.execution_count,
-            cancelled: o.cancelled,
-            timed_out: o.timed_out,
-            kernel_died: o.kernel_died,
-            stdin_requested: o.stdin_requested,
-            stdout: o.stdout,
-            stderr: o.stderr,
-            displays_dropped: o.displays_dropped as f64,
-            displays: o.displays,
-            statuses: o
-                .statuses
-                .into_iter()
-                .map(|s| StatusInfo {
-                    op: s.op,
-                    data: Value::Object(s.data),
-                })
-                .collect(),
-            result: o.result,
-            error: o.error.map(|e| ErrorInfo {
-                ename: e.ename,
-                evalue: e.evalue,
-                traceback: e.traceback,
-            }),
-            title: None,
-            on_event_error: None,
-        }
-    }
-}
-
-#[napi(object)]
-pub struct ShutdownResult {
-    /// The process is gone (reaped).
-    pub confirmed: bool,
-    pub exit_code: Option<i32>,
-    /// The name of the signal that ended it, e.g. "SIGKILL".
-    pub signal: Option<String>,
 }
 
 #[napi(object)]
@@ -542,32 +459,6 @@ const SETTLE_ON_CALL: &str = r#"(function settleOnCall(onCall) {
   }
 })"#;
 
-/// A host callback behind one of the settling wrappers (`settle`: JavaScript source of a
-/// function that takes the callback and returns one whose every outcome is a Promise of
-/// a JSON string), callable from any thread. Weak: it never keeps the event loop alive.
-pub(super) type SettledCallback =
-    ThreadsafeFunction<Value, Promise<String>, Value, Status, false, true>;
-
-pub(super) fn settled_callback(
-    env: &Env,
-    callback: &FunctionRef<Value, Unknown<'static>>,
-    settle: &str,
-) -> Result<Arc<SettledCallback>> {
-    let callback = callback.borrow_back(env)?;
-    if callback.to_unknown().get_type()? != ValueType::Function {
-        return Err(Error::new(Status::InvalidArg, "must be a function"));
-    }
-    let settle: Function<Function<Value, Unknown>, Function<Value, Promise<String>>> =
-        env.run_script(settle)?;
-    let settled = settle
-        .call(callback)?
-        .build_threadsafe_function::<Value>()
-        .callee_handled::<false>()
-        .weak::<true>()
-        .build()?;
-    Ok(Arc::new(settled))
-}
-
 impl JsBridge {
     fn shared(
         env: &Env,
@@ -609,28 +500,6 @@ impl Bridge for JsBridge {
                 .map_err(|e| format!("onCall's reply to '{name}' could not be read: {e}"))
         })
     }
-}
-
-/// An `EvalResult` that also says that `onEvent` threw, if it did.
-pub(super) fn with_on_event_error(
-    mut result: executor::EvalResult,
-    on_event_error: Option<String>,
-) -> executor::EvalResult {
-    if let Some(message) = on_event_error {
-        result.add_notice(handler_threw_notice("onEvent", &message));
-    }
-    result
-}
-
-/// An `EvalResult` that also says that `onOutput` threw, if it did.
-pub(super) fn with_on_output_error(
-    mut result: executor::EvalResult,
-    on_output_error: Option<String>,
-) -> executor::EvalResult {
-    if let Some(message) = on_output_error {
-        result.add_notice(on_output_notice(&message));
-    }
-    result
 }
 
 /// Reads `ExecuteOptions`.

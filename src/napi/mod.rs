@@ -22,7 +22,7 @@ mod agent_text;
 mod cancel;
 mod cells;
 mod delivery;
-mod eval;
+
 mod kernel;
 mod kv;
 mod options;
@@ -30,6 +30,7 @@ mod output;
 mod placement;
 mod pool;
 mod python;
+mod results;
 mod sandbox;
 
 use std::collections::HashMap;

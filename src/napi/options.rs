@@ -253,6 +253,36 @@ impl<'a, 'env> OptionReader<'a, 'env> {
     }
 }
 
+/// The `preload` option: dotted module names (`pkg.sub`), each part an identifier.
+pub(super) fn preload_modules(
+    names: Option<Vec<String>>,
+) -> std::result::Result<Vec<String>, KernelError> {
+    let names = names.unwrap_or_default();
+    let invalid = |reason: String| KernelError::InvalidArgument {
+        name: "preload",
+        reason,
+    };
+    if names.len() > 64 {
+        return Err(invalid(format!(
+            "names at most 64 modules, got {}",
+            names.len()
+        )));
+    }
+    for name in &names {
+        let identifier = |part: &str| {
+            let mut chars = part.chars();
+            chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+                && chars.all(|c| c == '_' || c.is_alphanumeric())
+        };
+        if !name.split('.').all(identifier) {
+            return Err(invalid(format!(
+                "{name:?} is not a module name (dotted identifiers, e.g. 'matplotlib.pyplot')"
+            )));
+        }
+    }
+    Ok(names)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

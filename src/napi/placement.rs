@@ -7,7 +7,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::*;
 use serde_json::Value;
 
-use super::kernel::{settled_callback, SettledCallback};
+use super::delivery::{settled_callback, SettledCallback};
 use super::options::Misfit;
 use crate::error::KernelError;
 use crate::session::placement::{HostAnswer, LauncherFor, Order, Placement, SessionRef};

@@ -11,12 +11,17 @@ use serde_json::Value;
 
 use super::agent_text::{artifact_id, LiveOutput};
 
+use super::agent_text::with_on_output_error;
 use super::cells::read_cells;
+use super::cells::EvalCell;
+use super::delivery::with_on_event_error;
 use super::delivery::EventSink;
-use super::eval::{EvalCell, EvalResult};
-use super::kernel::{with_on_event_error, with_on_output_error, KernelOptions};
-use super::options::{bounds, optional_integer, optional_millis, Misfit, OptionReader};
+use super::kernel::KernelOptions;
+use super::options::{
+    bounds, optional_integer, optional_millis, preload_modules, Misfit, OptionReader,
+};
 use super::placement::read_placement;
+use super::results::EvalResult;
 use super::{js_error, promise};
 use crate::error::KernelError;
 use crate::session::placement::Placement;
@@ -446,34 +451,4 @@ impl JsKernelPool {
             })
             .collect()
     }
-}
-
-/// The `preload` option: dotted module names (`pkg.sub`), each part an identifier.
-pub(super) fn preload_modules(
-    names: Option<Vec<String>>,
-) -> std::result::Result<Vec<String>, KernelError> {
-    let names = names.unwrap_or_default();
-    let invalid = |reason: String| KernelError::InvalidArgument {
-        name: "preload",
-        reason,
-    };
-    if names.len() > 64 {
-        return Err(invalid(format!(
-            "names at most 64 modules, got {}",
-            names.len()
-        )));
-    }
-    for name in &names {
-        let identifier = |part: &str| {
-            let mut chars = part.chars();
-            chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
-                && chars.all(|c| c == '_' || c.is_alphanumeric())
-        };
-        if !name.split('.').all(identifier) {
-            return Err(invalid(format!(
-                "{name:?} is not a module name (dotted identifiers, e.g. 'matplotlib.pyplot')"
-            )));
-        }
-    }
-    Ok(names)
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::sync::watch;
 
-use crate::kernel::ExitInfo;
+use crate::process::exit::ExitInfo;
 use crate::process::pids_cgroup::PidsCgroup;
 use crate::process::reaper::KernelProcess;
 

@@ -16,7 +16,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::sync::watch;
 
-use crate::kernel::ExitInfo;
+use crate::process::exit::ExitInfo;
 
 /// The kernel process, while it may be signalled.
 pub struct KernelProcess {

@@ -26,7 +26,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::sandbox::{run_confined, Plan, SandboxConfig, Target};
+use crate::process::confined::run_confined;
+use crate::sandbox::{Plan, SandboxConfig, Target};
 use crate::start::runner_files::{self, RunnerFiles};
 
 /// The variable that tells `runner.py` which descriptor holds the bytecode (it removes

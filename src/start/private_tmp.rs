@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::kernel::ExitInfo;
+use crate::process::exit::ExitInfo;
 
 const PREFIX: &str = "pykernel-tmp-";
 

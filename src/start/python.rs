@@ -20,7 +20,8 @@ use std::time::Duration;
 use once_cell::sync::Lazy;
 
 use crate::error::{KernelError, Result};
-use crate::sandbox::{run_confined, Plan, SandboxConfig, Target};
+use crate::process::confined::run_confined;
+use crate::sandbox::{Plan, SandboxConfig, Target};
 use crate::start::env::{EnvFilter, DEFAULT_ENV_PREFIX};
 
 const MIN_VERSION: (u32, u32) = (3, 8);
@@ -379,7 +380,7 @@ fn run_probe(
         cmd,
         &plan,
         PROBE_TIMEOUT,
-        crate::sandbox::HELPER_OUTPUT_BYTES,
+        crate::process::confined::HELPER_OUTPUT_BYTES,
     )
     .map_err(|e| format!("cannot run it: {e}"))?;
     if output.timed_out {

@@ -36,7 +36,7 @@ use nix::sys::socket::{
 use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
 
-use crate::kernel::ExitInfo;
+use crate::process::exit::ExitInfo;
 use crate::process::reaper::KernelProcess;
 use crate::sandbox::{Plan, SandboxConfig, Target};
 use crate::start::command::{build_command, LaunchSpec};

@@ -1,21 +1,95 @@
-//! The agent-ready result objects (`EvalResult`), shared by `Kernel.evaluate` and the pool.
+//! The result objects JavaScript receives: an execute's `ExecuteResult`, a shutdown's
+//! `ShutdownResult`, and the agent-ready `EvalResult` that `Kernel.evaluate` and the pool
+//! share. Conversions from the crate's outcomes only.
 
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::kernel::{ExecuteResult, StatusInfo};
 use crate::eval::executor;
+use crate::wire::events::ExecuteOutcome;
 
 #[napi(object)]
-pub struct EvalCell {
-    pub code: String,
-    /// Named in the failure notice ("cell 2 of 3 (title) failed").
+pub struct ErrorInfo {
+    pub ename: String,
+    pub evalue: String,
+    pub traceback: Vec<String>,
+}
+
+#[napi(object)]
+pub struct StatusInfo {
+    pub op: String,
+    pub data: Value,
+}
+
+#[napi(object)]
+pub struct ExecuteResult {
+    #[napi(ts_type = "'ok' | 'error'")]
+    pub status: String,
+    pub execution_count: u32,
+    pub cancelled: bool,
+    pub timed_out: bool,
+    pub kernel_died: bool,
+    pub stdin_requested: bool,
+    pub stdout: String,
+    pub stderr: String,
+    /// The cell's first displays: at most 100, or 64 MiB as JSON. When it showed more,
+    /// the rest went to `onEvent` only, and (`execute`) a last text/plain bundle says so.
+    #[napi(ts_type = "MimeBundle[]")]
+    pub displays: Vec<Value>,
+    /// How many displays went to `onEvent` but were left out of `displays`.
+    pub displays_dropped: f64,
+    /// Status events (`_emit_status`), in order.
+    pub statuses: Vec<StatusInfo>,
+    #[napi(ts_type = "MimeBundle")]
+    pub result: Option<Value>,
+    pub error: Option<ErrorInfo>,
+    /// The cell's title, in results of `evaluate` and `KernelPool.execute`.
     pub title: Option<String>,
-    /// This cell's timeout in seconds, in place of the request's: clamped to 1..3600
-    /// with a notice, 0 = none.
-    pub timeout: Option<f64>,
-    /// A fresh kernel before this cell (`KernelPool.execute` only).
-    pub reset: Option<bool>,
+    /// What `onEvent` threw the first time it threw (`execute` only; `evaluate` and the
+    /// pool say it in a notice). Every event was still delivered.
+    pub on_event_error: Option<String>,
+}
+
+impl From<ExecuteOutcome> for ExecuteResult {
+    fn from(o: ExecuteOutcome) -> Self {
+        ExecuteResult {
+            status: if o.ok { "ok" } else { "error" }.to_string(),
+            execution_count: o.execution_count,
+            cancelled: o.cancelled,
+            timed_out: o.timed_out,
+            kernel_died: o.kernel_died,
+            stdin_requested: o.stdin_requested,
+            stdout: o.stdout,
+            stderr: o.stderr,
+            displays_dropped: o.displays_dropped as f64,
+            displays: o.displays,
+            statuses: o
+                .statuses
+                .into_iter()
+                .map(|s| StatusInfo {
+                    op: s.op,
+                    data: Value::Object(s.data),
+                })
+                .collect(),
+            result: o.result,
+            error: o.error.map(|e| ErrorInfo {
+                ename: e.ename,
+                evalue: e.evalue,
+                traceback: e.traceback,
+            }),
+            title: None,
+            on_event_error: None,
+        }
+    }
+}
+
+#[napi(object)]
+pub struct ShutdownResult {
+    /// The process is gone (reaped).
+    pub confirmed: bool,
+    pub exit_code: Option<i32>,
+    /// The name of the signal that ended it, e.g. "SIGKILL".
+    pub signal: Option<String>,
 }
 
 #[napi(object)]
