@@ -1,11 +1,14 @@
 //! The JavaScript surface. Only argument conversion and delegation live here: every
 //! behaviour is in the napi-free modules, where Rust unit tests reach it.
 //!
-//! - `kernel`: the `Kernel` class and its option and result objects.
-//! - `eval`: the agent-ready `EvalResult` objects.
+//! - `kernel`: the `Kernel` class and its options.
+//! - `results`: the result objects (`ExecuteResult`, `ShutdownResult`, the agent-ready
+//!   `EvalResult`) that the `Kernel` class and the pool return.
+//! - `cells`: the cells of an `evaluate` or pool `execute` (`EvalCell`).
 //! - `cancel`: AbortSignal -> [`crate::kernel::AbortHandle`].
 //! - `delivery`: values to `onEvent` (and any later per-request callback) in order, with
-//!   backpressure, awaiting the Promises of async callbacks.
+//!   backpressure, awaiting the Promises of async callbacks; host callbacks whose every
+//!   outcome settles one Promise (`onCall`, `launcherFor`).
 //! - `options`: reading option objects that hold functions and signals.
 //! - `kv`: the `KvStore` class.
 //! - `pool`: the `KernelPool` class.
@@ -22,7 +25,6 @@ mod agent_text;
 mod cancel;
 mod cells;
 mod delivery;
-
 mod kernel;
 mod kv;
 mod options;
