@@ -665,7 +665,7 @@ _KV_ERRORS = {"ERR_KV_KEY": ValueError, "ERR_KV_LIMIT": ValueError,
 
 
 def _kv_on_host(op, **args):
-    """One store operation, answered by the host (``kv_call`` in src/kernel/mod.rs):
+    """One store operation, answered by the host (``kv_call`` in src/kernel/host_calls.rs):
     its answer, or its refusal raised as the matching exception."""
     if not __pykernel__.kv_via_host:
         raise RuntimeError("the kv store needs artifactsDir and sessionId on the "

@@ -1,5 +1,5 @@
 //! The kernel's `Command`, built but not spawned: what runs, where, with which variables,
-//! in which session, under which sandbox. Spawning and the lifecycle live in `kernel.rs`.
+//! in which session, under which sandbox. Spawning and the lifecycle live in `kernel/start.rs` and `kernel/ending.rs`.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;

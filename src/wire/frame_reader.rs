@@ -2,7 +2,7 @@
 //!
 //! A line is collected from what the buffered reader has at hand, so the host never holds
 //! more of one line than the limit: at the limit the reader stops and says so, and the
-//! kernel that sent it is killed (`kernel.rs`). The runner never sends a frame that large
+//! kernel that sent it is killed (`kernel/connection.rs`). The runner never sends a frame that large
 //! (it splits long stream output and replaces an oversized bundle with a notice, see
 //! `channel.py`), so only bytes a cell wrote to the protocol pipe itself can reach it.
 //! The splitting core, [`LineBuffer`], is synchronous, so it can be tested on any bytes.

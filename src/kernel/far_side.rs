@@ -1,0 +1,89 @@
+//! A kernel started through a launcher: its signals travel in band to the far side's
+//! supervisor, and its link is heartbeated and cut when it goes silent.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::sync::{mpsc, watch};
+use tokio::time::timeout;
+
+use super::connection::{FrameWriter, LinkClock, StreamReport, FRAME_WRITE_WAIT};
+use crate::process::exit::ExitInfo;
+use crate::process::reaper::KernelProcess;
+use crate::start::launcher::Launcher;
+use crate::wire::protocol::HostFrame;
+
+/// A kernel started through a launcher: signals travel in band, to the far side's
+/// supervisor.
+pub(super) struct FarSide {
+    pub(super) launcher: Launcher,
+    /// See [`KernelConfig::link_timeout`].
+    pub(super) link_timeout: Duration,
+    pub(super) signals: mpsc::UnboundedSender<Signal>,
+    /// The far side's `sys.executable` and version, from its `ready`.
+    pub(super) ready: std::sync::OnceLock<(String, String)>,
+    /// The runner was sent (see [`Kernel::ship_runner`]).
+    pub(super) shipped: AtomicBool,
+}
+
+/// Writes each signal asked for as a `signal` frame. SIGKILL ends the kernel whatever the
+/// far side does: after a moment for the frame to act, the link is cut (stdin closed, the
+/// launcher killed), and the supervisor there kills what is left when its stdin closes.
+pub(super) async fn signal_far_side(
+    mut signals: mpsc::UnboundedReceiver<Signal>,
+    writer: Arc<FrameWriter>,
+    process: Arc<KernelProcess>,
+    mut exit: watch::Receiver<Option<ExitInfo>>,
+) {
+    while let Some(signal) = signals.recv().await {
+        if exit.borrow().is_some() {
+            continue;
+        }
+        let frame = HostFrame::Signal {
+            signal: signal.as_str(),
+        };
+        let _ = timeout(FRAME_WRITE_WAIT, writer.send(&frame)).await;
+        if signal == Signal::SIGKILL {
+            let _ = timeout(LINK_CUT_WAIT, exit.wait_for(|e| e.is_some())).await;
+            let _ = timeout(FRAME_WRITE_WAIT, writer.close()).await;
+            process.signal_group(Signal::SIGKILL);
+        }
+    }
+}
+
+/// How long the far side gets to act on an in-band SIGKILL before its launcher is killed.
+pub(super) const LINK_CUT_WAIT: Duration = Duration::from_millis(1_000);
+
+/// Heartbeats a launched kernel's link, and cuts it when nothing came back for
+/// `link_timeout`: a frozen launcher or a dead network would otherwise leave every call
+/// waiting. Time the host itself spends not reading (a slow consumer holding the reader
+/// back) does not count against the link.
+pub(super) async fn watch_link(
+    writer: Arc<FrameWriter>,
+    report: Arc<StreamReport>,
+    process: Arc<KernelProcess>,
+    mut exit: watch::Receiver<Option<ExitInfo>>,
+    link_timeout: Duration,
+) {
+    let every = (link_timeout / 4).max(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            _ = exit.wait_for(|e| e.is_some()) => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let _ = timeout(FRAME_WRITE_WAIT, writer.send(&HostFrame::Heartbeat)).await;
+        let silent = report
+            .link
+            .as_ref()
+            .map_or(Duration::ZERO, LinkClock::silent_for);
+        if silent > link_timeout {
+            tracing::warn!(pid = process.pid(), "the link to a launched kernel is lost");
+            report.link_lost.store(true, Ordering::SeqCst);
+            let _ = timeout(FRAME_WRITE_WAIT, writer.close()).await;
+            process.signal_group(Signal::SIGKILL);
+            return;
+        }
+    }
+}
