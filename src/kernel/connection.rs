@@ -13,6 +13,7 @@ use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::end_cause::{EndCause, Ending};
 use crate::error::{KernelError, Result};
 use crate::process::exit::ExitInfo;
 use crate::process::reaper::KernelProcess;
@@ -221,12 +222,8 @@ pub(super) struct StreamReport {
     /// forgery, or output of a thread that outlived its cell) or for none, and lines that
     /// are not frames.
     pub(super) dropped_frames: AtomicU64,
-    /// Set when the kernel sent a line over [`MAX_FRAME_BYTES`] and was killed for it.
-    pub(super) oversized_frame: AtomicBool,
     /// A launched kernel's end, as the far side's supervisor reported it.
     pub(super) far_exit: Mutex<Option<ExitInfo>>,
-    /// Set when the link watch gave a launched kernel's link up.
-    pub(super) link_lost: AtomicBool,
 }
 
 /// When a launched kernel's link last carried a line, for the link watch.
@@ -271,6 +268,7 @@ pub(super) async fn read_frames(
     stdout: ChildStdout,
     routes: Routes,
     report: Arc<StreamReport>,
+    ending: Arc<Ending>,
     process: Arc<KernelProcess>,
     trace: bool,
 ) {
@@ -287,7 +285,7 @@ pub(super) async fn read_frames(
                     MAX_FRAME_BYTES >> 20
                 );
                 // Set before the routes close, so the request sees why it ended.
-                report.oversized_frame.store(true, Ordering::SeqCst);
+                ending.set(EndCause::OversizedFrame);
                 process.signal_group(Signal::SIGKILL);
                 break;
             }

@@ -1,7 +1,6 @@
 //! How a kernel ends: shutdown's steps (exit, SIGTERM, SIGKILL), signalling its group,
 //! waiting for its exit, and the report of a kernel that died during a cell.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -9,11 +8,11 @@ use tokio::time::timeout;
 
 use super::config::{ShutdownOutcome, DEFAULT_SHUTDOWN_GRACE};
 use super::connection::FRAME_WRITE_WAIT;
+use super::end_cause::EndCause;
 use super::Kernel;
 use crate::error::StderrTail;
 use crate::process::exit::ExitInfo;
 use crate::wire::events::{ErrorInfo, ExecuteOutcome};
-use crate::wire::frame_reader::MAX_FRAME_BYTES;
 use crate::wire::protocol::HostFrame;
 
 /// How long a confirmed shutdown waits for the kernel's private tmp to be removed.
@@ -21,15 +20,15 @@ pub(super) const TMP_REMOVAL_WAIT: Duration = Duration::from_secs(2);
 
 impl Kernel {
     /// The frame stream ended without `done`: the kernel died (or stopped talking, in
-    /// which case it is of no further use and is killed). State how it ended.
-    pub(super) async fn report_death(&self, outcome: &mut ExecuteOutcome, killed_by_us: bool) {
-        // The frames ended but the process lives on: it closed its protocol pipe (a cell
-        // can) and is of no further use.
-        let mut silenced = false;
+    /// which case it is of no further use and is killed). State how it ended: by the
+    /// cause the host recorded when it ended the kernel, else by its exit.
+    pub(super) async fn report_death(&self, outcome: &mut ExecuteOutcome) {
         let exit = match self.wait_for_exit(Duration::from_secs(2)).await {
             Some(exit) => exit,
             None => {
-                silenced = true;
+                // The frames ended but the process lives on: it closed its protocol pipe
+                // (a cell can) and is of no further use.
+                self.ending.set(EndCause::Silenced);
                 self.terminate(DEFAULT_SHUTDOWN_GRACE).await;
                 self.exit_info().unwrap_or(ExitInfo {
                     code: None,
@@ -37,44 +36,17 @@ impl Kernel {
                 })
             }
         };
-        let by_host = self.shut_down_by_host.load(Ordering::SeqCst);
-        let oversized = self.stream_report.oversized_frame.load(Ordering::SeqCst);
-        let link_lost = self.stream_report.link_lost.load(Ordering::SeqCst);
+        let cause = self.ending.cause();
         outcome.ok = false;
         outcome.kernel_died = true;
-        outcome.kernel_killed = killed_by_us
-            || silenced
-            || by_host
-            || oversized
-            || link_lost
-            || self.process_limit_hit.load(Ordering::SeqCst);
+        outcome.kernel_killed = cause.is_some();
         outcome.execution_count = self.execution_count();
-        let evalue = if self.process_limit_hit.load(Ordering::SeqCst) {
-            format!(
-                "the kernel ran more than {} processes at once (its maxProcesses limit; threads do not count) and was killed with all of them",
-                self.max_processes.unwrap_or_default()
-            )
-        } else if oversized {
-            format!(
-                "the kernel sent a protocol frame over {} MiB (not allowed); it was killed",
-                MAX_FRAME_BYTES >> 20
-            )
-        } else if link_lost {
-            format!(
-                "the link to the kernel was lost: nothing came back through `{}` for over {} ms, heartbeats included; the launcher was killed, and the far side ends the kernel when its link closes",
-                self.far.as_ref().map_or(String::new(), |f| f.launcher.describe()),
-                self.far.as_ref().map_or(0, |f| f.link_timeout.as_millis()),
-            )
-        } else if killed_by_us {
-            "the kernel did not respond to the interrupt and was killed".to_string()
-        } else if by_host {
-            format!("the kernel was shut down by the host while the cell ran ({exit})")
-        } else if silenced {
-            "the kernel closed its protocol pipe and stopped answering; it was killed".to_string()
-        } else if exit.signal == Some(Signal::SIGKILL as i32) {
-            format!("the Python kernel died during the cell ({exit}; possibly out of memory)")
-        } else {
-            format!("the Python kernel died during the cell ({exit})")
+        let evalue = match cause {
+            Some(cause) => cause.told(&exit),
+            None if exit.signal == Some(Signal::SIGKILL as i32) => {
+                format!("the Python kernel died during the cell ({exit}; possibly out of memory)")
+            }
+            None => format!("the Python kernel died during the cell ({exit})"),
         };
         let tail = self.stderr_tail().await.0;
         outcome.error = Some(ErrorInfo {
@@ -86,7 +58,7 @@ impl Kernel {
 
     /// exit -> grace -> SIGTERM -> grace -> SIGKILL -> grace. Idempotent.
     pub async fn shutdown(&self, grace: Duration) -> ShutdownOutcome {
-        self.shut_down_by_host.store(true, Ordering::SeqCst);
+        self.ending.set(EndCause::ShutDownByHost);
         if self.alive() {
             // Bounded: a kernel that stopped reading its stdin (stopped, or a cell that
             // never reads) leaves a write of ours stuck holding the pipe; the signals

@@ -16,6 +16,7 @@ use super::config::{
     AbortHandle, CallOrigin, Caller, ExecuteRequest, DEFAULT_SHUTDOWN_GRACE, INTERRUPT_ESCALATION,
 };
 use super::connection::{fold_waiting_text, open_route, RunningGuard, FRAME_WRITE_WAIT};
+use super::end_cause::EndCause;
 use super::host_calls::{kv_call, KV_CALL};
 use super::Kernel;
 use crate::error::{KernelError, Result};
@@ -69,11 +70,8 @@ impl Kernel {
     ) -> Result<ExecuteOutcome> {
         if let Some(exit) = self.exit_info() {
             // Killed between cells (a process a cell left behind kept forking): say why.
-            let exit = match (
-                self.process_limit_hit.load(Ordering::SeqCst),
-                self.max_processes,
-            ) {
-                (true, Some(limit)) => format!(
+            let exit = match self.ending.cause() {
+                Some(EndCause::ProcessLimit { limit }) => format!(
                     "{exit}: it ran more than {limit} processes at once, its maxProcesses limit"
                 ),
                 _ => exit.to_string(),
@@ -162,6 +160,7 @@ impl Kernel {
                     if escalation.is_some() && !killed => {
                     // The cell ignored the interrupt (C code, SIG_IGN): end the kernel.
                     killed = true;
+                    self.ending.set(EndCause::InterruptIgnored);
                     self.terminate(DEFAULT_SHUTDOWN_GRACE).await;
                     false
                 }
@@ -223,7 +222,7 @@ impl Kernel {
         let finished = collector.is_done();
         let mut outcome = collector.outcome;
         if !finished {
-            self.report_death(&mut outcome, killed).await;
+            self.report_death(&mut outcome).await;
             if let Some(error) = &outcome.error {
                 on_event(KernelEvent::Error(error.clone()));
             }

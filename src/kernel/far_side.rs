@@ -1,7 +1,8 @@
 //! A kernel started through a launcher: its signals travel in band to the far side's
 //! supervisor, and its link is heartbeated and cut when it goes silent.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use super::end_cause::{EndCause, Ending};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,6 +64,8 @@ pub(super) const LINK_CUT_WAIT: Duration = Duration::from_millis(1_000);
 pub(super) async fn watch_link(
     writer: Arc<FrameWriter>,
     report: Arc<StreamReport>,
+    ending: Arc<Ending>,
+    launcher: String,
     process: Arc<KernelProcess>,
     mut exit: watch::Receiver<Option<ExitInfo>>,
     link_timeout: Duration,
@@ -80,7 +83,10 @@ pub(super) async fn watch_link(
             .map_or(Duration::ZERO, LinkClock::silent_for);
         if silent > link_timeout {
             tracing::warn!(pid = process.pid(), "the link to a launched kernel is lost");
-            report.link_lost.store(true, Ordering::SeqCst);
+            ending.set(EndCause::LinkLost {
+                launcher,
+                timeout: link_timeout,
+            });
             let _ = timeout(FRAME_WRITE_WAIT, writer.close()).await;
             process.signal_group(Signal::SIGKILL);
             return;

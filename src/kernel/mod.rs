@@ -14,6 +14,7 @@
 
 mod config;
 mod connection;
+mod end_cause;
 mod ending;
 mod execute;
 mod far_side;
@@ -30,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use self::connection::{FrameWriter, Routes, StreamReport};
+use self::end_cause::Ending;
 use self::far_side::FarSide;
 use self::host_calls::KvHome;
 use crate::kernel::fifo::Fifo;
@@ -75,13 +77,10 @@ pub struct Kernel {
     bridge: Option<Arc<dyn Bridge>>,
     /// The `session_id` it was started with: the bridge's caller when a request names none.
     session_id: Option<String>,
-    max_processes: Option<usize>,
-    /// Set when the process guard killed the kernel for running too many processes.
-    process_limit_hit: Arc<AtomicBool>,
     /// Frames dropped, and whether the kernel was killed for an oversized one.
     stream_report: Arc<StreamReport>,
-    /// Set once the host asked the kernel to end (`shutdown`, a pool's disposal).
-    shut_down_by_host: AtomicBool,
+    /// What ended the kernel, when the host ended it.
+    ending: Arc<Ending>,
     /// Set for a kernel started through a launcher.
     far: Option<FarSide>,
     /// The kv store the kernel's `__pykernel.kv` calls reach, from its last init.

@@ -17,6 +17,7 @@ use super::connection::{
     drain_stderr, open_route, read_frames, widen_pipe, FrameWriter, LinkClock, Pipes, Routes,
     StdPipes, StreamReport,
 };
+use super::end_cause::{EndCause, Ending};
 use super::far_side::{signal_far_side, watch_link, FarSide};
 use super::host_calls::KvHome;
 use super::Kernel;
@@ -241,7 +242,7 @@ impl Kernel {
                         reach: sandbox.reach().clone(),
                         resolved,
                         prelude: files.prelude,
-                        process_limit_hit: Arc::new(AtomicBool::new(false)),
+                        ending: Arc::default(),
                         far: None,
                         start_mode: StartMode::Zygote,
                         preloaded,
@@ -294,7 +295,7 @@ impl Kernel {
         drop(command);
         let (process, exit) = KernelProcess::watch(pid, sandbox.spawns_through_launcher());
         let pipes = pipes.open(&process)?;
-        let process_limit_hit = Arc::new(AtomicBool::new(false));
+        let ending = Arc::new(Ending::default());
         if let Some(limit) = max_processes {
             let census = match cgroup {
                 Some(cgroup) => {
@@ -310,7 +311,10 @@ impl Kernel {
                 census,
                 limit,
                 exit.clone(),
-                process_limit_hit.clone(),
+                {
+                    let (ending, limit) = (ending.clone(), config.max_processes.unwrap_or(limit));
+                    move || ending.set(EndCause::ProcessLimit { limit })
+                },
             ));
         }
         Ok(Kernel::assemble(
@@ -325,7 +329,7 @@ impl Kernel {
                 reach: sandbox.reach().clone(),
                 resolved,
                 prelude: files.prelude,
-                process_limit_hit,
+                ending,
                 far: None,
                 start_mode: StartMode::Spawn,
                 preloaded: Vec::new(),
@@ -460,7 +464,7 @@ impl Kernel {
                 },
                 // Relative: the runner's directory on the far side is its own.
                 prelude: PathBuf::from("prelude.py"),
-                process_limit_hit: Arc::new(AtomicBool::new(false)),
+                ending: Arc::default(),
                 far: Some(launcher.clone()),
                 start_mode: StartMode::Launcher,
                 preloaded: Vec::new(),
@@ -490,6 +494,8 @@ impl Kernel {
         tokio::spawn(watch_link(
             self.writer.clone(),
             self.stream_report.clone(),
+            self.ending.clone(),
+            far.launcher.describe(),
             self.process.clone(),
             self.exit.clone(),
             far.link_timeout,
@@ -508,7 +514,7 @@ impl Kernel {
             reach,
             resolved,
             prelude,
-            process_limit_hit,
+            ending,
             far,
             start_mode,
             preloaded,
@@ -530,6 +536,7 @@ impl Kernel {
             stdout,
             routes.clone(),
             stream_report.clone(),
+            ending.clone(),
             process.clone(),
             trace,
         ));
@@ -585,10 +592,8 @@ impl Kernel {
             initialized: Mutex::new(None),
             bridge: config.bridge.clone(),
             session_id: config.session_id.clone(),
-            max_processes: config.max_processes,
-            process_limit_hit,
+            ending,
             stream_report,
-            shut_down_by_host: AtomicBool::new(false),
             far,
             kv_home: Mutex::new(None),
             tmp_removed,
@@ -745,7 +750,8 @@ pub(super) struct Parts {
     pub(super) reach: Reach,
     pub(super) resolved: Resolved,
     pub(super) prelude: PathBuf,
-    pub(super) process_limit_hit: Arc<AtomicBool>,
+    /// What ended the kernel, when the host did; the process limit's watcher holds it too.
+    pub(super) ending: Arc<Ending>,
     /// The launcher, for a kernel started through one.
     pub(super) far: Option<Launcher>,
     pub(super) start_mode: StartMode,

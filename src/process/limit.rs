@@ -18,7 +18,6 @@
 //! is exempt from it.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,14 +110,14 @@ fn state(stat: &str) -> Option<&str> {
 }
 
 /// Watches the kernel until it is reaped. Past `limit` processes, kills it with all its
-/// processes and sets `exceeded`. Then, the kernel reaped, drops the census, which
+/// processes, telling `on_exceeded` first. Then, the kernel reaped, drops the census, which
 /// empties and removes the kernel's cgroup if it has one.
 pub async fn watch_processes(
     process: Arc<KernelProcess>,
     census: Census,
     limit: usize,
     mut exit: watch::Receiver<Option<ExitInfo>>,
-    exceeded: Arc<AtomicBool>,
+    on_exceeded: impl FnOnce() + Send + 'static,
 ) {
     let census = Arc::new(census);
     loop {
@@ -131,7 +130,7 @@ pub async fn watch_processes(
             .await
             .unwrap_or(0);
         if count > limit {
-            exceeded.store(true, Ordering::SeqCst);
+            on_exceeded();
             // The group's leader is the namespace's init where there is one (its death
             // ends them all) or the kernel; without a namespace, processes forked while
             // the first signal is delivered are caught by the next. The cgroup also
