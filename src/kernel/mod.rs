@@ -5,12 +5,15 @@
 //! blocks on a full pipe), and a waiter reaps the process and publishes how it ended.
 //! Executes run one at a time, in arrival order.
 //!
-//! The files: `config` (what a kernel is asked for), `start` (resolve, spawn, fork or
-//! launch, and the `init` handshake), `connection` (the frame writer and reader over the
-//! pipes), `execute` (a cell, its budget, its bridge calls, interrupts), `ending`
-//! (shutdown, and the report of a kernel that died), `far_side` (a launched kernel's
-//! signals and link), `host_calls` (the kv store answered by the host), `watchdog` (a
-//! cell's time budget) and `fifo` (executes in arrival order).
+//! The files: `config` (what a kernel is asked for), `prepare` (everything decided and
+//! made before a local kernel's process exists), `spawn` (making the process: spawned,
+//! forked from a zygote, or launched), `start` (those steps in order, the connection
+//! opened over the process, the `init` handshake), `connection` (the frame writer and
+//! reader over the pipes), `execute` (a cell, its budget, its bridge calls, interrupts),
+//! `end_cause` (what ended a kernel, set once where it happens), `ending` (shutdown,
+//! and the report of a kernel that died), `far_side` (a launched kernel's signals and
+//! link), `host_calls` (the kv store answered by the host), `watchdog` (a cell's time
+//! budget) and `fifo` (executes in arrival order).
 
 mod config;
 mod connection;
@@ -20,6 +23,8 @@ mod execute;
 mod far_side;
 pub mod fifo;
 mod host_calls;
+mod prepare;
+mod spawn;
 mod start;
 pub mod watchdog;
 

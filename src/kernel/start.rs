@@ -1,9 +1,9 @@
-//! Starting a kernel: resolving its Python, spawning it (or forking it from a zygote,
-//! or launching it elsewhere), assembling the connection over the process, and the
-//! `init` handshake.
+//! Starting a kernel, in three steps with a value between each: preparing it
+//! (`prepare.rs`: a `Prepared`), making its process (`spawn.rs`: spawned, forked or
+//! launched, a `Started`), and opening the connection over that process (`connect`);
+//! then the `init` handshake, and the start bounded by an abort or a deadline.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::PathBuf;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,28 +12,20 @@ use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep_until, timeout, Instant};
 
-use super::config::{AbortHandle, KernelConfig, StartMode, DEFAULT_SHUTDOWN_GRACE, PRELOAD_WAIT};
+use super::config::{AbortHandle, KernelConfig, PRELOAD_WAIT};
 use super::connection::{
     drain_stderr, open_route, read_frames, widen_pipe, FrameWriter, LinkClock, Pipes, Routes,
-    StdPipes, StreamReport,
+    StreamReport,
 };
-use super::end_cause::{EndCause, Ending};
 use super::far_side::{signal_far_side, watch_link, FarSide};
 use super::host_calls::KvHome;
+use super::prepare;
+use super::spawn::{self, Parts, Started};
 use super::Kernel;
 use crate::error::{KernelError, Result};
 use crate::kernel::fifo::Fifo;
-use crate::process::exit::ExitInfo;
-use crate::process::limit::Census;
-use crate::process::pids_cgroup::PidsCgroup;
-use crate::process::reaper::KernelProcess;
-use crate::sandbox::{Isolation, Plan, Reach, SandboxConfig, Target};
-use crate::start::command::{build_command, LaunchSpec};
-use crate::start::env::EnvFilter;
-use crate::start::launcher::{Launcher, PAYLOAD};
-use crate::start::private_tmp::PrivateTmp;
-use crate::start::python::{self, ResolveOptions, Resolved};
-use crate::start::runner_files;
+use crate::start::launcher::PAYLOAD;
+use crate::start::python::Resolved;
 use crate::wire::protocol::{HostFrame, RunnerFrame};
 
 pub(super) const INIT_ID: &str = "init";
@@ -137,340 +129,28 @@ impl Kernel {
 
     /// The interpreter `config` would run, as [`Kernel::spawn`] resolves it.
     pub async fn resolve(config: &KernelConfig) -> Result<Resolved> {
-        let resolve_opts = ResolveOptions {
-            cwd: config.cwd.clone(),
-            interpreter: config.interpreter.clone(),
-            base_env: config.base_env_or_host(),
-            env_prefix: config.env_prefix.clone(),
-            sandboxed: !config.sandbox.is_off(),
-        };
-        tokio::task::spawn_blocking(move || python::resolve(&resolve_opts).map(|(r, _)| r))
-            .await
-            .map_err(|e| KernelError::io("resolving Python", std::io::Error::other(e)))?
+        prepare::resolve(config).await
     }
 
     /// Starts the Python process, which then waits for [`Kernel::initialize`]. Most of a
     /// kernel's start-up is here, so a pool can keep a spawned spare ready.
     pub async fn spawn(config: &KernelConfig) -> Result<Arc<Kernel>> {
-        if let Some(launcher) = &config.launcher {
-            return Kernel::spawn_launched(config, launcher).await;
-        }
-        python::check_cwd(&config.cwd)?;
-        let base_env = config.base_env_or_host();
-        let resolved = Kernel::resolve(config).await?;
-        let runner_dir = config
-            .runner_dir
-            .clone()
-            .unwrap_or_else(runner_files::default_base_dir);
-        let files = tokio::task::spawn_blocking(move || runner_files::materialize(&runner_dir))
-            .await
-            .map_err(|e| KernelError::io("writing the runner", std::io::Error::other(e)))??;
-
-        let mut env = EnvFilter::new(&config.env_prefix).filter(&base_env);
-        python::apply_to_env(&resolved, &mut env);
-        env.extend(config.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        // Only the host makes a zygote (a runner given this would wait for fork requests).
-        env.remove("PYKERNEL_ZYGOTE");
-        if config.memory_limit_bytes.is_some() {
-            // RLIMIT_AS counts address space, and glibc reserves a 64 MiB malloc arena per
-            // thread: an idle kernel would take ~300 MiB of the limit before a cell runs.
-            env.entry("MALLOC_ARENA_MAX".into())
-                .or_insert_with(|| "2".into());
-        }
-        check_variables(&env, config)?;
-        let trace = ipc_trace(&base_env, config);
-
-        let bytecode = crate::start::bytecode::for_interpreter(
-            &resolved.path,
-            &files,
-            &env,
-            &config.sandbox,
-            config.startup_timeout,
-        );
-        if let Some(bundle) = &bytecode {
-            env.insert(
-                crate::start::bytecode::ENV_VAR.into(),
-                format!("fd:{}", bundle.fd()),
-            );
-        }
-        let private_tmp = if config.sandbox.is_off() {
-            None
-        } else {
-            Some(
-                tokio::task::spawn_blocking(PrivateTmp::create)
-                    .await
-                    .map_err(|e| {
-                        KernelError::io("making the kernel's private tmp", std::io::Error::other(e))
-                    })?
-                    .map_err(|e| KernelError::io("making the kernel's private tmp", e))?,
-            )
-        };
-        let (sandbox, isolation) = {
-            let target = Target {
-                runner_base: Some(&files.base),
-                private_tmp: private_tmp.as_ref().map(|d| d.path()),
-                keep: kept_for_kernel(&resolved, &env),
-                hide: config.artifacts_dir.iter().cloned().collect(),
-                memory_limit_bytes: config.memory_limit_bytes,
-                ..Target::new(&config.cwd)
-            };
-            Plan::prepare(&config.sandbox, &target)?
-        };
-        if let Some(tmp) = &private_tmp {
-            let inside = sandbox.tmp_inside(tmp.path()).display().to_string();
-            for key in ["TMPDIR", "TMP", "TEMP"] {
-                env.insert(key.into(), inside.clone());
+        let parts = match &config.launcher {
+            Some(launcher) => spawn::launch(config, launcher)?,
+            None => {
+                let prepared = prepare::prepare(config).await?;
+                #[cfg(target_os = "linux")]
+                let forked = spawn::fork(config, &prepared).await?;
+                #[cfg(not(target_os = "linux"))]
+                let forked = None;
+                let started = match forked {
+                    Some(started) => started,
+                    None => spawn::spawn(config, &prepared)?,
+                };
+                Parts::local(prepared, started)
             }
-        }
-
-        #[cfg(target_os = "linux")]
-        let private_tmp = match Kernel::fork_from_zygote(config, &resolved, &files, &env, &sandbox)
-            .await
-        {
-            Some((forked, preloaded)) => {
-                let pipes = StdPipes(Some(forked.stdin), Some(forked.stdout), Some(forked.stderr))
-                    .open(&forked.process)?;
-                return Ok(Kernel::assemble(
-                    config,
-                    Parts {
-                        process: forked.process,
-                        exit: forked.exit,
-                        pipes,
-                        trace,
-                        isolation,
-                        private_tmp,
-                        reach: sandbox.reach().clone(),
-                        resolved,
-                        prelude: files.prelude,
-                        ending: Arc::default(),
-                        far: None,
-                        start_mode: StartMode::Zygote,
-                        preloaded,
-                    },
-                ));
-            }
-            None => private_tmp,
         };
-
-        // In a PID namespace the kernel's init is one more process of its own.
-        let max_processes = config
-            .max_processes
-            .map(|n| n + usize::from(sandbox.spawns_through_launcher()));
-        let cgroup = max_processes.and_then(|n| PidsCgroup::create(n, &base_env));
-        let mut command = build_command(&LaunchSpec {
-            python: &resolved.path,
-            runner: &files.runner,
-            cwd: &config.cwd,
-            env: &env,
-            memory_limit_bytes: config.memory_limit_bytes,
-            cgroup: cgroup.as_ref(),
-            sandbox: &sandbox,
-            inherit: bytecode.as_ref().map(|b| b.fd()),
-        });
-        sandbox
-            .set_command(&command)
-            .map_err(|e| KernelError::io("preparing the kernel's command", e))?;
-        let mut child = command.spawn().map_err(|e| {
-            KernelError::PythonInvalid {
-                path: resolved.path.display().to_string(),
-                reason: if sandbox.spawns_through_launcher() {
-                    format!("cannot start it in its sandbox: {e} (`sandbox: 'off'` tells whether the sandbox is the cause)")
-                } else {
-                    format!("cannot start it: {e}")
-                },
-            }
-        })?;
-        let pid = sandbox
-            .kernel_pid(child.id())
-            .map_err(|e| KernelError::PythonInvalid {
-                path: resolved.path.display().to_string(),
-                reason: format!("cannot start it in its sandbox: {e}"),
-            })?;
-        let pipes = Pipes::take(&mut child);
-        if sandbox.spawns_through_launcher() {
-            // The launcher exits as soon as it has made the kernel; it is reaped off the
-            // start's path (tearing down its copy of the host's memory takes a while).
-            std::thread::spawn(move || child.wait());
-        }
-        drop(command);
-        let (process, exit) = KernelProcess::watch(pid, sandbox.spawns_through_launcher());
-        let pipes = pipes.open(&process)?;
-        let ending = Arc::new(Ending::default());
-        if let Some(limit) = max_processes {
-            let census = match cgroup {
-                Some(cgroup) => {
-                    Census::Cgroup(cgroup, sandbox.spawns_through_launcher().then_some(pid))
-                }
-                None if sandbox.spawns_through_launcher() => Census::Namespace(pid),
-                None => Census::Session(pid),
-            };
-            // The watcher owns the cgroup from here and removes it once the kernel is
-            // reaped, whoever ends the kernel and whenever this object is dropped.
-            tokio::spawn(crate::process::limit::watch_processes(
-                process.clone(),
-                census,
-                limit,
-                exit.clone(),
-                {
-                    let (ending, limit) = (ending.clone(), config.max_processes.unwrap_or(limit));
-                    move || ending.set(EndCause::ProcessLimit { limit })
-                },
-            ));
-        }
-        Ok(Kernel::assemble(
-            config,
-            Parts {
-                process,
-                exit,
-                pipes,
-                trace,
-                isolation,
-                private_tmp,
-                reach: sandbox.reach().clone(),
-                resolved,
-                prelude: files.prelude,
-                ending,
-                far: None,
-                start_mode: StartMode::Spawn,
-                preloaded: Vec::new(),
-            },
-        ))
-    }
-
-    /// A kernel forked from the zygote for `config`'s settings, when `config` has a
-    /// `preload` and nothing the zygote cannot give (a process limit, Python < 3.9);
-    /// `None` (the caller spawns one) when there is no zygote or it failed.
-    #[cfg(target_os = "linux")]
-    pub(super) async fn fork_from_zygote(
-        config: &KernelConfig,
-        resolved: &Resolved,
-        files: &runner_files::RunnerFiles,
-        env: &BTreeMap<String, String>,
-        sandbox: &Plan,
-    ) -> Option<(crate::start::zygote::Forked, Vec<String>)> {
-        use crate::start::zygote::{ForkRequest, ZygoteKey, ZygoteStart};
-        let forkable = !config.preload.is_empty()
-            && config.zygote
-            && config.max_processes.is_none()
-            && python::version_at_least(&resolved.version, (3, 9));
-        if !forkable {
-            return None;
-        }
-        let start = ZygoteStart {
-            key: ZygoteKey::new(
-                &resolved.path,
-                &files.runner,
-                env,
-                &config.sandbox,
-                &config.preload,
-            ),
-            runner_base: files.base.clone(),
-            wait: PRELOAD_WAIT,
-        };
-        // Once more when the zygote turns out to have died (killed, out of memory): the
-        // registry then starts a new one.
-        for _ in 0..2 {
-            let zygote =
-                crate::start::zygote::for_kernel(start.clone(), config.startup_timeout).await?;
-            let request = ForkRequest {
-                env,
-                cwd: &config.cwd,
-                memory_limit_bytes: config.memory_limit_bytes,
-                landlock: sandbox.landlock_fd(),
-                sandbox: sandbox.for_forked_kernel(),
-            };
-            match zygote.fork(request, config.startup_timeout).await {
-                Ok(forked) => return Some((forked, zygote.imported())),
-                Err(e) if zygote.is_dead() => {
-                    tracing::info!("the zygote had ended ({e}); trying a new one");
-                }
-                Err(e) => {
-                    tracing::warn!("this kernel is spawned, not forked: {e}");
-                    return None;
-                }
-            }
-        }
-        None
-    }
-
-    /// [`Kernel::spawn`] through `config.launcher`: the far side's Python is not resolved
-    /// or probed here, and the runner travels over the pipe (see `launcher.rs`).
-    pub(super) async fn spawn_launched(
-        config: &KernelConfig,
-        launcher: &Launcher,
-    ) -> Result<Arc<Kernel>> {
-        if config.max_processes.is_some() {
-            return Err(KernelError::InvalidArgument {
-                name: "maxProcesses",
-                reason: "cannot be counted through a launcher; limit processes where the kernel runs (docker run --pids-limit, a pod's pids limit)".into(),
-            });
-        }
-        if !config.sandbox.is_off() && config.sandbox != SandboxConfig::default() {
-            return Err(KernelError::InvalidArgument {
-                name: "sandbox",
-                reason: "applies to local kernels only; a launched kernel is isolated by what runs it (the container, the remote host, bwrap)".into(),
-            });
-        }
-        let base_env = config.base_env_or_host();
-        // The launcher runs here with the kernel's filtered variables (a local launcher
-        // hands them on to the kernel, and its environ stays readable to the kernel as
-        // its parent's). Only ssh gets the agent's socket: it authenticates with it, runs
-        // nothing of the kernel's here, and the far side's supervisor drops a forwarded
-        // one.
-        let mut env = EnvFilter::new(&config.env_prefix).filter(&base_env);
-        if let Some(sock) = base_env.get("SSH_AUTH_SOCK").filter(|_| launcher.is_ssh()) {
-            env.insert("SSH_AUTH_SOCK".into(), sock.clone());
-        }
-        check_variables(&env, config)?;
-        let trace = ipc_trace(&base_env, config);
-        let interpreter = config
-            .interpreter
-            .clone()
-            .unwrap_or_else(|| "python3".into());
-        let mut command = launcher.command(
-            &interpreter,
-            config.memory_limit_bytes,
-            DEFAULT_SHUTDOWN_GRACE,
-            &env,
-        );
-        let mut child = command.spawn().map_err(|e| KernelError::Launcher {
-            launcher: launcher.describe(),
-            reason: e.to_string(),
-        })?;
-        let pid = child.id();
-        let pipes = Pipes::take(&mut child);
-        drop(child); // reaped by the watcher below
-        let (process, exit) = KernelProcess::watch(pid, false);
-        let pipes = pipes.open(&process)?;
-        let kernel = Kernel::assemble(
-            config,
-            Parts {
-                process,
-                exit,
-                pipes,
-                trace,
-                isolation: Isolation {
-                    mode: "launcher".into(),
-                    enforced: Vec::new(),
-                    missing: Vec::new(),
-                },
-                private_tmp: None,
-                reach: Reach::default(),
-                resolved: Resolved {
-                    path: PathBuf::from(&interpreter),
-                    version: String::new(),
-                    source: python::Source::Explicit,
-                    venv: None,
-                },
-                // Relative: the runner's directory on the far side is its own.
-                prelude: PathBuf::from("prelude.py"),
-                ending: Arc::default(),
-                far: Some(launcher.clone()),
-                start_mode: StartMode::Launcher,
-                preloaded: Vec::new(),
-            },
-        );
-        Ok(kernel)
+        Ok(Kernel::connect(config, parts))
     }
 
     /// A launched kernel's runner, sent ahead of the protocol by its first `initialize`
@@ -502,22 +182,26 @@ impl Kernel {
         ));
     }
 
-    /// The kernel object over a started process: its reader, stderr drain and writer.
-    pub(super) fn assemble(config: &KernelConfig, parts: Parts) -> Arc<Kernel> {
+    /// The kernel object over a started process: the connection (its reader, stderr
+    /// drain and writer) opened over the process's pipes.
+    pub(super) fn connect(config: &KernelConfig, parts: Parts) -> Arc<Kernel> {
         let Parts {
-            process,
-            exit,
-            pipes,
+            started:
+                Started {
+                    process,
+                    exit,
+                    pipes,
+                    ending,
+                    start_mode,
+                    preloaded,
+                },
             trace,
             isolation,
             private_tmp,
             reach,
             resolved,
             prelude,
-            ending,
             far,
-            start_mode,
-            preloaded,
         } = parts;
         let pid = process.pid();
         let tmp_removed = private_tmp.map(|tmp| tmp.remove_when_reaped(exit.clone()));
@@ -693,68 +377,4 @@ impl Kernel {
             kv_via_host: config.kv_path().is_some(),
         }
     }
-}
-
-/// `<PREFIX>PYTHON_IPC_TRACE=1` in the host's environment: every frame goes to stderr.
-pub(super) fn ipc_trace(base_env: &HashMap<String, String>, config: &KernelConfig) -> bool {
-    base_env
-        .get(&format!("{}PYTHON_IPC_TRACE", config.env_prefix))
-        .is_some_and(|v| v == "1")
-}
-
-/// Host directories a kernel needs where they are, whatever its view covers: its
-/// interpreter's installation (a venv made under /tmp) and its `PYTHONPATH`.
-pub(super) fn kept_for_kernel(resolved: &Resolved, env: &BTreeMap<String, String>) -> Vec<PathBuf> {
-    let mut keep: Vec<PathBuf> = resolved.venv.iter().cloned().collect();
-    // <prefix>/bin/python: the prefix holds its standard library.
-    keep.extend(
-        resolved
-            .path
-            .parent()
-            .and_then(|bin| bin.parent())
-            .map(PathBuf::from),
-    );
-    if let Some(path) = env.get("PYTHONPATH") {
-        keep.extend(std::env::split_paths(path).filter(|p| p.is_absolute()));
-    }
-    keep.retain(|p| p.is_absolute() && p != std::path::Path::new("/"));
-    keep
-}
-
-/// Refuses a variable no process can be given.
-pub(super) fn check_variables(env: &BTreeMap<String, String>, config: &KernelConfig) -> Result<()> {
-    let bad = |k: &String, v: &String| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0');
-    let found = env.iter().chain(&config.env).find(|(k, v)| bad(k, v));
-    match found {
-        Some((key, _)) => Err(KernelError::InvalidArgument {
-            name: if config.env.contains_key(key) { "env" } else { "baseEnv" },
-            reason: format!(
-                "variable '{}' cannot be given to a process: a name must be non-empty, without '=' or NUL; a value without NUL",
-                key.replace('\0', "\\0")
-            ),
-        }),
-        None => Ok(()),
-    }
-}
-
-/// What [`Kernel::assemble`] is made of.
-pub(super) struct Parts {
-    pub(super) process: Arc<KernelProcess>,
-    pub(super) exit: watch::Receiver<Option<ExitInfo>>,
-    pub(super) pipes: Pipes,
-    pub(super) trace: bool,
-    pub(super) isolation: Isolation,
-    /// Removed once the kernel is reaped.
-    pub(super) private_tmp: Option<PrivateTmp>,
-    /// What of the host the kernel's view shows.
-    pub(super) reach: Reach,
-    pub(super) resolved: Resolved,
-    pub(super) prelude: PathBuf,
-    /// What ended the kernel, when the host did; the process limit's watcher holds it too.
-    pub(super) ending: Arc<Ending>,
-    /// The launcher, for a kernel started through one.
-    pub(super) far: Option<Launcher>,
-    pub(super) start_mode: StartMode,
-    /// Modules the process started with imported (a zygote's `preload`, less failures).
-    pub(super) preloaded: Vec<String>,
 }

@@ -1,0 +1,173 @@
+//! Everything a local kernel is started from, decided and made before its process
+//! exists: the interpreter, the runner's files and their bytecode, the filtered
+//! environment, the private tmp and the sandbox plan. Spawning and forking take it
+//! (`spawn.rs`); none of it depends on how the process will be made.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::config::KernelConfig;
+use crate::error::{KernelError, Result};
+use crate::sandbox::{Isolation, Plan, Target};
+use crate::start::bytecode::Bundle;
+use crate::start::env::EnvFilter;
+use crate::start::private_tmp::PrivateTmp;
+use crate::start::python::{self, ResolveOptions, Resolved};
+use crate::start::runner_files::{self, RunnerFiles};
+
+/// A local kernel, ready to be spawned or forked.
+pub(super) struct Prepared {
+    pub(super) resolved: Resolved,
+    pub(super) files: RunnerFiles,
+    /// The host environment the kernel's was filtered from (the pids cgroup reads it).
+    pub(super) base_env: HashMap<String, String>,
+    /// The kernel's variables: filtered, the interpreter's, the host-managed ones.
+    pub(super) env: BTreeMap<String, String>,
+    /// Every frame goes to stderr (`<PREFIX>PYTHON_IPC_TRACE=1`).
+    pub(super) trace: bool,
+    /// The runner's precompiled bytecode, handed to the process as an fd.
+    pub(super) bytecode: Option<Arc<Bundle>>,
+    /// Removed once the kernel is reaped.
+    pub(super) private_tmp: Option<PrivateTmp>,
+    pub(super) sandbox: Plan,
+    pub(super) isolation: Isolation,
+}
+
+/// The interpreter `config` would run.
+pub(super) async fn resolve(config: &KernelConfig) -> Result<Resolved> {
+    let resolve_opts = ResolveOptions {
+        cwd: config.cwd.clone(),
+        interpreter: config.interpreter.clone(),
+        base_env: config.base_env_or_host(),
+        env_prefix: config.env_prefix.clone(),
+        sandboxed: !config.sandbox.is_off(),
+    };
+    tokio::task::spawn_blocking(move || python::resolve(&resolve_opts).map(|(r, _)| r))
+        .await
+        .map_err(|e| KernelError::io("resolving Python", std::io::Error::other(e)))?
+}
+
+/// Prepares a local kernel for `config`: most of a kernel's start-up is here.
+pub(super) async fn prepare(config: &KernelConfig) -> Result<Prepared> {
+    python::check_cwd(&config.cwd)?;
+    let base_env = config.base_env_or_host();
+    let resolved = resolve(config).await?;
+    let runner_dir = config
+        .runner_dir
+        .clone()
+        .unwrap_or_else(runner_files::default_base_dir);
+    let files = tokio::task::spawn_blocking(move || runner_files::materialize(&runner_dir))
+        .await
+        .map_err(|e| KernelError::io("writing the runner", std::io::Error::other(e)))??;
+
+    let mut env = EnvFilter::new(&config.env_prefix).filter(&base_env);
+    python::apply_to_env(&resolved, &mut env);
+    env.extend(config.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    // Only the host makes a zygote (a runner given this would wait for fork requests).
+    env.remove("PYKERNEL_ZYGOTE");
+    if config.memory_limit_bytes.is_some() {
+        // RLIMIT_AS counts address space, and glibc reserves a 64 MiB malloc arena per
+        // thread: an idle kernel would take ~300 MiB of the limit before a cell runs.
+        env.entry("MALLOC_ARENA_MAX".into())
+            .or_insert_with(|| "2".into());
+    }
+    check_variables(&env, config)?;
+    let trace = ipc_trace(&base_env, config);
+
+    let bytecode = crate::start::bytecode::for_interpreter(
+        &resolved.path,
+        &files,
+        &env,
+        &config.sandbox,
+        config.startup_timeout,
+    );
+    if let Some(bundle) = &bytecode {
+        env.insert(
+            crate::start::bytecode::ENV_VAR.into(),
+            format!("fd:{}", bundle.fd()),
+        );
+    }
+    let private_tmp = if config.sandbox.is_off() {
+        None
+    } else {
+        Some(
+            tokio::task::spawn_blocking(PrivateTmp::create)
+                .await
+                .map_err(|e| {
+                    KernelError::io("making the kernel's private tmp", std::io::Error::other(e))
+                })?
+                .map_err(|e| KernelError::io("making the kernel's private tmp", e))?,
+        )
+    };
+    let (sandbox, isolation) = {
+        let target = Target {
+            runner_base: Some(&files.base),
+            private_tmp: private_tmp.as_ref().map(|d| d.path()),
+            keep: kept_for_kernel(&resolved, &env),
+            hide: config.artifacts_dir.iter().cloned().collect(),
+            memory_limit_bytes: config.memory_limit_bytes,
+            ..Target::new(&config.cwd)
+        };
+        Plan::prepare(&config.sandbox, &target)?
+    };
+    if let Some(tmp) = &private_tmp {
+        let inside = sandbox.tmp_inside(tmp.path()).display().to_string();
+        for key in ["TMPDIR", "TMP", "TEMP"] {
+            env.insert(key.into(), inside.clone());
+        }
+    }
+    Ok(Prepared {
+        resolved,
+        files,
+        base_env,
+        env,
+        trace,
+        bytecode,
+        private_tmp,
+        sandbox,
+        isolation,
+    })
+}
+
+/// `<PREFIX>PYTHON_IPC_TRACE=1` in the host's environment: every frame goes to stderr.
+pub(super) fn ipc_trace(base_env: &HashMap<String, String>, config: &KernelConfig) -> bool {
+    base_env
+        .get(&format!("{}PYTHON_IPC_TRACE", config.env_prefix))
+        .is_some_and(|v| v == "1")
+}
+
+/// Host directories a kernel needs where they are, whatever its view covers: its
+/// interpreter's installation (a venv made under /tmp) and its `PYTHONPATH`.
+pub(super) fn kept_for_kernel(resolved: &Resolved, env: &BTreeMap<String, String>) -> Vec<PathBuf> {
+    let mut keep: Vec<PathBuf> = resolved.venv.iter().cloned().collect();
+    // <prefix>/bin/python: the prefix holds its standard library.
+    keep.extend(
+        resolved
+            .path
+            .parent()
+            .and_then(|bin| bin.parent())
+            .map(PathBuf::from),
+    );
+    if let Some(path) = env.get("PYTHONPATH") {
+        keep.extend(std::env::split_paths(path).filter(|p| p.is_absolute()));
+    }
+    keep.retain(|p| p.is_absolute() && p != std::path::Path::new("/"));
+    keep
+}
+
+/// Refuses a variable no process can be given.
+pub(super) fn check_variables(env: &BTreeMap<String, String>, config: &KernelConfig) -> Result<()> {
+    let bad = |k: &String, v: &String| k.is_empty() || k.contains(['=', '\0']) || v.contains('\0');
+    let found = env.iter().chain(&config.env).find(|(k, v)| bad(k, v));
+    match found {
+        Some((key, _)) => Err(KernelError::InvalidArgument {
+            name: if config.env.contains_key(key) { "env" } else { "baseEnv" },
+            reason: format!(
+                "variable '{}' cannot be given to a process: a name must be non-empty, without '=' or NUL; a value without NUL",
+                key.replace('\0', "\\0")
+            ),
+        }),
+        None => Ok(()),
+    }
+}
