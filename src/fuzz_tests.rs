@@ -157,7 +157,7 @@ proptest! {
 proptest! {
     #![proptest_config(config_with(300))]
 
-    /// Issue 14: every printable character outside a well-formed sequence survives, in
+    /// Seen once broken: every printable character outside a well-formed sequence survives, in
     /// order, however the stream is chunked; nothing else does.
     #[test]
     fn sanitizer_keeps_all_text_outside_well_formed_sequences(

@@ -1,4 +1,4 @@
-//! The agent's text of a stream of kernel events or plain text (SPEC 13): the one engine
+//! The agent's text of a stream of kernel events or plain text: the one engine
 //! behind `evaluate`'s and the pool's `output` and the `OutputBuilder` class.
 //!
 //! Text is sanitized as it comes (one streaming [`Sanitizer`], so a sequence or a `\r`

@@ -1,4 +1,4 @@
-//! Cells -> one kernel -> the agent-ready result (SPEC 10 and 13).
+//! Cells -> one kernel -> the agent-ready result.
 //!
 //! Every event is streamed to the caller as it comes and folded, as it comes, into one
 //! bounded [`AgentText`]: a cell that prints a gigabyte costs the host its head and tail,
@@ -379,7 +379,7 @@ fn deliver_live(text: &mut AgentText, on_output: &mut Option<Box<dyn FnMut(Strin
 const DIED_NOTICE_END: &str =
     "; the kernel's state was lost and it will be recreated on the next call.";
 
-/// The notice for a cell that hit its timeout (SPEC 10's exact wording).
+/// The notice for a cell that hit its timeout (its wording is documented: README.md#kernelevaluatecells-options-the-agent-ready-result).
 pub fn timeout_notice(timeout: Duration, killed: bool) -> String {
     if killed {
         "eval cell timed out and the kernel was unresponsive to interrupt; the kernel has been killed and will be recreated on the next call.".into()

@@ -35,7 +35,7 @@ use crate::kernel::{
 pub struct KernelOptions {
     /// Working directory; must exist and be a directory. @default process.cwd()
     pub cwd: Option<String>,
-    /// The environment to filter (SPEC 9). @default process.env
+    /// The environment to filter. @default process.env
     #[napi(ts_type = "Record<string, string | undefined>")]
     pub base_env: Option<super::JsEnv>,
     /// Host-managed variables, added after filtering.

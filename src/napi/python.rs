@@ -64,7 +64,7 @@ fn resolve_options(options: Option<ResolvePythonOptions>) -> ResolveOptions {
     }
 }
 
-/// Finds the Python a kernel would use (SPEC 9), probing candidates in order.
+/// Finds the Python a kernel would use, probing candidates in order.
 #[napi(ts_return_type = "Promise<ResolvedPython>")]
 pub fn resolve_python<'env>(
     env: &'env Env,
@@ -173,7 +173,7 @@ pub struct FilterEnvOptions {
     pub env_prefix: Option<String>,
 }
 
-/// The variables of `env` a kernel may see (SPEC 9): denylist, allowlist, secret pattern,
+/// The variables of `env` a kernel may see: denylist, allowlist, secret pattern,
 /// allow-prefixes, in that order; everything else is dropped.
 #[napi(ts_args_type = "env: Record<string, string | undefined>, options?: FilterEnvOptions")]
 pub fn filter_env(env: super::JsEnv, options: Option<FilterEnvOptions>) -> HashMap<String, String> {

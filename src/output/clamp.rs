@@ -1,4 +1,4 @@
-//! Clamping one line to a terminal width, for TUIs (SPEC 13).
+//! Clamping one line to a terminal width, for TUIs.
 //!
 //! Width rules: escape sequences (as `vte` parses them, the same definition the sanitizer
 //! uses) are 0 columns; a printed char counts its `unicode-width` (East Asian Wide and
@@ -305,7 +305,7 @@ mod tests {
 
     #[test]
     fn zero_width_flood_is_bounded_in_bytes() {
-        // Issue 14: 10,000 zero-width chars in a line of few columns came back whole.
+        // Seen once: 10,000 zero-width chars in a line of few columns came back whole.
         let line = format!("abc{}defgh", "\u{200b}".repeat(10_000));
         assert_eq!(visible_width(&line), 8);
         let out = clamp_line(&line, 40);

@@ -1,4 +1,4 @@
-//! Short views of long output for TUIs (SPEC 13).
+//! Short views of long output for TUIs.
 //!
 //! Lines are split on `\n`; a trailing `\n` does not start an extra empty line. Previews
 //! are joined with `\n` and have no trailing newline. Markers are literal, whatever `N`
@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-/// Lines a streaming preview keeps (SPEC 15).
+/// Lines a streaming preview keeps.
 pub const STREAMING_PREVIEW_LINES: usize = 100;
 
 /// The most recent lines of a stream: at most `max_lines` lines of output, preceded by
@@ -90,7 +90,7 @@ pub fn streaming_preview(text: &str, max_lines: usize) -> String {
     preview.render()
 }
 
-/// How much a collapsed preview shows (SPEC 15: 10 lines for a tool, 20 interactive).
+/// How much a collapsed preview shows (10 lines for a tool, 20 interactive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PreviewMode {
     #[default]

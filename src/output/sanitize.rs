@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn unterminated_sequences_end_at_the_newline() {
-        // Issue 14: a stray OSC hid the traceback that followed.
+        // Seen once: a stray OSC hid the traceback that followed.
         for intro in ["\x1b]8;;", "\x1bP", "\x1b_", "\x1b^", "\x1bX"] {
             let text = format!("{intro}\nTraceback (most recent call last):\nValueError: x\n");
             assert_eq!(

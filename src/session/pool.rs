@@ -1,4 +1,4 @@
-//! Sessions: which kernel a request runs on, and the life of those kernels (SPEC 10).
+//! Sessions: which kernel a request runs on, and the life of those kernels (README.md#kernelpool-sessions-behind-an-eval-tool).
 //!
 //! `session` mode keeps one kernel per key (session id | session file | cwd, plus the real
 //! cwd, the interpreter and the launcher the request named). A session that names no

@@ -1,4 +1,4 @@
-//! Which of the host's environment variables a kernel may see (SPEC section 9).
+//! Which of the host's environment variables a kernel may see (README.md#security-model).
 //!
 //! Per variable, in this order: the denylist drops; the allowlist keeps; the secret pattern
 //! drops; the allow-prefixes keep; everything else drops. Dropping by default means a new
