@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 'use strict'
-// `node scripts/module-cycles.js`: the crate's files as a graph (an edge wherever a file
+// `node scripts/module-cycles.js [--folders]`: the crate's files as a graph (an edge wherever a file
 // names an item of another: `crate::a::b`, `super::x`), and every cycle in it. A cycle
 // means two files cannot be read, or changed, one without the other; the layers in
-// docs/architecture.md only hold while there are none. Exits 1 if there is one.
+// docs/architecture.md only hold while there are none. Exits 1 if there is one. With
+// `--folders`, it first prints which folder uses which.
 //
 // Test modules are left out (a test may reach anywhere), and so are `mod` declarations
 // (a parent names its children without depending on them). Paths resolve to the
@@ -84,8 +85,20 @@ function main() {
       if (target && target !== file && !target.endsWith(`${path.sep}lib.rs`)) edges.get(file).add(target)
     }
   }
-  const cycles = stronglyConnected(files, edges).filter((c) => c.length > 1)
   const rel = (f) => path.relative(src, f)
+  if (process.argv.includes('--folders')) {
+    // Which folder's files name which other folder's: the layers as they are.
+    const folder = (f) => rel(f).split(path.sep)[0].replace(/\.rs$/, '')
+    const uses = new Map()
+    for (const [from, targets] of edges)
+      for (const to of targets) {
+        if (folder(from) === folder(to)) continue
+        if (!uses.has(folder(from))) uses.set(folder(from), new Set())
+        uses.get(folder(from)).add(folder(to))
+      }
+    for (const [from, to] of [...uses].sort()) console.log(`${from} -> ${[...to].sort().join(', ')}`)
+  }
+  const cycles = stronglyConnected(files, edges).filter((c) => c.length > 1)
   if (!cycles.length) {
     console.log(`no cycles among ${files.length} files in src/`)
     return 0
