@@ -480,7 +480,7 @@ export interface ExecuteResult {
 }
 
 /**
- * The variables of `env` a kernel may see (SPEC 9): denylist, allowlist, secret pattern,
+ * The variables of `env` a kernel may see: denylist, allowlist, secret pattern,
  * allow-prefixes, in that order; everything else is dropped.
  */
 export declare function filterEnv(env: Record<string, string | undefined>, options?: FilterEnvOptions): Record<string, string>
@@ -509,7 +509,7 @@ export interface IsolationInfo {
 export interface KernelOptions {
   /** Working directory; must exist and be a directory. @default process.cwd() */
   cwd?: string | undefined
-  /** The environment to filter (SPEC 9). @default process.env */
+  /** The environment to filter. @default process.env */
   baseEnv?: Record<string, string | undefined>
   /** Host-managed variables, added after filtering. */
   env?: Record<string, string> | undefined
@@ -762,7 +762,7 @@ export interface ResolvedPython {
   skipped: Array<SkippedCandidate>
 }
 
-/** Finds the Python a kernel would use (SPEC 9), probing candidates in order. */
+/** Finds the Python a kernel would use, probing candidates in order. */
 export declare function resolvePython(options?: ResolvePythonOptions | undefined | null): Promise<ResolvedPython>
 
 export interface ResolvePythonOptions {
