@@ -332,7 +332,8 @@ class _Zygote:
             self.libc.mallopt(_M_ARENA_MAX, int(request["arenaMax"]))
         sandbox = request.get("sandbox") or {}
         if self.namespaces:
-            self.enter_namespaces(bool(request.get("network", True)), landlock, sandbox, report_w)
+            # The plan says whether the kernel keeps the host's network (none: off).
+            self.enter_namespaces(bool(sandbox.get("network", True)), landlock, sandbox, report_w)
         else:
             os.setsid()
             if request.get("sandbox"):      # none with the sandbox off: nothing changes

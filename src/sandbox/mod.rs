@@ -49,6 +49,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use crate::error::{KernelError, Result};
+use crate::wire::zygote::ForkedSandbox;
 
 /// `KernelOptions.sandbox`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,6 +195,8 @@ pub struct Plan {
     reach: Reach,
     /// The sandbox is on (`'off'` changes nothing of the process).
     confined: bool,
+    /// The kernel keeps the host's network (`false`: `sandbox.network = false`).
+    network: bool,
 }
 
 /// What [`Plan::prepare`] needs to know about the kernel.
@@ -260,12 +263,14 @@ impl Plan {
             seccomp: None,
             reach: Reach::default(),
             confined: false,
+            network: true,
         };
         let SandboxConfig::On { network, writable } = config else {
             isolation.mode = "off".into();
             return Ok((plan, isolation));
         };
         plan.confined = true;
+        plan.network = *network;
         let refuse = |what: &str, needs: &str| {
             KernelError::Sandbox {
             reason: format!(
@@ -504,6 +509,7 @@ impl Plan {
                 seccomp: None,
                 reach: self.reach,
                 confined: self.confined,
+                network: self.network,
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -512,22 +518,22 @@ impl Plan {
         }
     }
 
-    /// What a kernel forked by the zygote applies itself: its view's steps, the rights
-    /// its view's own mounts get in its Landlock ruleset, and its seccomp programs (hex).
-    /// `null` with the sandbox off: the kernel changes nothing of itself.
-    pub fn for_forked_kernel(&self) -> serde_json::Value {
+    /// What a kernel forked by the zygote applies itself: whether it keeps the host's
+    /// network, its view's steps, the rights its view's own mounts get in its Landlock
+    /// ruleset, and its seccomp programs. `None` with the sandbox off: the kernel changes
+    /// nothing of itself.
+    pub fn for_forked_kernel(&self) -> Option<ForkedSandbox> {
         #[cfg(target_os = "linux")]
         if self.confined {
-            return serde_json::json!({
-                "view": self.namespaces.as_ref().map(|ns| ns.view().to_json()),
-                "landlockViewAccess": self.landlock_view_access,
-                "seccomp": self.seccomp.as_ref().map(|f| f.to_hex()),
-                // Its number differs by architecture; the newer calls the zygote makes
-                // have one number everywhere.
-                "keyctl": nix::libc::SYS_keyctl,
+            return Some(ForkedSandbox {
+                network: self.network,
+                view: self.namespaces.as_ref().map(|ns| ns.view().to_json()),
+                landlock_view_access: self.landlock_view_access,
+                seccomp: self.seccomp.as_ref().map(|f| f.to_hex()),
+                keyctl: nix::libc::SYS_keyctl,
             });
         }
-        serde_json::Value::Null
+        None
     }
 
     /// The Landlock ruleset, for a kernel that enters it itself (forked by a zygote).

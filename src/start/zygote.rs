@@ -33,13 +33,14 @@ use nix::sys::socket::{
     recvmsg, sendmsg, socketpair, AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags,
     SockFlag, SockType,
 };
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::{oneshot, watch};
 
 use crate::process::exit::ExitInfo;
 use crate::process::reaper::KernelProcess;
 use crate::sandbox::{Plan, SandboxConfig, Target};
 use crate::start::command::{build_command, LaunchSpec};
+use crate::wire::zygote::{ForkedSandbox, FromZygote, ToZygote};
 
 /// Variables that may differ between kernels of one zygote: each fork sets its own.
 const PER_KERNEL_VARIABLES: &[&str] = &["TMPDIR", "TMP", "TEMP"];
@@ -150,7 +151,7 @@ pub struct ForkRequest<'a> {
     /// The kernel's Landlock ruleset (the host built it for this kernel's cwd and tmp).
     pub landlock: Option<RawFd>,
     /// What the kernel applies itself: its view, its seccomp filters (`Plan::for_forked_kernel`).
-    pub sandbox: Value,
+    pub sandbox: Option<ForkedSandbox>,
 }
 
 /// Everything needed to start a zygote for `key`.
@@ -360,18 +361,15 @@ impl Zygote {
         let arena_max = env
             .get("MALLOC_ARENA_MAX")
             .and_then(|v| v.parse::<u32>().ok());
-        let network = !matches!(self.key.sandbox, SandboxConfig::On { network: false, .. });
-        let message = json!({
-            "op": "fork",
-            "id": id,
-            "env": env,
-            "cwd": request.cwd.display().to_string(),
-            "memoryLimit": request.memory_limit_bytes,
-            "arenaMax": arena_max,
-            "network": network,
-            "landlock": request.landlock.is_some(),
-            "sandbox": request.sandbox,
-        });
+        let message = ToZygote::Fork {
+            id,
+            env: &env,
+            cwd: request.cwd.display().to_string(),
+            memory_limit: request.memory_limit_bytes,
+            arena_max,
+            landlock: request.landlock.is_some(),
+            sandbox: request.sandbox,
+        };
         let mut fds = vec![
             stdin_r.as_raw_fd(),
             stdout_w.as_raw_fd(),
@@ -420,7 +418,7 @@ impl Zygote {
         let namespaces = self.ready.get().is_some_and(|r| r.namespaces);
         let zygote = self.clone();
         let (process, exit) = KernelProcess::watch_adopted(pid, namespaces, exited, move || {
-            let _ = zygote.send(&json!({"op": "reap", "id": id}), &[]);
+            let _ = zygote.send(&ToZygote::Reap { id }, &[]);
         });
         Ok(Forked {
             process,
@@ -431,8 +429,8 @@ impl Zygote {
         })
     }
 
-    fn send(&self, message: &Value, fds: &[RawFd]) -> std::io::Result<()> {
-        let bytes = message.to_string();
+    fn send(&self, message: &ToZygote<'_>, fds: &[RawFd]) -> std::io::Result<()> {
+        let bytes = serde_json::to_string(message).map_err(std::io::Error::other)?;
         let iov = [IoSlice::new(bytes.as_bytes())];
         let rights = [ControlMessage::ScmRights(fds)];
         let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
@@ -482,9 +480,11 @@ impl Zygote {
             if len == 0 {
                 break;
             }
-            match serde_json::from_slice::<Value>(&buffer[..len]) {
-                Ok(message) => self.route(&message, fds),
-                Err(e) => tracing::warn!("the zygote sent a message that is not JSON: {e}"),
+            match serde_json::from_slice::<FromZygote>(&buffer[..len]) {
+                Ok(message) => self.route(message, fds),
+                Err(e) => {
+                    tracing::warn!("the zygote sent a message that is not one of its own: {e}")
+                }
             }
         }
         self.dead.store(true, Ordering::SeqCst);
@@ -499,24 +499,27 @@ impl Zygote {
         }
     }
 
-    fn route(&self, message: &Value, fds: Vec<OwnedFd>) {
-        let id = message["id"].as_u64().unwrap_or(0);
+    fn route(&self, message: FromZygote, fds: Vec<OwnedFd>) {
         let mut waiters = self.waiters.lock().unwrap();
-        match message["op"].as_str() {
-            Some("ready") => {
+        match message {
+            FromZygote::Ready {
+                errors,
+                threads,
+                python_threads,
+                namespaces,
+                watch,
+            } => {
                 if let Some(Waiter::Ready(tx)) = waiters.remove(&0) {
                     let _ = tx.send(Ready {
-                        errors: serde_json::from_value(message["errors"].clone())
-                            .unwrap_or_default(),
-                        threads: message["threads"].as_u64().unwrap_or(0),
-                        python_threads: message["pythonThreads"].as_u64().unwrap_or(0),
-                        namespaces: message["namespaces"].as_bool().unwrap_or(false),
-                        watched: serde_json::from_value(message["watch"].clone())
-                            .unwrap_or_default(),
+                        errors,
+                        threads,
+                        python_threads,
+                        namespaces,
+                        watched: watch,
                     });
                 }
             }
-            Some("forked") => {
+            FromZygote::Forked { id } => {
                 let pidfd = fds.into_iter().next();
                 let pid = pidfd.as_ref().and_then(pid_of);
                 let (tx, rx) = std::sync::mpsc::channel();
@@ -535,17 +538,16 @@ impl Zygote {
                     }
                 }
             }
-            Some("failed") => {
+            FromZygote::Failed { id, error } => {
                 if let Some(Waiter::Fork(reply)) = waiters.remove(&id) {
-                    let reason = message["error"].as_str().unwrap_or("unknown").to_string();
+                    let reason = error.unwrap_or_else(|| "unknown".into());
                     let _ = reply.send(Err(format!("the zygote could not fork it: {reason}")));
                 }
             }
-            Some("exited") => {
-                let status = &message["status"];
-                let info = status.is_object().then(|| ExitInfo {
-                    code: status["code"].as_i64().map(|c| c as i32),
-                    signal: status["signal"].as_i64().map(|s| s as i32),
+            FromZygote::Exited { id, status } => {
+                let info = status.map(|s| ExitInfo {
+                    code: s.code,
+                    signal: s.signal,
                 });
                 match waiters.remove(&id) {
                     Some(Waiter::Exit(tx)) => {
@@ -558,12 +560,11 @@ impl Zygote {
                     }
                     Some(Waiter::Orphan) => {
                         drop(waiters);
-                        let _ = self.send(&json!({"op": "reap", "id": id}), &[]);
+                        let _ = self.send(&ToZygote::Reap { id }, &[]);
                     }
                     _ => {}
                 }
             }
-            other => tracing::warn!("the zygote sent an unknown message: {other:?}"),
         }
     }
 }

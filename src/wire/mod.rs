@@ -5,3 +5,4 @@
 pub mod events;
 pub mod frame_reader;
 pub mod protocol;
+pub mod zygote;
