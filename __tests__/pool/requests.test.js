@@ -1,0 +1,317 @@
+'use strict'
+// Per-request settings and lifecycle: env, artifactsDir, timeouts in ms and per cell,
+// per-cell resets, deadlines (of a request and of a kernel's start), bridge callers,
+// reopening a disposed pool. Real Python.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { addon, python, startKernel, tempDir, fakeInterpreter, processesWith, waitFor } = require('../helpers/kernel')
+const { KERNEL_TOKEN_PY: TOKEN } = require('../helpers/kernel')
+
+const { KernelPool } = addon
+const kernel = { interpreter: python }
+const value = (r) => r.cells.at(-1).result?.['text/plain']
+// The fake's runner start is what the test stops, not the bytecode compile step before it.
+const NO_COMPILE = 'if [ "$1" = "-I" ]; then exit 1; fi\n'
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+test('a pool request env is for its cells only: no hidden cell, no execution count', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const r = await pool.execute({
+    sessionId: 'env',
+    env: { PK_REQ: 'for-this-request' },
+    cells: [{ code: 'import os; a = os.environ.get("PK_REQ")' }, { code: '(a, os.environ.get("PK_REQ"))' }],
+  })
+  assert.equal(value(r), "('for-this-request', 'for-this-request')")
+  assert.deepEqual(r.cells.map((c) => c.executionCount), [1, 2], 'the env took no cell of its own')
+  const after = await pool.execute({ sessionId: 'env', cells: [{ code: 'os.environ.get("PK_REQ")' }] })
+  assert.equal(value(after), undefined, 'the env outlived its request')
+  assert.equal(after.cells[0].executionCount, 3)
+  await assert.rejects(pool.execute({ sessionId: 'env', env: { PK_REQ: 42 }, cells: [{ code: '1' }] }), (err) => {
+    assert.equal(err.code, 'ERR_INVALID_ARG')
+    assert.match(err.message, /env/)
+    return true
+  })
+  assert.equal(value(await pool.execute({ sessionId: 'env', cells: [{ code: '2 + 2' }] })), '4')
+})
+
+test('kernel.evaluate takes an env for that request only', async (t) => {
+  const k = await startKernel()
+  t.after(() => k.shutdown())
+  const r = await k.evaluate([{ code: 'import os; os.environ.get("PK_EVAL")' }], { env: { PK_EVAL: 'yes' } })
+  assert.equal(r.cells[0].result['text/plain'], "'yes'")
+  const after = await k.evaluate([{ code: 'os.environ.get("PK_EVAL")' }])
+  assert.equal(after.cells[0].result, undefined)
+})
+
+test('a request artifactsDir takes the full output in place of the pool one, with its safety checks', async (t) => {
+  const poolDir = tempDir()
+  const pool = new KernelPool({ kernel, artifactsDir: poolDir })
+  t.after(() => pool.disposeAll())
+  const mine = path.join(tempDir(), 'mine')
+  const big = { code: 'for i in range(20000): print("line", i)' }
+  const r = await pool.execute({ sessionId: 'art', artifactsDir: mine, cells: [big] })
+  assert.ok(r.truncated?.artifactPath, JSON.stringify(r.truncated))
+  assert.equal(path.dirname(r.truncated.artifactPath), mine)
+  assert.match(fs.readFileSync(r.truncated.artifactPath, 'utf8'), /line 19999\n/)
+  const open = tempDir()
+  fs.chmodSync(open, 0o777)
+  await assert.rejects(pool.execute({ sessionId: 'art', artifactsDir: open, cells: [{ code: '1' }] }), (err) => {
+    assert.equal(err.code, 'ERR_ARTIFACTS_DIR')
+    assert.match(err.message, /writable/)
+    return true
+  })
+  const pooled = await pool.execute({ sessionId: 'art', cells: [big] })
+  assert.equal(path.dirname(pooled.truncated.artifactPath), poolDir, 'the pool dir is used without one')
+})
+
+test('every bridge call names its session and owner, so one onCall tells concurrent sessions apart', async (t) => {
+  const calls = []
+  const pool = new KernelPool({
+    kernel: {
+      ...kernel,
+      onCall: async (call) => {
+        calls.push(call)
+        await sleep(100)
+        return `${call.sessionId}/${call.owner}`
+      },
+    },
+  })
+  t.after(() => pool.disposeAll())
+  const cells = [{ code: 'import threading\nreplies = []\nts = [threading.Thread(target=lambda: replies.append(tool.x())) for _ in range(2)]\n[t.start() for t in ts]; [t.join() for t in ts]\nsorted(replies)' }]
+  const [a, b] = await Promise.all([
+    pool.execute({ sessionId: 'a', cells }),
+    pool.execute({ sessionId: 'b', ownerId: 'user-7', cells }),
+  ])
+  assert.equal(value(a), "['a/a', 'a/a']")
+  assert.equal(value(b), "['b/user-7', 'b/user-7']")
+  assert.equal(calls.length, 4)
+  for (const call of calls) {
+    assert.equal(call.name, 'x')
+    assert.match(call.runId, /^r\d+-/)
+  }
+  assert.deepEqual(calls.map((c) => `${c.sessionId}/${c.owner}`).sort(), ['a/a', 'a/a', 'b/user-7', 'b/user-7'])
+
+  const seen = []
+  const bare = await startKernel({ sessionId: 'solo', onCall: (call) => seen.push(call) })
+  t.after(() => bare.shutdown())
+  await bare.execute('tool.y()')
+  assert.equal(seen[0].sessionId, 'solo')
+  assert.equal('owner' in seen[0], false, 'a bare kernel has no owner')
+})
+
+test('Kernel.start: an already aborted signal starts nothing; one aborted during the start kills it', async () => {
+  await assert.rejects(startKernel({ signal: AbortSignal.abort() }), (err) => err.code === 'ERR_ABORTED')
+  const dir = tempDir()
+  const marker = `pykernel-abort-${path.basename(dir)}`
+  const exe = fakeInterpreter(dir, `${NO_COMPILE}echo started > ${dir}/started; exec sh -c 'sleep 30; : ${marker}'`)
+  const controller = new AbortController()
+  const starting = addon.Kernel.start({ interpreter: exe, startupTimeoutMs: 60_000, signal: controller.signal })
+  assert.ok(await waitFor(() => fs.existsSync(path.join(dir, 'started'))), 'the runner started')
+  const abortedAt = Date.now()
+  controller.abort()
+  await assert.rejects(starting, (err) => {
+    assert.equal(err.code, 'ERR_ABORTED')
+    assert.match(err.message, /aborted by its AbortSignal/)
+    return true
+  })
+  assert.ok(Date.now() - abortedAt < 3000)
+  assert.deepEqual(processesWith(marker), [], 'the aborted start left its process')
+})
+
+test('Kernel.start: deadlineMs bounds the whole start, and nothing is left behind', async () => {
+  const dir = tempDir()
+  const marker = `pykernel-deadline-${path.basename(dir)}`
+  const exe = fakeInterpreter(dir, `${NO_COMPILE}exec sh -c 'sleep 30; : ${marker}'`)
+  const started = Date.now()
+  await assert.rejects(addon.Kernel.start({ interpreter: exe, startupTimeoutMs: 60_000, deadlineMs: 400 }), (err) => {
+    assert.equal(err.code, 'ERR_KERNEL_START_TIMEOUT')
+    assert.match(err.message, /deadline of 400 ms/)
+    return true
+  })
+  assert.ok(Date.now() - started < 3000)
+  assert.deepEqual(processesWith(marker), [])
+  await assert.rejects(startKernel({ deadlineMs: -1 }), (err) => err.code === 'ERR_INVALID_ARG' && /deadlineMs/.test(err.message))
+  const k = await startKernel({ deadlineMs: 30_000, signal: new AbortController().signal })
+  assert.equal((await k.execute('1 + 1')).result['text/plain'], '2')
+  await k.shutdown()
+})
+
+test('a request deadline covers its cells: the result says it timed out, and the session lives on', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  await pool.execute({ sessionId: 'd', cells: [{ code: 'x = 5' }] })
+  const started = Date.now()
+  const r = await pool.execute({
+    sessionId: 'd',
+    deadlineMs: 600,
+    timeoutSeconds: 30,
+    cells: [{ code: 'import time' }, { code: 'time.sleep(20)' }, { code: 'never = 1' }],
+  })
+  assert.ok(Date.now() - started < 4000, `took ${Date.now() - started} ms`)
+  assert.equal(r.timedOut, true)
+  assert.equal(r.exitCode, null)
+  assert.match(r.output, /^\[cell 2 of 3 failed\]\n\[eval request deadline of 600ms passed during cell 2; it was interrupted/)
+  assert.equal(r.cells.length, 2)
+  assert.equal(value(await pool.execute({ sessionId: 'd', cells: [{ code: "x, 'never' in globals()" }] })), '(5, False)')
+})
+
+test('a request deadline on a cell that ignores the interrupt kills its kernel, as a timeout does', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  await pool.execute({ sessionId: 'stuck', cells: [{ code: 'state = 1' }] })
+  const r = await pool.execute({
+    sessionId: 'stuck',
+    deadlineMs: 300,
+    cells: [{ code: 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(30)' }],
+  })
+  assert.equal(r.timedOut, true)
+  assert.equal(r.kernelKilled, true)
+  assert.match(r.output, /deadline of 300ms passed during cell 1; it did not stop on interrupt, so the kernel was killed/)
+  const next = await pool.execute({ sessionId: 'stuck', cells: [{ code: "'state' in globals()" }] })
+  assert.equal(value(next), 'False')
+})
+
+test('a request deadline covers waiting for its turn: nothing ran', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const busy = pool.execute({ sessionId: 'w', cells: [{ code: 'import time; time.sleep(2)' }] })
+  await sleep(100)
+  const started = Date.now()
+  const r = await pool.execute({ sessionId: 'w', deadlineMs: 300, cells: [{ code: 'ran = 1' }] })
+  assert.ok(Date.now() - started < 1500, `took ${Date.now() - started} ms`)
+  assert.equal(r.timedOut, true)
+  assert.match(r.output, /deadline of 300ms passed before its next cell started/)
+  await busy
+  assert.equal(value(await pool.execute({ sessionId: 'w', cells: [{ code: "'ran' in globals()" }] })), 'False')
+})
+
+test('a request deadline covers starting its kernel: a timed-out result, and no process left', async (t) => {
+  const dir = tempDir()
+  const marker = `pykernel-pool-deadline-${path.basename(dir)}`
+  const exe = fakeInterpreter(dir, `${NO_COMPILE}exec sh -c 'sleep 30; : ${marker}'`)
+  for (const mode of ['session', 'per-call']) {
+    const pool = new KernelPool({ mode, prewarm: 0, kernel: { interpreter: exe, startupTimeoutMs: 60_000 } })
+    t.after(() => pool.disposeAll())
+    const started = Date.now()
+    const r = await pool.execute({ sessionId: 'slow', deadlineMs: 500, cells: [{ code: '1' }] })
+    assert.ok(Date.now() - started < 4000, `${mode}: took ${Date.now() - started} ms`)
+    assert.equal(r.timedOut, true, mode)
+    assert.equal(r.exitCode, null)
+    assert.match(r.output, /deadline of 500ms passed before its next cell started/)
+    assert.deepEqual(processesWith(marker), [], `${mode}: the kernel being started was left running`)
+  }
+})
+
+test('timeoutMs gives sub-second budgets; with timeoutSeconds it is refused', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const started = Date.now()
+  const r = await pool.execute({ sessionId: 'ms', timeoutMs: 300, cells: [{ code: 'import time; time.sleep(10)' }] })
+  assert.ok(Date.now() - started < 3000)
+  assert.equal(r.timedOut, true)
+  assert.match(r.output, /^\[eval cell timed out after 300ms; kernel interrupted but remains running/)
+  for (const bad of [{ timeoutMs: 100, timeoutSeconds: 1 }, { timeoutMs: -1 }, { timeoutMs: NaN }]) {
+    await assert.rejects(pool.execute({ sessionId: 'ms', cells: [{ code: '1' }], ...bad }), (err) => {
+      assert.equal(err.code, 'ERR_INVALID_ARG', JSON.stringify(bad))
+      assert.match(err.message, /timeoutMs/)
+      return true
+    })
+  }
+  const clamped = await pool.execute({ sessionId: 'ms', timeoutMs: 5_000_000, cells: [{ code: '1' }] })
+  assert.deepEqual(clamped.annotations, ['Timeout clamped to 3600000ms (requested 5000000ms; allowed range 1-3600000ms).'])
+  const none = await pool.execute({ sessionId: 'ms', timeoutMs: 0, cells: [{ code: 'time.sleep(1.2); 7' }] })
+  assert.equal(value(none), '7', '0 is no timeout')
+})
+
+test('a cell timeout replaces the request one for that cell, clamped with a notice', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  const started = Date.now()
+  const r = await pool.execute({
+    sessionId: 'ct',
+    timeoutSeconds: 60,
+    cells: [{ code: 'import time; time.sleep(1.5); 1' }, { code: 'time.sleep(30)', timeout: 0.2, title: 'slow' }],
+  })
+  assert.ok(Date.now() - started < 6000)
+  assert.equal(r.timedOut, true)
+  assert.equal(r.failedCell, 1)
+  assert.deepEqual(r.annotations.slice(0, 2), [
+    'cell 2: Timeout clamped to 1s (requested 0.2s; allowed range 1-3600s).',
+    'eval cell timed out after 1s; kernel interrupted but remains running. Reset the kernel via { reset: true } if state appears corrupted.',
+  ])
+  const own = await pool.execute({ sessionId: 'ct', timeoutSeconds: 1, cells: [{ code: 'time.sleep(1.5); 2', timeout: 0 }] })
+  assert.equal(value(own), '2', "a cell's timeout 0 is none, whatever the request's")
+  await assert.rejects(pool.execute({ sessionId: 'ct', cells: [{ code: '1', timeout: -1 }] }), (err) => err.code === 'ERR_INVALID_ARG')
+})
+
+test('a cell with reset runs in a fresh kernel; a Kernel refuses it', async (t) => {
+  for (const mode of ['session', 'per-call']) {
+    const pool = new KernelPool({ kernel, mode })
+    t.after(() => pool.disposeAll())
+    const r = await pool.execute({
+      sessionId: 'r',
+      cells: [
+        { code: `x = 1; t1 = ${TOKEN}` },
+        { code: `y = 2; t2 = ${TOKEN}; ('x' in globals(), 't1' in globals())`, reset: true },
+        { code: 'y' },
+      ],
+    })
+    assert.equal(r.exitCode, 0, `${mode}: ${r.output}`)
+    assert.equal(r.cells[1].result['text/plain'], '(False, False)', `${mode}: the reset cell saw the old state`)
+    assert.equal(r.cells[1].executionCount, 1)
+    assert.equal(value(r), '2')
+  }
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  await pool.execute({ sessionId: 'first', cells: [{ code: 'kept = 1' }] })
+  const first = await pool.execute({ sessionId: 'first', cells: [{ code: "'kept' in globals()", reset: true }] })
+  assert.equal(value(first), 'False', "a first cell's reset is the request's")
+
+  const k = await startKernel()
+  t.after(() => k.shutdown())
+  await assert.rejects(k.evaluate([{ code: '1', reset: true }]), (err) => err.code === 'ERR_INVALID_ARG' && /reset/.test(err.message))
+  assert.equal((await k.evaluate([{ code: '1 + 1' }])).output, '2\n')
+})
+
+test('a deadline that passes while a reset cell waits for its fresh kernel keeps the cells that ran', async (t) => {
+  for (const mode of ['session', 'per-call']) {
+    const pool = new KernelPool({ kernel, mode, prewarm: 0 })
+    t.after(() => pool.disposeAll())
+    await pool.execute({ sessionId: 'late', cells: [{ code: '1' }] })
+    // Cell 1 uses up the budget; the fresh kernel cell 2 asks for cannot start within it.
+    const r = await pool.execute({
+      sessionId: 'late',
+      deadlineMs: 1000,
+      cells: [{ code: 'import time\nprint("A ran")\ntime.sleep(0.99)' }, { code: 'print("B ran")', reset: true }],
+    })
+    assert.equal(r.timedOut, true, mode)
+    assert.match(r.output, /A ran/, `${mode}: the first cell's output is kept: ${r.output}`)
+    assert.doesNotMatch(r.output, /B ran/, mode)
+    assert.ok(r.cells.length >= 1 && r.cells[0].stdout === 'A ran\n', `${mode}: ${JSON.stringify(r.cells.map((c) => c.stdout))}`)
+  }
+})
+
+test('disposeAll refuses work until reopen(), which gives fresh kernels', async () => {
+  const pool = new KernelPool({ kernel })
+  await pool.execute({ sessionId: 'o', cells: [{ code: 'state = 1' }] })
+  await pool.disposeAll()
+  await assert.rejects(pool.execute({ sessionId: 'o', cells: [{ code: '1' }] }), (err) => err.code === 'ERR_POOL_DISPOSED')
+  await assert.rejects(pool.execute({ sessionId: 'o', cells: [{ code: '1' }] }), (err) => err.code === 'ERR_POOL_DISPOSED')
+  pool.reopen()
+  const r = await pool.execute({ sessionId: 'o', cells: [{ code: "'state' in globals()" }] })
+  assert.equal(value(r), 'False')
+  assert.equal(pool.sessions.length, 1)
+  pool.reopen() // not disposed: nothing changes
+  assert.equal(value(await pool.execute({ sessionId: 'o', cells: [{ code: '3' }] })), '3')
+  // Before disposeAll() has finished, reopen() is refused: the disposal would end it.
+  const disposing = pool.disposeAll()
+  assert.throws(() => pool.reopen(), (err) => err.code === 'ERR_POOL_DISPOSED' && /await it, then call reopen/.test(err.message))
+  await disposing
+  assert.deepEqual(pool.sessions, [])
+  pool.reopen()
+  assert.equal(value(await pool.execute({ sessionId: 'o', cells: [{ code: '4' }] })), '4')
+  await pool.disposeAll()
+})
