@@ -57,20 +57,3 @@ test('a cell that ignores SIGINT is killed after the escalation window; the next
   assert.match(value(next), /^\(False, '[0-9a-f]{16}'\)$/)
   assert.notEqual(value(next), `(False, ${token})`)
 })
-
-test('timeoutMs: 0 means no timeout for execute and evaluate, as timeoutSeconds: 0 does for the pool', async (t) => {
-  const kernel = await addon.Kernel.start({ interpreter: python })
-  t.after(() => kernel.shutdown())
-  const nap = 'import time; time.sleep(0.3); 6*7'
-  const executed = await kernel.execute(nap, { timeoutMs: 0 })
-  assert.equal(executed.timedOut, false)
-  assert.equal(executed.result?.['text/plain'], '42')
-  const evaluated = await kernel.evaluate([cell(nap)], { timeoutMs: 0 })
-  assert.equal(evaluated.timedOut, false)
-  assert.equal(evaluated.exitCode, 0)
-  const pool = new addon.KernelPool({ prewarm: 0, kernel: { interpreter: python } })
-  t.after(() => pool.disposeAll())
-  const pooled = await pool.execute({ timeoutSeconds: 0, cells: [cell(nap)] })
-  assert.equal(pooled.timedOut, false)
-  assert.equal(value(pooled), '42')
-})
