@@ -1,7 +1,7 @@
 'use strict'
-// Per-request settings and lifecycle: env, artifactsDir, timeouts in ms and per cell,
-// per-cell resets, deadlines (of a request and of a kernel's start), bridge callers,
-// reopening a disposed pool. Real Python.
+// Per-request settings and lifecycle: env, artifactsDir, per-cell resets, a kernel's
+// start deadline, bridge callers, reopening a disposed pool. (A request's timeouts and
+// deadlines are in timeouts-and-deadlines.test.js.) Real Python.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -139,114 +139,6 @@ test('Kernel.start: deadlineMs bounds the whole start, and nothing is left behin
   await k.shutdown()
 })
 
-test('a request deadline covers its cells: the result says it timed out, and the session lives on', async (t) => {
-  const pool = new KernelPool({ kernel })
-  t.after(() => pool.disposeAll())
-  await pool.execute({ sessionId: 'd', cells: [{ code: 'x = 5' }] })
-  const started = Date.now()
-  const r = await pool.execute({
-    sessionId: 'd',
-    deadlineMs: 600,
-    timeoutSeconds: 30,
-    cells: [{ code: 'import time' }, { code: 'time.sleep(20)' }, { code: 'never = 1' }],
-  })
-  assert.ok(Date.now() - started < 4000, `took ${Date.now() - started} ms`)
-  assert.equal(r.timedOut, true)
-  assert.equal(r.exitCode, null)
-  assert.match(r.output, /^\[cell 2 of 3 failed\]\n\[eval request deadline of 600ms passed during cell 2; it was interrupted/)
-  assert.equal(r.cells.length, 2)
-  assert.equal(value(await pool.execute({ sessionId: 'd', cells: [{ code: "x, 'never' in globals()" }] })), '(5, False)')
-})
-
-test('a request deadline on a cell that ignores the interrupt kills its kernel, as a timeout does', async (t) => {
-  const pool = new KernelPool({ kernel })
-  t.after(() => pool.disposeAll())
-  await pool.execute({ sessionId: 'stuck', cells: [{ code: 'state = 1' }] })
-  const r = await pool.execute({
-    sessionId: 'stuck',
-    deadlineMs: 300,
-    cells: [{ code: 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(30)' }],
-  })
-  assert.equal(r.timedOut, true)
-  assert.equal(r.kernelKilled, true)
-  assert.match(r.output, /deadline of 300ms passed during cell 1; it did not stop on interrupt, so the kernel was killed/)
-  const next = await pool.execute({ sessionId: 'stuck', cells: [{ code: "'state' in globals()" }] })
-  assert.equal(value(next), 'False')
-})
-
-test('a request deadline covers waiting for its turn: nothing ran', async (t) => {
-  const pool = new KernelPool({ kernel })
-  t.after(() => pool.disposeAll())
-  const busy = pool.execute({ sessionId: 'w', cells: [{ code: 'import time; time.sleep(2)' }] })
-  await sleep(100)
-  const started = Date.now()
-  const r = await pool.execute({ sessionId: 'w', deadlineMs: 300, cells: [{ code: 'ran = 1' }] })
-  assert.ok(Date.now() - started < 1500, `took ${Date.now() - started} ms`)
-  assert.equal(r.timedOut, true)
-  assert.match(r.output, /deadline of 300ms passed before its next cell started/)
-  await busy
-  assert.equal(value(await pool.execute({ sessionId: 'w', cells: [{ code: "'ran' in globals()" }] })), 'False')
-})
-
-test('a request deadline covers starting its kernel: a timed-out result, and no process left', async (t) => {
-  const dir = tempDir()
-  const marker = `pykernel-pool-deadline-${path.basename(dir)}`
-  const exe = fakeInterpreter(dir, `${NO_COMPILE}exec sh -c 'sleep 30; : ${marker}'`)
-  for (const mode of ['session', 'per-call']) {
-    const pool = new KernelPool({ mode, prewarm: 0, kernel: { interpreter: exe, startupTimeoutMs: 60_000 } })
-    t.after(() => pool.disposeAll())
-    const started = Date.now()
-    const r = await pool.execute({ sessionId: 'slow', deadlineMs: 500, cells: [{ code: '1' }] })
-    assert.ok(Date.now() - started < 4000, `${mode}: took ${Date.now() - started} ms`)
-    assert.equal(r.timedOut, true, mode)
-    assert.equal(r.exitCode, null)
-    assert.match(r.output, /deadline of 500ms passed before its next cell started/)
-    assert.deepEqual(processesWith(marker), [], `${mode}: the kernel being started was left running`)
-  }
-})
-
-test('timeoutMs gives sub-second budgets; with timeoutSeconds it is refused', async (t) => {
-  const pool = new KernelPool({ kernel })
-  t.after(() => pool.disposeAll())
-  const started = Date.now()
-  const r = await pool.execute({ sessionId: 'ms', timeoutMs: 300, cells: [{ code: 'import time; time.sleep(10)' }] })
-  assert.ok(Date.now() - started < 3000)
-  assert.equal(r.timedOut, true)
-  assert.match(r.output, /^\[eval cell timed out after 300ms; kernel interrupted but remains running/)
-  for (const bad of [{ timeoutMs: 100, timeoutSeconds: 1 }, { timeoutMs: -1 }, { timeoutMs: NaN }]) {
-    await assert.rejects(pool.execute({ sessionId: 'ms', cells: [{ code: '1' }], ...bad }), (err) => {
-      assert.equal(err.code, 'ERR_INVALID_ARG', JSON.stringify(bad))
-      assert.match(err.message, /timeoutMs/)
-      return true
-    })
-  }
-  const clamped = await pool.execute({ sessionId: 'ms', timeoutMs: 5_000_000, cells: [{ code: '1' }] })
-  assert.deepEqual(clamped.annotations, ['Timeout clamped to 3600000ms (requested 5000000ms; allowed range 1-3600000ms).'])
-  const none = await pool.execute({ sessionId: 'ms', timeoutMs: 0, cells: [{ code: 'time.sleep(1.2); 7' }] })
-  assert.equal(value(none), '7', '0 is no timeout')
-})
-
-test('a cell timeout replaces the request one for that cell, clamped with a notice', async (t) => {
-  const pool = new KernelPool({ kernel })
-  t.after(() => pool.disposeAll())
-  const started = Date.now()
-  const r = await pool.execute({
-    sessionId: 'ct',
-    timeoutSeconds: 60,
-    cells: [{ code: 'import time; time.sleep(1.5); 1' }, { code: 'time.sleep(30)', timeout: 0.2, title: 'slow' }],
-  })
-  assert.ok(Date.now() - started < 6000)
-  assert.equal(r.timedOut, true)
-  assert.equal(r.failedCell, 1)
-  assert.deepEqual(r.annotations.slice(0, 2), [
-    'cell 2: Timeout clamped to 1s (requested 0.2s; allowed range 1-3600s).',
-    'eval cell timed out after 1s; kernel interrupted but remains running. Reset the kernel via { reset: true } if state appears corrupted.',
-  ])
-  const own = await pool.execute({ sessionId: 'ct', timeoutSeconds: 1, cells: [{ code: 'time.sleep(1.5); 2', timeout: 0 }] })
-  assert.equal(value(own), '2', "a cell's timeout 0 is none, whatever the request's")
-  await assert.rejects(pool.execute({ sessionId: 'ct', cells: [{ code: '1', timeout: -1 }] }), (err) => err.code === 'ERR_INVALID_ARG')
-})
-
 test('a cell with reset runs in a fresh kernel; a Kernel refuses it', async (t) => {
   for (const mode of ['session', 'per-call']) {
     const pool = new KernelPool({ kernel, mode })
@@ -274,24 +166,6 @@ test('a cell with reset runs in a fresh kernel; a Kernel refuses it', async (t) 
   t.after(() => k.shutdown())
   await assert.rejects(k.evaluate([{ code: '1', reset: true }]), (err) => err.code === 'ERR_INVALID_ARG' && /reset/.test(err.message))
   assert.equal((await k.evaluate([{ code: '1 + 1' }])).output, '2\n')
-})
-
-test('a deadline that passes while a reset cell waits for its fresh kernel keeps the cells that ran', async (t) => {
-  for (const mode of ['session', 'per-call']) {
-    const pool = new KernelPool({ kernel, mode, prewarm: 0 })
-    t.after(() => pool.disposeAll())
-    await pool.execute({ sessionId: 'late', cells: [{ code: '1' }] })
-    // Cell 1 uses up the budget; the fresh kernel cell 2 asks for cannot start within it.
-    const r = await pool.execute({
-      sessionId: 'late',
-      deadlineMs: 1000,
-      cells: [{ code: 'import time\nprint("A ran")\ntime.sleep(0.99)' }, { code: 'print("B ran")', reset: true }],
-    })
-    assert.equal(r.timedOut, true, mode)
-    assert.match(r.output, /A ran/, `${mode}: the first cell's output is kept: ${r.output}`)
-    assert.doesNotMatch(r.output, /B ran/, mode)
-    assert.ok(r.cells.length >= 1 && r.cells[0].stdout === 'A ran\n', `${mode}: ${JSON.stringify(r.cells.map((c) => c.stdout))}`)
-  }
 })
 
 test('disposeAll refuses work until reopen(), which gives fresh kernels', async () => {

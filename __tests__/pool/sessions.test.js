@@ -321,30 +321,6 @@ test('reset gives a fresh kernel; concurrent resets coalesce', async (t) => {
   assert.ok(await waitFor(() => !isAlive(pid), { timeoutMs: 3000 }), 'the reset kernel is gone')
 })
 
-test('timeouts: default, clamp notice, 0 = none; a queued call aborted before its turn', async (t) => {
-  const pool = new KernelPool({ kernel })
-  t.after(() => pool.disposeAll())
-  const clamped = await pool.execute({ sessionId: 't', timeoutSeconds: 99999, cells: [cell('1')] })
-  assert.match(clamped.output, /^\[Timeout clamped to 3600s \(requested 99999s; allowed range 1-3600s\)\.\]\n/)
-  const none = await pool.execute({ sessionId: 't', timeoutSeconds: 0, cells: [cell('import time; time.sleep(1.2); 5')] })
-  assert.equal(value(none), '5')
-  assert.doesNotMatch(none.output, /clamped/)
-  const timedOut = await pool.execute({ sessionId: 't', timeoutSeconds: 1, cells: [cell('import time; time.sleep(30)')] })
-  assert.equal(timedOut.timedOut, true)
-  assert.match(timedOut.output, /timed out after 1s/)
-
-  const first = pool.execute({ sessionId: 't', cells: [cell('import time; time.sleep(0.5)')] })
-  const controller = new AbortController()
-  const queued = pool.execute({ sessionId: 't', signal: controller.signal, cells: [cell('queued_ran = True')] })
-  controller.abort()
-  const q = await queued
-  assert.equal(q.cancelled, true)
-  assert.equal(q.output, '')
-  assert.equal(q.exitCode, null)
-  await first
-  assert.equal(value(await pool.execute({ sessionId: 't', cells: [cell("'queued_ran' in globals()")] })), 'False')
-})
-
 test('a cwd reached through a symlink keys the same session as its target; a file is no cwd', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())
