@@ -1,10 +1,63 @@
 'use strict'
-// Shutdown, and kernels never outliving their host.
+// A kernel's life: its start (aborted, past its deadline), its death from outside, its
+// shutdown and the atexit handlers it runs, and kernels never outliving their host.
 const test = require('node:test')
 const assert = require('node:assert/strict')
+const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { startKernel, run, groupMembers, strayMembers, kernelProcess, isAlive, waitFor, python, promptBound } = require('../helpers/kernel')
+const { addon, startKernel, run, groupMembers, strayMembers, kernelProcess, isAlive, waitFor, python, promptBound, tempDir, fakeInterpreter, processesWith } = require('../helpers/kernel')
+
+// The fake's runner start is what the test stops, not the bytecode compile step before it.
+const NO_COMPILE = 'if [ "$1" = "-I" ]; then exit 1; fi\n'
+
+test('Kernel.start: an already aborted signal starts nothing; one aborted during the start kills it', async () => {
+  await assert.rejects(startKernel({ signal: AbortSignal.abort() }), (err) => err.code === 'ERR_ABORTED')
+  const dir = tempDir()
+  const marker = `pykernel-abort-${path.basename(dir)}`
+  const exe = fakeInterpreter(dir, `${NO_COMPILE}echo started > ${dir}/started; exec sh -c 'sleep 30; : ${marker}'`)
+  const controller = new AbortController()
+  const starting = addon.Kernel.start({ interpreter: exe, startupTimeoutMs: 60_000, signal: controller.signal })
+  assert.ok(await waitFor(() => fs.existsSync(path.join(dir, 'started'))), 'the runner started')
+  const abortedAt = Date.now()
+  controller.abort()
+  await assert.rejects(starting, (err) => {
+    assert.equal(err.code, 'ERR_ABORTED')
+    assert.match(err.message, /aborted by its AbortSignal/)
+    return true
+  })
+  assert.ok(Date.now() - abortedAt < 3000)
+  assert.deepEqual(processesWith(marker), [], 'the aborted start left its process')
+})
+
+test('Kernel.start: deadlineMs bounds the whole start, and nothing is left behind', async () => {
+  const dir = tempDir()
+  const marker = `pykernel-deadline-${path.basename(dir)}`
+  const exe = fakeInterpreter(dir, `${NO_COMPILE}exec sh -c 'sleep 30; : ${marker}'`)
+  const started = Date.now()
+  await assert.rejects(addon.Kernel.start({ interpreter: exe, startupTimeoutMs: 60_000, deadlineMs: 400 }), (err) => {
+    assert.equal(err.code, 'ERR_KERNEL_START_TIMEOUT')
+    assert.match(err.message, /deadline of 400 ms/)
+    return true
+  })
+  assert.ok(Date.now() - started < 3000)
+  assert.deepEqual(processesWith(marker), [])
+  await assert.rejects(startKernel({ deadlineMs: -1 }), (err) => err.code === 'ERR_INVALID_ARG' && /deadlineMs/.test(err.message))
+  const k = await startKernel({ deadlineMs: 30_000, signal: new AbortController().signal })
+  assert.equal((await k.execute('1 + 1')).result['text/plain'], '2')
+  await k.shutdown()
+})
+
+test('a kernel that is killed from outside is reported with its signal', async () => {
+  const kernel = await startKernel()
+  const { result } = await run(kernel, 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)')
+  assert.equal(result.kernelDied, true)
+  assert.match(result.error.evalue, /SIGKILL/)
+  assert.match(result.error.evalue, /possibly out of memory/)
+  const shut = await kernel.shutdown()
+  assert.equal(shut.confirmed, true)
+  assert.equal(shut.signal, 'SIGKILL')
+})
 
 test('shutdown is confirmed and leaves nothing of the group behind', async () => {
   const kernel = await startKernel()
@@ -35,6 +88,37 @@ test('a kernel that answers neither exit nor SIGTERM is SIGKILLed and still conf
   assert.equal(result.confirmed, true)
   assert.equal(result.signal, 'SIGKILL')
   assert.equal((await busy).kernelDied, true)
+})
+
+test('shutdown runs the atexit handlers cells registered, as Jupyter does; a failing one does not stop it', async () => {
+  const dir = tempDir()
+  // In its cwd: the host's /tmp around it is not in the kernel's view.
+  const kernel = await startKernel({ cwd: dir })
+  const marker = path.join(dir, 'atexit-ran')
+  await run(kernel, [
+    'import atexit',
+    'def boom():',
+    '    raise RuntimeError("handler failed")',
+    `atexit.register(lambda: open(${JSON.stringify(marker)}, "w").write("flushed"))`,
+    'atexit.register(boom)',
+  ].join('\n'))
+  const outcome = await kernel.shutdown()
+  assert.equal(outcome.confirmed, true)
+  assert.equal(outcome.exitCode, 0)
+  assert.equal(fs.readFileSync(marker, 'utf8'), 'flushed')
+})
+
+test('an atexit handler that never returns does not keep the kernel alive past its bound', { timeout: 30_000 }, async () => {
+  const kernel = await startKernel()
+  const pid = kernel.pid
+  await run(kernel, 'import atexit, time\natexit.register(lambda: time.sleep(1e9))')
+  const started = Date.now()
+  // A long grace: the kernel must end on its own, not by the host's SIGTERM.
+  const outcome = await kernel.shutdown({ graceMs: 20_000 })
+  assert.equal(outcome.confirmed, true)
+  assert.equal(outcome.exitCode, 0)
+  assert.ok(Date.now() - started < 9000, `shutdown took ${Date.now() - started} ms`)
+  assert.equal(isAlive(pid), false)
 })
 
 /** Starts a Node child that starts a kernel, reports its pid, then ends as `how` says. */
