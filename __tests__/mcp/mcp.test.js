@@ -1,7 +1,8 @@
 'use strict'
 // `pykernel mcp`, driven as an MCP client drives it: the SDK's Client spawning
 // `node bin/pykernel.js mcp` over stdio. Tools listed, a plot returned as image content,
-// a cancelled call interrupted with its session alive, sessions isolated, reset and list.
+// a cancelled call interrupted with its session alive, sessions isolated, reset and list;
+// and, read on the wire, live output as progress notifications before the result.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
@@ -126,4 +127,49 @@ test('--launcher runs the sessions through it (here `env`): the runner is the fa
   const r = await run(client, { cells: [{ code: "import sys\nprint(sys.modules['pykernel_runner'].__file__)" }], session: 'far' })
   assert.equal(r.isError, false, textOf(r))
   assert.match(textOf(r), /\/pykernel-far-[0-9a-f]{16}\/pykernel_runner\/__init__\.py/)
+})
+
+test('pykernel mcp streams output as progress notifications when the client asks, all before the result', async (t) => {
+  // Judged on the wire, not through the SDK's Client: that client drops a progress
+  // notification it reads in the same chunk as the response (its notification handlers run
+  // a microtask later, after the response has removed the progress handler), which a
+  // loaded machine makes likely. What the server promises is the order it writes.
+  const { spawn } = require('node:child_process')
+  const args = [path.join(__dirname, '..', '..', 'bin', 'pykernel.js'), 'mcp', ...(python ? ['--python', python] : [])]
+  const server = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] })
+  t.after(() => server.kill())
+  const messages = []
+  const waiters = []
+  let buffered = ''
+  server.stdout.on('data', (data) => {
+    buffered += data
+    let newline
+    while ((newline = buffered.indexOf('\n')) >= 0) {
+      messages.push(JSON.parse(buffered.slice(0, newline)))
+      buffered = buffered.slice(newline + 1)
+      for (const waiter of waiters.splice(0)) waiter()
+    }
+  })
+  const send = (message) => server.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`)
+  const responseTo = async (id) => {
+    for (;;) {
+      const found = messages.find((m) => m.id === id && !m.method)
+      if (found) return found
+      await new Promise((resolve) => waiters.push(resolve))
+    }
+  }
+  send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pykernel-test', version: '0' } } })
+  await responseTo(1)
+  send({ method: 'notifications/initialized' })
+  const code = 'import time\nprint("\\x1b[1mone\\x1b[0m")\ntime.sleep(0.5)\nprint("two")'
+  send({ id: 2, method: 'tools/call', params: { name: 'python', arguments: { cells: [{ code }] }, _meta: { progressToken: 'p-2' } } })
+  const response = await responseTo(2)
+  assert.equal(response.result.content[0].text, 'one\ntwo\n')
+  const callMessages = messages.slice(messages.findIndex((m) => m.id === 1) + 1)
+  const progress = callMessages.filter((m) => m.method === 'notifications/progress')
+  assert.ok(progress.every((m) => m.params.progressToken === 'p-2'))
+  assert.equal(progress.map((m) => m.params.message).join(''), 'one\ntwo\n', 'the live output, sanitized, in order')
+  assert.ok(progress.length >= 2, 'the first line came while the cell still ran')
+  assert.deepEqual(progress.map((m) => m.params.progress), progress.map((_, i) => i + 1))
+  assert.equal(callMessages.at(-1), response, 'every notification came before the result')
 })

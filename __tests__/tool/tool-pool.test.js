@@ -1,7 +1,7 @@
 'use strict'
-// `pykernel/tool` and `pykernel mcp` on the pool's per-request features: per-cell
-// `timeout`/`reset`, `onOutput`, `artifactId` pass through the tool, and MCP progress
-// notifications carry the live output.
+// `pykernel/tool` on the pool's per-request features: per-cell `timeout`/`reset`,
+// `onOutput`, `artifactId` pass through the tool. (MCP progress notifications, which carry
+// the live output, are in mcp/mcp.test.js.)
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -57,49 +57,4 @@ test('truncated output ends with its artifact:// address', async (t) => {
   const id = r.details.truncated?.artifactId
   assert.ok(id, 'the truncated result names its artifact')
   assert.match(r.text, new RegExp(`artifact://${id}`))
-})
-
-test('pykernel mcp streams output as progress notifications when the client asks, all before the result', async (t) => {
-  // Judged on the wire, not through the SDK's Client: that client drops a progress
-  // notification it reads in the same chunk as the response (its notification handlers run
-  // a microtask later, after the response has removed the progress handler), which a
-  // loaded machine makes likely. What the server promises is the order it writes.
-  const { spawn } = require('node:child_process')
-  const args = [path.join(__dirname, '..', '..', 'bin', 'pykernel.js'), 'mcp', ...(python ? ['--python', python] : [])]
-  const server = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] })
-  t.after(() => server.kill())
-  const messages = []
-  const waiters = []
-  let buffered = ''
-  server.stdout.on('data', (data) => {
-    buffered += data
-    let newline
-    while ((newline = buffered.indexOf('\n')) >= 0) {
-      messages.push(JSON.parse(buffered.slice(0, newline)))
-      buffered = buffered.slice(newline + 1)
-      for (const waiter of waiters.splice(0)) waiter()
-    }
-  })
-  const send = (message) => server.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`)
-  const responseTo = async (id) => {
-    for (;;) {
-      const found = messages.find((m) => m.id === id && !m.method)
-      if (found) return found
-      await new Promise((resolve) => waiters.push(resolve))
-    }
-  }
-  send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pykernel-test', version: '0' } } })
-  await responseTo(1)
-  send({ method: 'notifications/initialized' })
-  const code = 'import time\nprint("\\x1b[1mone\\x1b[0m")\ntime.sleep(0.5)\nprint("two")'
-  send({ id: 2, method: 'tools/call', params: { name: 'python', arguments: { cells: [{ code }] }, _meta: { progressToken: 'p-2' } } })
-  const response = await responseTo(2)
-  assert.equal(response.result.content[0].text, 'one\ntwo\n')
-  const callMessages = messages.slice(messages.findIndex((m) => m.id === 1) + 1)
-  const progress = callMessages.filter((m) => m.method === 'notifications/progress')
-  assert.ok(progress.every((m) => m.params.progressToken === 'p-2'))
-  assert.equal(progress.map((m) => m.params.message).join(''), 'one\ntwo\n', 'the live output, sanitized, in order')
-  assert.ok(progress.length >= 2, 'the first line came while the cell still ran')
-  assert.deepEqual(progress.map((m) => m.params.progress), progress.map((_, i) => i + 1))
-  assert.equal(callMessages.at(-1), response, 'every notification came before the result')
 })
