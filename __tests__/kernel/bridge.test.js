@@ -119,6 +119,29 @@ test('an abort during calls ends the cell cleanly; new calls are refused', async
   assert.equal((await run(kernel, '"alive"')).result.result['text/plain'], "'alive'")
 })
 
+test('a bridge call pending when its cell is interrupted fails with "bridge call ... aborted"', async (t) => {
+  const kernel = await startKernel({
+    onCall: (call) => (call.name === 'slow' ? new Promise((r) => setTimeout(() => r('late'), 3000)) : null),
+  })
+  t.after(() => kernel.shutdown())
+  const code = [
+    'import threading, time',
+    'seen = []',
+    'def worker():',
+    '    try:',
+    '        seen.append(tool.slow())',
+    '    except RuntimeError as e:',
+    '        seen.append(str(e))',
+    'thread = threading.Thread(target=worker)',
+    'thread.start()',
+    'time.sleep(30)',
+  ].join('\n')
+  const r = await kernel.execute(code, { timeoutMs: 500 })
+  assert.equal(r.timedOut, true)
+  const after = await kernel.execute('thread.join(5)\nseen')
+  assert.equal(after.result['text/plain'], '["bridge call \'slow\' aborted: eval cell was interrupted"]')
+})
+
 test('a pool passes its onCall to every kernel', async (t) => {
   const pool = new addon.KernelPool({ kernel: { interpreter: python, onCall: async (c) => `pool saw ${c.name}` } })
   t.after(() => pool.disposeAll())

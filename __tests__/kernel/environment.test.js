@@ -64,6 +64,14 @@ test('secrets never reach the kernel; allowed variables do', async (t) => {
   )
 })
 
+test('envPrefix: the brand prefix the filter keeps (and whose secrets it drops) is the kernel\'s own', async (t) => {
+  const baseEnv = { ...process.env, ACME_MODE: 'kept', ACME_TOKEN: 'dropped', PYKERNEL_MODE: 'not ours', ACME_DB_PASSWORD: 'dropped' }
+  const kernel = await startKernel({ envPrefix: 'ACME_', baseEnv })
+  t.after(() => kernel.shutdown())
+  const seen = await kernel.execute("import os\nsorted((k, v) for k, v in os.environ.items() if k.startswith(('ACME_', 'PYKERNEL_MODE')))")
+  assert.equal(seen.result['text/plain'], "[('ACME_MODE', 'kept')]")
+})
+
 test('the kernel gets PYTHONUNBUFFERED and PYTHONIOENCODING', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())
@@ -175,6 +183,20 @@ test('the protocol trace switch is named with the kernel\'s envPrefix', () => {
   }
   assert.equal(traced({ ACME_PYTHON_IPC_TRACE: '1' }), true, 'ACME_PYTHON_IPC_TRACE=1 traces')
   assert.equal(traced({ PYKERNEL_PYTHON_IPC_TRACE: '1' }), false, 'the default brand\'s switch does not')
+})
+
+test('PYKERNEL_TRACE=1 logs the lifecycle to stderr; unset, nothing', async () => {
+  const { spawnSync } = require('node:child_process')
+  const script = `const { Kernel } = require(${JSON.stringify(require('node:path').resolve(__dirname, '..', '..'))})
+Kernel.start({ interpreter: process.env.PYKERNEL_TEST_PYTHON || undefined }).then(async (k) => { await k.execute('1'); await k.shutdown() })`
+  const run = (trace) => spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, PYKERNEL_TRACE: trace }, timeout: 60_000 })
+  const traced = run('1')
+  assert.equal(traced.status, 0, traced.stderr)
+  assert.match(traced.stderr, /kernel started pid=\d+/)
+  assert.match(traced.stderr, /execute pid=\d+/)
+  const quiet = run('0')
+  assert.equal(quiet.status, 0, quiet.stderr)
+  assert.equal(quiet.stderr, '')
 })
 
 test('discovery order: VIRTUAL_ENV, then CONDA_PREFIX, then <cwd>/.venv, then python before python3 on PATH', async () => {

@@ -73,6 +73,18 @@ test('a runner that never becomes ready times out and is killed', async () => {
   assert.deepEqual(processesWith(marker), [], 'the stuck runner is killed')
 })
 
+test('ERR_RUNNER_DIR: no directory for the runner files (TMPDIR unusable) fails the start, naming the directory', () => {
+  const { spawnSync } = require('node:child_process')
+  const script = `require(${JSON.stringify(require('node:path').resolve(__dirname, '..', '..'))}).Kernel.start({ interpreter: process.env.PYKERNEL_TEST_PYTHON || undefined })
+  .then((k) => { console.log('started'); return k.shutdown() }, (e) => console.log(JSON.stringify({ code: e.code, message: e.message })))`
+  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, TMPDIR: '/proc/pykernel-no-such-dir' }, timeout: 60_000 })
+  assert.equal(r.status, 0, r.stderr)
+  const { code, message } = JSON.parse(r.stdout.trim())
+  assert.equal(code, 'ERR_RUNNER_DIR')
+  assert.match(message, /\/proc\/pykernel-no-such-dir\/pykernel-\d+/)
+  assert.match(message, /no private directory could be made/)
+})
+
 test('bad execute options are refused with a code and leave the kernel usable', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())
@@ -82,4 +94,33 @@ test('bad execute options are refused with a code and leave the kernel usable', 
 
 test('Kernel cannot be constructed directly', () => {
   assert.throws(() => new addon.Kernel(), { code: 'ERR_INVALID_ARG', message: /Kernel\.start\(options\)/ })
+})
+
+test('ERR_IO: an artifact or a kv store that cannot be read is an I/O error naming the file, not a hang', async () => {
+  const fs = require('node:fs')
+  const path = require('node:path')
+  const { execFileSync } = require('node:child_process')
+  const { readArtifact, KvStore } = require('../..')
+  const { tempDir } = require('../helpers/kernel')
+  const artifactsDir = tempDir('pk-err-io-')
+  // A FIFO planted where an artifact would be: opening it for reading would wait for a
+  // writer forever; a directory cannot be read as text.
+  execFileSync('mkfifo', [path.join(artifactsDir, 'planted.txt')])
+  fs.mkdirSync(path.join(artifactsDir, 'folder.txt'))
+  for (const id of ['planted', 'folder']) {
+    await assert.rejects(readArtifact(`artifact://${id}`, { artifactsDir }), (e) => {
+      assert.equal(e.code, 'ERR_IO')
+      assert.match(e.message, new RegExp(`reading ${path.join(artifactsDir, id)}\\.txt: .*not a regular file`))
+      return true
+    })
+  }
+  const store = new KvStore(artifactsDir, 'session-1')
+  store.set('k', 1)
+  fs.rmSync(store.path)
+  fs.mkdirSync(store.path)
+  assert.throws(() => store.get('k'), (e) => {
+    assert.equal(e.code, 'ERR_IO')
+    assert.ok(e.message.includes(store.path), e.message)
+    return true
+  })
 })

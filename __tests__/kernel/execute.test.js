@@ -281,3 +281,43 @@ test('kernel.evaluate takes an env for that request only', async (t) => {
   const after = await k.evaluate([{ code: 'os.environ.get("PK_EVAL")' }])
   assert.equal(after.cells[0].result, undefined)
 })
+
+test('storeHistory: false runs the cell without counting it', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  assert.equal((await kernel.execute('x = 40')).executionCount, 1)
+  const hidden = await kernel.execute('x + 1', { storeHistory: false })
+  assert.equal(hidden.status, 'ok')
+  assert.equal(hidden.result['text/plain'], '41', 'the cell ran')
+  assert.equal(kernel.executionCount, 1, 'and was not counted')
+  const failed = await kernel.execute('1 / 0', { storeHistory: false })
+  assert.match(failed.error.traceback.join('\n'), /hidden cell/, 'its frames name a hidden cell')
+  assert.equal(kernel.executionCount, 1)
+  const next = await kernel.execute('x + 2')
+  assert.equal(next.executionCount, 2, 'the next counted cell takes the next number')
+  assert.equal(next.result['text/plain'], '42')
+})
+
+test('getpass() and input() fail at once with StdinNotImplementedError; the kernel lives', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  for (const code of ["import getpass\ngetpass.getpass('password: ')", "input('name? ')"]) {
+    const started = Date.now()
+    const r = await kernel.execute(code, { timeoutMs: 10_000 })
+    assert.equal(r.timedOut, false, `${code} waited for input`)
+    assert.ok(Date.now() - started < 5000)
+    assert.equal(r.error?.ename, 'StdinNotImplementedError', code)
+    assert.match(r.error.evalue, /no interactive stdin; pass data in code instead/)
+    assert.equal(r.stderr, '', 'no terminal is looked for (no GetPassWarning, no echo warning)')
+  }
+  assert.equal((await kernel.execute('6 * 7')).result['text/plain'], '42')
+})
+
+test('top-level await: every cell runs on one event loop, so tasks and loop-bound objects carry over', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  await kernel.execute('import asyncio\nfirst = asyncio.get_running_loop()\nevent = asyncio.Event()\ntask = asyncio.ensure_future(event.wait())\nawait asyncio.sleep(0)')
+  const r = await kernel.execute('event.set()\nawait task\nasyncio.get_running_loop() is first, task.done()')
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  assert.equal(r.result['text/plain'], '(True, True)')
+})

@@ -151,6 +151,46 @@ test('evaluate', async (t) => {
   })
 })
 
+test('evaluate keeps a 20 KiB head and a 50 KiB tail of whole lines, and counts what it elided', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const LINES = 100_000
+  const r = await kernel.evaluate([{ code: `for i in range(${LINES}): print('line %06d' % i)` }])
+  assert.equal(r.exitCode, 0)
+  const marker = r.output.match(/\n\[…(\d+) lines elided…\]\n/)
+  assert.ok(marker, 'the elision marker')
+  const head = r.output.slice(0, marker.index + 1)
+  const tail = r.output.slice(marker.index + marker[0].length)
+  // Each line is 12 bytes: as many whole lines as fit in 20 KiB and in 50 KiB.
+  const headLines = Math.floor((20 * 1024) / 12)
+  const tailLines = Math.floor((50 * 1024) / 12)
+  assert.equal(Buffer.byteLength(head), headLines * 12)
+  assert.equal(Buffer.byteLength(tail), tailLines * 12)
+  assert.ok(head.startsWith('line 000000\n'))
+  assert.ok(tail.endsWith('line 099999\n'))
+  assert.equal(Number(marker[1]), LINES - headLines - tailLines)
+  assert.equal(r.truncated.totalLines, LINES)
+  assert.equal(r.truncated.totalBytes, LINES * 12)
+})
+
+test('evaluate collects JPEG images beside PNG ones, in order, as base64', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const code = [
+    'from PIL import Image',
+    'import io, base64',
+    "buffer = io.BytesIO(); Image.new('RGB', (7, 5), 'red').save(buffer, 'JPEG')",
+    "display({'image/jpeg': base64.b64encode(buffer.getvalue()).decode()}, raw=True)",
+    "Image.new('RGB', (3, 2), 'blue')",
+  ].join('\n')
+  const r = await kernel.evaluate([{ code }])
+  assert.equal(r.exitCode, 0, r.output)
+  assert.deepEqual(r.images.map((i) => i.mime), ['image/jpeg', 'image/png'])
+  const jpeg = Buffer.from(r.images[0].data, 'base64')
+  assert.deepEqual([...jpeg.subarray(0, 3)], [0xff, 0xd8, 0xff], 'a JPEG, as it was displayed')
+  assert.match(r.output, /displayed 2 image\(s\)/)
+})
+
 test('renderBundle', () => {
   assert.equal(addon.renderBundle({ 'text/markdown': '**md**', 'text/plain': 'plain' }).text, '**md**')
   assert.equal(addon.renderBundle({ 'text/plain': 'plain', 'text/html': '<b>x</b>' }).text, 'plain')
@@ -171,6 +211,17 @@ test('renderBundle', () => {
   assert.deepEqual(image.images, [{ mime: 'image/png', data: 'AAAA' }])
   assert.deepEqual(addon.renderBundle({ 'application/json': { a: 1 }, 'text/plain': '{}' }).json, { a: 1 })
   assert.equal(addon.renderBundle({ data: { 'text/plain': 'wrapped' } }).text, 'wrapped')
+})
+
+test('renderBundle({statusMime}) reads the status under the given type, and only there', () => {
+  const { renderBundle } = require('../..')
+  const bundle = { 'application/x-acme': { op: 'log', message: 'hi' }, 'text/plain': 'x' }
+  assert.deepEqual(renderBundle(bundle, { statusMime: 'application/x-acme' }).status, { op: 'log', message: 'hi' })
+  assert.equal(renderBundle(bundle).status, undefined, 'not a status under the default type')
+  const plain = renderBundle({ 'application/x-pykernel-status': { op: 'phase', title: 'one' } })
+  assert.deepEqual(plain.status, { op: 'phase', title: 'one' }, 'the default type')
+  assert.equal(plain.text, '', 'a status-only bundle has no text')
+  assert.equal(renderBundle({ 'application/x-pykernel-status': { op: 'phase' } }, { statusMime: 'application/x-acme' }).status, undefined)
 })
 
 test('clampLine counts visible columns: ANSI 0, CJK and emoji 2', () => {

@@ -288,6 +288,67 @@ test('disposing while a cell spins returns within the budget and leaves no proce
   assert.equal(r.kernelDied || r.cancelled, true)
 })
 
+test('shutdownGraceMs: how long each step of a pool\'s shutdown waits before the next signal', async () => {
+  const { KernelPool } = require('../..')
+  const { kernelDefaults } = require('../helpers/kernel')
+  // A kernel that lingers on exit (an atexit handler that sleeps) and ignores SIGTERM:
+  // only SIGKILL ends it, after two graces.
+  const stubborn = "import atexit, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\natexit.register(time.sleep, 60)"
+  const disposeTime = async (shutdownGraceMs) => {
+    const pool = new KernelPool({ kernel: kernelDefaults(), prewarm: 0, shutdownGraceMs })
+    const r = await pool.execute({ sessionId: 's', cells: [{ code: stubborn }] })
+    assert.equal(r.exitCode, 0, r.output)
+    const started = Date.now()
+    await pool.disposeOwner('s')
+    const ms = Date.now() - started
+    await pool.disposeAll()
+    return ms
+  }
+  const quick = await disposeTime(100)
+  const slow = await disposeTime(1500)
+  assert.ok(slow >= 3000, `two 1.5 s graces before the SIGKILL, yet it took ${slow} ms`)
+  assert.ok(quick < slow / 2, `with 100 ms graces it took ${quick} ms (${slow} ms with 1.5 s)`)
+})
+
+/** The zygotes this process started: its children whose environment names one. */
+function zygotesOfThisHost() {
+  const fs = require('node:fs')
+  const { hostChildren } = require('../helpers/kernel')
+  return hostChildren((pid) => fs.readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').some((v) => v.startsWith('PYKERNEL_ZYGOTE=')))
+}
+
+test('a shutdown that is not confirmed keeps its room and is retried until it is', { timeout: 60_000 }, async (t) => {
+  const { execFileSync } = require('node:child_process')
+  const { KernelPool } = require('../..')
+  const { kernelDefaults } = require('../helpers/kernel')
+  // A forked kernel's exit is known from its zygote's report. With the zygote stopped, the
+  // kernel dies on SIGKILL but nobody says so: its shutdown stays unconfirmed, and the pool
+  // must neither lose track of it nor hand its room to another kernel before it is gone.
+  const pool = new KernelPool({ kernel: { ...kernelDefaults(), preload: ['json'] }, prewarm: 0, maxSessions: 1, shutdownGraceMs: 100, acquireTimeoutMs: 30_000 })
+  t.after(() => pool.disposeAll())
+  const first = await pool.execute({ sessionId: 'a', cells: [{ code: 'import os; os.getpid()' }] })
+  assert.equal(first.exitCode, 0, first.output)
+  const zygotes = zygotesOfThisHost()
+  assert.ok(zygotes.length >= 1, 'the session\'s kernel was forked by a zygote of this host')
+  for (const pid of zygotes) process.kill(pid, 'SIGSTOP')
+  let resumed = false
+  t.after(() => resumed || zygotes.forEach((pid) => process.kill(pid, 'SIGCONT')))
+  await pool.disposeOwner('a', { budgetMs: 600 })
+  // The next session runs another interpreter (the venv's base), so its kernel comes from
+  // a zygote of its own, not from the stopped one: only room can hold it back.
+  const base = execFileSync(kernelDefaults().interpreter || 'python3', ['-c', 'import sys; print(sys._base_executable)'], { encoding: 'utf8' }).trim()
+  let ran = false
+  const next = pool.execute({ sessionId: 'b', interpreter: base, cells: [{ code: '6*7' }] }).finally(() => (ran = true))
+  await new Promise((r) => setTimeout(r, 1500))
+  assert.equal(ran, false, 'the unconfirmed kernel still holds the only room: the next session waits')
+  assert.deepEqual(pool.sessions.map((s) => s.key.split(' ')[0]), ['session:b'], 'the disposed session is gone, the next one waits')
+  for (const pid of zygotes) process.kill(pid, 'SIGCONT')
+  resumed = true
+  const r = await next
+  assert.equal(r.exitCode, 0, r.output)
+  assert.equal(r.output.trim(), '42', 'retried, confirmed, and its room given to the next session')
+})
+
 test('multi-cell requests stop at the first failure and keep earlier state', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())
@@ -340,6 +401,28 @@ test('a cwd reached through a symlink keys the same session as its target; a fil
     pool.execute({ cwd: path.join(dir, 'file.txt'), cells: [cell('1')] }),
     (e) => e.code === 'ERR_CWD_INVALID' && /is not a directory/.test(e.message),
   )
+})
+
+test('session keys: sessionId, else sessionFile, else the cwd', async (t) => {
+  const { KernelPool } = require('../..')
+  const { kernelDefaults, tempDir } = require('../helpers/kernel')
+  const pool = new KernelPool({ kernel: kernelDefaults(), prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const run = async (request, code) => {
+    const r = await pool.execute({ ...request, cells: [{ code }] })
+    assert.equal(r.exitCode, 0, r.output)
+    return r.output.trim()
+  }
+  await run({ sessionFile: '/chats/a.json' }, "mark = 'a'")
+  assert.equal(await run({ sessionFile: '/chats/a.json' }, 'mark'), "'a'", 'the same file, the same session')
+  assert.equal(await run({ sessionFile: '/chats/b.json' }, "'mark' in globals()"), 'False', 'another file, another session')
+  await run({ sessionId: 'one', sessionFile: '/chats/x.json' }, "mark = 'id'")
+  assert.equal(await run({ sessionId: 'one', sessionFile: '/chats/y.json' }, 'mark'), "'id'", 'sessionId wins over sessionFile')
+  const cwd = tempDir('pk-session-cwd-')
+  await run({ cwd }, "mark = 'cwd'")
+  assert.equal(await run({ cwd }, 'mark'), "'cwd'", 'neither: keyed by the cwd')
+  const keys = pool.sessions.map((s) => s.key.split(' ')[0]).sort()
+  assert.deepEqual(keys, [`cwd:${cwd}`, 'file:/chats/a.json', 'file:/chats/b.json', 'session:one'].sort())
 })
 
 test('bad requests get coded errors; disposeAll refuses new work', async () => {

@@ -344,6 +344,36 @@ test('magics', async (t) => {
   })
 })
 
+test('%env lists the environment with secret-looking values hidden; setting one does not echo it', async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const listed = await kernel.execute("import os\nos.environ['PK_DOC_API_TOKEN'] = 's3cret-value'\nos.environ['PK_DOC_PLAIN'] = 'plain-value'\n%env")
+  assert.equal(listed.status, 'ok', JSON.stringify(listed.error))
+  const text = listed.result['text/plain']
+  assert.match(text, /'PK_DOC_PLAIN': 'plain-value'/)
+  assert.match(text, /'PK_DOC_API_TOKEN': '<hidden>'/)
+  assert.doesNotMatch(text, /s3cret-value/)
+  const set = await kernel.execute('%env PK_DOC_PASSWORD=hunter2')
+  assert.equal(set.stdout, 'env: PK_DOC_PASSWORD=<hidden>\n')
+  assert.equal((await kernel.execute("import os\nos.environ['PK_DOC_PASSWORD']")).result['text/plain'], "'hunter2'", 'the value is set all the same')
+  assert.equal((await kernel.execute('%env PK_DOC_SHOWN=visible')).stdout, 'env: PK_DOC_SHOWN=visible\n')
+})
+
+test('%cd - returns to the previous directory; with none it says so', async (t) => {
+  const kernel = await startKernel({ cwd: '/' })
+  t.after(() => kernel.shutdown())
+  const none = await kernel.execute('%cd -')
+  assert.equal(none.status, 'error')
+  assert.match(none.error.evalue, /no previous directory/)
+  const tmp = require('node:fs').realpathSync(require('node:os').tmpdir())
+  await kernel.execute(`%cd ${tmp}`)
+  await kernel.execute('%cd /usr')
+  await kernel.execute('%cd -')
+  assert.equal((await kernel.execute('import os\nos.getcwd()')).result['text/plain'], `'${tmp}'`)
+  await kernel.execute('%cd -')
+  assert.equal((await kernel.execute('os.getcwd()')).result['text/plain'], "'/usr'", 'and back again')
+})
+
 test('%pip installs offline, streams, and evicts the modules of changed distributions', async (t) => {
   const dir = tempDir('pykernel-pip-')
   for (const version of ['1', '2']) {

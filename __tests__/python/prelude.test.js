@@ -311,6 +311,23 @@ test('log and phase are status events, not output', async (t) => {
   assert.equal(result.result, undefined)
 })
 
+test('statusMime: status displays travel under the kernel\'s own MIME type', async (t) => {
+  const statusMime = 'application/x-acme-status'
+  const kernel = await startKernel({ statusMime })
+  t.after(() => kernel.shutdown())
+  const events = []
+  const r = await kernel.execute(
+    "log('under the custom type')\ndisplay({'application/x-pykernel-status': {'op': 'log', 'message': 'default type'}}, raw=True)",
+    { onEvent: (e) => events.push(e) },
+  )
+  assert.equal(r.status, 'ok', JSON.stringify(r.error))
+  const statuses = events.filter((e) => e.type === 'status' && e.op === 'log')
+  assert.deepEqual(statuses.map((e) => e.data.message), ['under the custom type'], 'log() is a status event')
+  const displays = events.filter((e) => e.type === 'display')
+  assert.equal(displays.length, 1, 'the default status type is an ordinary display under a custom statusMime')
+  assert.ok('application/x-pykernel-status' in displays[0].bundle)
+})
+
 test('tool, agent, completion and budget go through the bridge', async (t) => {
   const { calls, onCall } = recorder({
     x: (args) => ({ got: args }),
