@@ -8,10 +8,10 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { execFileSync } = require('node:child_process')
 
 const { Kernel, KernelPool } = require('../..')
 const { python, tempDir, isAlive, waitFor } = require('../helpers/kernel')
+const { pipDistribution } = require('../helpers/pip-distribution')
 
 const PRELOAD = ['decimal', 'fractions']
 
@@ -228,31 +228,16 @@ print(json.dumps(found))
 })
 
 test('%pip upgrade of a preloaded package takes effect, in the kernel and in kernels forked later', async (t) => {
-  const dir = tempDir('pk-zygote-pip-')
-  for (const version of ['1', '2']) {
-    const src = path.join(dir, `v${version}`)
-    fs.mkdirSync(path.join(src, 'pkzyg'), { recursive: true })
-    fs.writeFileSync(
-      path.join(src, 'pyproject.toml'),
-      `[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n[project]\nname = "pkzyg-dist"\nversion = "${version}"\n`,
-    )
-    fs.writeFileSync(path.join(src, 'pkzyg', '__init__.py'), `__version__ = "${version}"\n`)
-  }
-  const pip = (...args) => execFileSync(python || 'python3', ['-m', 'pip', ...args], { cwd: dir, stdio: 'ignore' })
-  pip('install', '-q', '--no-index', '--no-build-isolation', './v1')
-  t.after(() => {
-    try {
-      pip('uninstall', '-y', '-q', 'pkzyg-dist')
-    } catch {}
-  })
-  const first = await start(t, { cwd: dir, preload: ['pkzyg'] })
+  const dist = pipDistribution(t, { name: 'pkzyg-dist', module: 'pkzyg', prefix: 'pk-zygote-pip-' })
+  dist.install('1')
+  const first = await start(t, { cwd: dist.dir, preload: ['pkzyg'] })
   assert.equal(first.startMode, 'zygote')
   assert.equal(await value(first, "import sys\nsys.modules['pkzyg'].__version__"), "'1'")
-  const up = await first.execute('%pip install -q --no-index --no-build-isolation ./v2', { timeoutMs: 120_000 })
+  const up = await first.execute(dist.pipLine('2', { quiet: true }), { timeoutMs: 120_000 })
   assert.equal(up.status, 'ok', JSON.stringify(up.error))
   assert.equal(await value(first, 'import pkzyg\npkzyg.__version__'), "'2'")
   // The zygote imported version 1: a kernel forked from it now would start stale.
-  const later = await start(t, { cwd: dir, preload: ['pkzyg'] })
+  const later = await start(t, { cwd: dist.dir, preload: ['pkzyg'] })
   assert.equal(later.startMode, 'zygote')
   assert.notEqual(parentOf(later.pid), parentOf(first.pid), 'a new zygote')
   assert.equal(await value(later, "import sys\nsys.modules['pkzyg'].__version__"), "'2'")

@@ -7,10 +7,10 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { execFileSync } = require('node:child_process')
 
 const { KernelPool } = require('../..')
 const { waitFor } = require('../helpers/kernel')
+const { pipDistribution } = require('../helpers/pip-distribution')
 
 const python = process.env.PYKERNEL_TEST_PYTHON || undefined
 
@@ -75,27 +75,12 @@ test('preloaded code runs in the spare\'s sandbox: it cannot read the host', asy
 })
 
 test('%pip upgrade of a preloaded package takes effect', async (t) => {
-  const dir = tempDir('pk-preload-pip-')
-  for (const version of ['1', '2']) {
-    const src = path.join(dir, `v${version}`)
-    fs.mkdirSync(path.join(src, 'pkpre'), { recursive: true })
-    fs.writeFileSync(
-      path.join(src, 'pyproject.toml'),
-      `[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n[project]\nname = "pkpre-dist"\nversion = "${version}"\n`,
-    )
-    fs.writeFileSync(path.join(src, 'pkpre', '__init__.py'), `__version__ = "${version}"\n`)
-  }
-  const pip = (...args) => execFileSync(python || 'python3', ['-m', 'pip', ...args], { cwd: dir, stdio: 'ignore' })
-  pip('install', '-q', '--no-index', '--no-build-isolation', './v1')
-  t.after(() => {
-    try {
-      pip('uninstall', '-y', '-q', 'pkpre-dist')
-    } catch {}
-  })
-  const { pool } = await poolWithSpare(t, { preload: ['pkpre'], kernel: { cwd: dir } })
+  const dist = pipDistribution(t, { name: 'pkpre-dist', module: 'pkpre', prefix: 'pk-preload-pip-' })
+  dist.install('1')
+  const { pool } = await poolWithSpare(t, { preload: ['pkpre'], kernel: { cwd: dist.dir } })
   const before = await cell(pool, "import sys\nsys.modules['pkpre'].__version__")
   assert.match(before.output, /'1'/)
-  const upgrade = await cell(pool, '%pip install -q --no-index --no-build-isolation ./v2', { timeoutSeconds: 120 })
+  const upgrade = await cell(pool, dist.pipLine('2', { quiet: true }), { timeoutSeconds: 120 })
   assert.match(upgrade.output, /pkpre/)
   const after = await cell(pool, 'import pkpre\npkpre.__version__')
   assert.match(after.output, /'2'/)

@@ -5,8 +5,8 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { execFileSync } = require('node:child_process')
-const { python, startKernel, run, ok, value, strayMembers, kernelProcess, tempDir } = require('../helpers/kernel')
+const { startKernel, run, ok, value, strayMembers, kernelProcess, tempDir } = require('../helpers/kernel')
+const { pipDistribution } = require('../helpers/pip-distribution')
 
 const CAP_NOTICE = '[output truncated: shell output capped at 1 MiB / 3000 lines]'
 
@@ -375,25 +375,10 @@ test('%cd - returns to the previous directory; with none it says so', async (t) 
 })
 
 test('%pip installs offline, streams, and evicts the modules of changed distributions', async (t) => {
-  const dir = tempDir('pykernel-pip-')
-  for (const version of ['1', '2']) {
-    const src = path.join(dir, `v${version}`)
-    fs.mkdirSync(path.join(src, 'pkdemo'), { recursive: true })
-    // the distribution name differs from the import name, as Pillow's does (PIL)
-    fs.writeFileSync(
-      path.join(src, 'pyproject.toml'),
-      `[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n[project]\nname = "pkdemo-dist"\nversion = "${version}"\n`,
-    )
-    fs.writeFileSync(path.join(src, 'pkdemo', '__init__.py'), `__version__ = "${version}"\n`)
-  }
-  const kernel = await startKernel({ cwd: dir })
-  t.after(async () => {
-    await kernel.shutdown()
-    try {
-      execFileSync(python || 'python3', ['-m', 'pip', 'uninstall', '-y', '-q', 'pkdemo-dist'], { stdio: 'ignore' })
-    } catch {}
-  })
-  const install = (version) => ok(kernel, `%pip install --no-index --no-build-isolation ./v${version}`, { timeoutMs: 120000 })
+  const dist = pipDistribution(t, { name: 'pkdemo-dist', module: 'pkdemo', prefix: 'pykernel-pip-' })
+  const kernel = await startKernel({ cwd: dist.dir })
+  t.after(() => kernel.shutdown())
+  const install = (version) => ok(kernel, dist.pipLine(version), { timeoutMs: 120000 })
 
   const first = await install('1')
   assert.match(first.result.stdout, /Successfully installed pkdemo-dist-1/)
