@@ -111,7 +111,8 @@ test('evaluate', async (t) => {
   })
 
   await t.test('an unterminated escape sequence does not hide the traceback after it', async () => {
-    // Issue 14: `print('\x1b]8;;')` left the sanitizer inside an OSC, so `output` was ''.
+    // An unterminated OSC (`print('\x1b]8;;')`, or a DCS, APC, PM, SOS) ends at its newline:
+    // it once kept the sanitizer inside the sequence to the end, so `output` was ''.
     for (const intro of ['\\x1b]8;;', '\\x1bP', '\\x1b_', '\\x1b^', '\\x1bX']) {
       const r = await kernel.evaluate([cell(`print('${intro}')\nprint('still here')\nraise ValueError('boom')`)])
       assert.equal(r.exitCode, 1, intro)
@@ -244,7 +245,7 @@ test('clampLine counts visible columns: ANSI 0, CJK and emoji 2', () => {
 })
 
 test('clampLine bounds bytes as well as columns', () => {
-  // Issue 14: zero-width characters take no columns, so 10,000 of them passed through whole.
+  // Zero-width characters take no columns: without a byte bound 10,000 of them pass whole.
   const zeroWidth = 'abc' + '\u200b'.repeat(10_000) + 'defgh'
   const out = addon.clampLine(zeroWidth, 40)
   assert.ok(Buffer.byteLength(out) <= 16 * 40 + 64, `${out.length} chars`)

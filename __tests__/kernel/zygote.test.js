@@ -1,9 +1,9 @@
 'use strict'
-// Kernels forked from a zygote (issue 19): KernelOptions.preload. The zygote imports the
-// list once; every kernel with the same settings is forked from it with the modules
-// loaded. Tests: which kernels are forked, that forked kernels share no state, that they
-// end, report and clean up as spawned ones do, that %pip and edits still take effect,
-// and attacks from a forked kernel on its zygote and its siblings.
+// Kernels forked from a zygote: KernelOptions.preload (README.md#kernel). The zygote
+// imports the list once; every kernel with the same settings is forked from it with the
+// modules loaded. Tests: which kernels are forked, that forked kernels share no state,
+// that they end, report and clean up as spawned ones do, that %pip and edits still take
+// effect, and attacks from a forked kernel on its zygote and its siblings.
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')

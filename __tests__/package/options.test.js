@@ -1,7 +1,8 @@
 'use strict'
-// Numeric options at the napi boundary (issue 14): negative, NaN, fractional and absurd
-// values are an ERR_INVALID_ARG naming the option and its range; constructors throw,
-// async methods reject. Fast: one short-lived kernel and pools that start none.
+// Numeric options at the napi boundary (README.md#option-ranges): negative, NaN,
+// fractional and absurd values are an ERR_INVALID_ARG naming the option and its range;
+// constructors throw, async methods reject. Fast: one short-lived kernel and pools that
+// start none.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { addon, startKernel } = require('../helpers/kernel')
@@ -23,7 +24,7 @@ const idle = { prewarm: 0, heartbeatIntervalMs: 0 }
 
 test('KernelPool options: a constructor throws at once', () => {
   const started = Date.now()
-  // Issue 14: -1 wrapped to 4,294,967,295 spares and the constructor never returned.
+  // Unchecked, -1 wraps to 4,294,967,295 spares and the constructor never returns.
   assert.throws(() => new KernelPool({ prewarm: -1 }), invalid('prewarm', 'from 0 to 64'))
   assert.ok(Date.now() - started < 1000, `took ${Date.now() - started} ms`)
   for (const prewarm of [NaN, 1.5, 65, 4_294_967_295, Infinity]) {
@@ -60,7 +61,7 @@ test('KernelPool options: a constructor throws at once', () => {
 })
 
 test('Kernel.start options: a rejection, never a runner traceback', async () => {
-  // Issue 14: 0, 2, 3 and NaN failed start-up inside the runner.
+  // Unchecked, 0, 2, 3 and NaN fail the start inside the runner, with its traceback.
   for (const maxProcesses of [0, 2, 3, NaN, -1, 4.5, 5_000_000]) {
     await assert.rejects(startKernel({ maxProcesses }), invalid('maxProcesses', 'from 4 to 4194304'), String(maxProcesses))
   }
@@ -91,7 +92,7 @@ test('a kernel: execute, evaluate and shutdown reject absurd numbers', async () 
         invalid('timeoutMs', 'from 0 to 604800000'),
       )
     }
-    // Issue 14: -1 wrapped to ~49 days per shutdown step. The kernel is untouched by it.
+    // Unchecked, -1 wraps to ~49 days per shutdown step. The kernel is untouched by it.
     const started = Date.now()
     for (const graceMs of [-1, NaN, 3_600_001]) {
       await assert.rejects(kernel.shutdown({ graceMs }), invalid('graceMs', 'from 0 to 3600000'))

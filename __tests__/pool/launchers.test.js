@@ -1,8 +1,9 @@
 'use strict'
-// Pool placement (issue 18): a request's own launcher, `launchers` with round-robin and
-// least-loaded placement, the host's `launcherFor`, spares kept on the default launcher.
-// Real kernels through cheap local launchers: `env PK_PLACE=<tag>` execs the Python with
-// one more variable, so a cell tells which launcher it came through.
+// Pool placement (README.md#kernelpool-sessions-behind-an-eval-tool): a request's own
+// launcher, `launchers` with round-robin and least-loaded placement, the host's
+// `launcherFor`, spares kept on the default launcher. Real kernels through cheap local
+// launchers: `env PK_PLACE=<tag>` execs the Python with one more variable, so a cell tells
+// which launcher it came through.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')

@@ -1,6 +1,7 @@
 'use strict'
-// Rich display (SPEC 6) with the real libraries of the test venv: matplotlib, pandas,
-// pillow and plotly. A missing library fails its test; nothing here is skipped.
+// Rich display (README.md#display-in-the-kernel) with the real libraries of the test venv:
+// matplotlib, pandas, pillow and plotly. A missing library fails its test; nothing here is
+// skipped.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { startKernel, run } = require('../helpers/kernel')

@@ -1,5 +1,6 @@
 'use strict'
-// IPython-style magics and shell commands (SPEC section 5), against real Python.
+// IPython-style magics and shell commands (README.md#magics-and-shell-commands), against
+// real Python.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')

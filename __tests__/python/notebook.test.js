@@ -1,8 +1,9 @@
 'use strict'
-// The kernel as a notebook to the code it runs (issue 15, "Faithful results"): libraries
-// that look for Jupyter find it, and IPython's display functions and objects show as they do
-// in Jupyter. Expected texts were measured beside ipykernel on the same interpreter. The test
-// venv has IPython; "without IPython" kernels block its import before anything runs.
+// The kernel as a notebook to the code it runs (README.md#display-in-the-kernel):
+// libraries that look for Jupyter find it, and IPython's display functions and objects
+// show as they do in Jupyter. Expected texts were measured beside ipykernel on the same
+// interpreter. The test venv has IPython; "without IPython" kernels block its import
+// before anything runs.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { startKernel, run, ok, value } = require('../helpers/kernel')

@@ -1,6 +1,7 @@
 'use strict'
-// The prelude helpers (SPEC 7) and the kv store shared with JavaScript (SPEC 12), against
-// real Python: files, the namespace, the bridge helpers and their fan-out.
+// The prelude helpers and the kv store shared with JavaScript
+// (README.md#prelude-helpers-the-host-bridge-and-the-kv-store), against real Python:
+// files, the namespace, the bridge helpers and their fan-out.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')

@@ -1,7 +1,8 @@
 'use strict'
-// The text/plain of results and displays is pretty-printed as IPython does (issue 15,
-// "Faithful results"): one key per line for a dict too wide for a line, sorted sets, long
-// lists one item per line. IPython's own printer (in the test venv) is the reference.
+// The text/plain of results and displays is pretty-printed as IPython does
+// (README.md#display-in-the-kernel): one key per line for a dict too wide for a line,
+// sorted sets, long lists one item per line. IPython's own printer (in the test venv) is
+// the reference.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { startKernel, ok, value } = require('../helpers/kernel')
