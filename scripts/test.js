@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 'use strict'
 // `npm test`: build the addon, make the test venv, run the Bun smoke test, then the
-// node:test suites (last, so their summary closes the output).
+// node:test suites (last, so their summary and the list of failed tests close the output).
 const { execFileSync, spawnSync } = require('node:child_process')
 const crypto = require('node:crypto')
 const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 
 const root = path.resolve(__dirname, '..')
@@ -54,5 +55,29 @@ const files = only.length ? only : testFiles(path.join(root, '__tests__'))
 // Node applies it to each test file as a whole too (the longest takes about a minute),
 // so it is generous; a test that needs a bound of its own sets `{ timeout }`.
 const TEST_TIMEOUT_MS = 300_000
-const node = spawnSync(process.execPath, ['--test', '--test-concurrency=2', `--test-timeout=${TEST_TIMEOUT_MS}`, ...files], { stdio: 'inherit', env })
-process.exit(node.status ?? 1)
+// Two reporters: spec as the run goes, and scripts/test-failures.js into a file, printed
+// last, so that the names of the failed tests and their first error lines end the output.
+const failures = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-npm-test-')), 'failures.txt')
+const node = spawnSync(
+  process.execPath,
+  [
+    '--test',
+    '--test-concurrency=2',
+    `--test-timeout=${TEST_TIMEOUT_MS}`,
+    '--test-reporter=spec',
+    '--test-reporter-destination=stdout',
+    `--test-reporter=${path.join(__dirname, 'test-failures.js')}`,
+    `--test-reporter-destination=${failures}`,
+    ...files,
+  ],
+  { stdio: 'inherit', env },
+)
+let report = ''
+try {
+  report = fs.readFileSync(failures, 'utf8')
+} catch {}
+fs.rmSync(path.dirname(failures), { recursive: true, force: true })
+const status = node.status ?? 1
+if (report) console.log(`\n${report.trimEnd()}`)
+else if (status !== 0) console.log(`\nnode --test ended with ${node.signal ? `signal ${node.signal}` : `status ${status}`} and named no failed test: see the output above.`)
+process.exit(report ? status || 1 : status)

@@ -1,5 +1,5 @@
 'use strict'
-// Hostile cells against the host's own thread (issue 14): nothing a cell holds can freeze
+// Hostile cells against the host's own thread: nothing a cell holds can freeze
 // the host.
 const test = require('node:test')
 const assert = require('node:assert/strict')

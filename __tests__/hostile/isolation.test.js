@@ -1,7 +1,8 @@
 'use strict'
-// Hostile cells against the sandbox (issue 13). Each test is the attack: a cell tries to
-// reach the host, another session or a later kernel, and the test proves it failed.
-// The kernel runs as the init of its own user + PID + mount namespaces, under Landlock.
+// Hostile cells against the sandbox (README.md#security-model). Each test is the attack: a
+// cell tries to reach the host, another session or a later kernel, and the test proves it
+// failed. The kernel runs as the init of its own user + PID + mount namespaces, under
+// Landlock.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const crypto = require('node:crypto')

@@ -1,5 +1,5 @@
 'use strict'
-// Hostile load on a pool (issue 14): its caps bound the kernel processes it runs at every
+// Hostile load on a pool: its caps bound the kernel processes it runs at every
 // moment, whatever callers do at once, and a request that cannot start leaves nothing
 // behind. Kernels are counted from /proc, not from the pool's own account.
 const test = require('node:test')

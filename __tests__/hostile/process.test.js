@@ -174,10 +174,23 @@ test('fork() without exec: the parent gets its result, the child ends, the kerne
 
 // A child's Popen(...).pid is a pid of the kernel's PID namespace, meaningless on the host:
 // the children carry a marker as their argv[0] and are found by it in /proc/*/cmdline.
+// Popen returns once the child's exec has closed its descriptors, a moment before the new
+// program's arguments are in place: until then its cmdline reads empty, and a scan misses
+// it (the last child, under load). So the cell counts as started only the children whose
+// cmdline shows the marker, waiting for them, and its value is that count.
 let spawnCount = 0
 function spawn200() {
   const marker = `pykernel-hostile-sleep-${process.pid}-${++spawnCount}`
-  const code = `import subprocess\nprocs = [subprocess.Popen([${JSON.stringify(marker)}, '300'], executable='sleep') for _ in range(200)]\nlen(procs)`
+  const code = `import subprocess, time
+marker = ${JSON.stringify(marker)}
+procs = [subprocess.Popen([marker, '300'], executable='sleep') for _ in range(200)]
+def started(p):
+    with open(f'/proc/{p.pid}/cmdline', 'rb') as f:
+        return f.read().split(b'\\0')[0] == marker.encode()
+end = time.monotonic() + 10
+while not all(map(started, procs)) and time.monotonic() < end:
+    time.sleep(0.005)
+sum(map(started, procs))`
   return { marker, code }
 }
 

@@ -1,0 +1,175 @@
+'use strict'
+// `pykernel mcp`, driven as an MCP client drives it: the SDK's Client spawning
+// `node bin/pykernel.js mcp` over stdio. Tools listed, a plot returned as image content,
+// a cancelled call interrupted with its session alive, sessions isolated, reset and list;
+// and, read on the wire, live output as progress notifications before the result.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { Client } = require('@modelcontextprotocol/sdk/client/index.js')
+const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js')
+const { python } = require('../helpers/kernel')
+const tool = require('../../tool.js')
+
+const cli = path.join(__dirname, '..', '..', 'bin', 'pykernel.js')
+
+/** A connected client of a fresh `pykernel mcp`, closed (and the server gone) after `t`. */
+async function connect(t, extra = []) {
+  const args = [cli, 'mcp', ...(python ? ['--python', python] : []), ...extra]
+  const transport = new StdioClientTransport({ command: process.execPath, args, stderr: 'pipe' })
+  const client = new Client({ name: 'pykernel-test', version: '0' })
+  await client.connect(transport)
+  t.after(() => client.close())
+  return client
+}
+
+const run = (client, args, options) => client.callTool({ name: 'python', arguments: args }, undefined, options)
+const textOf = (result) => result.content.filter((c) => c.type === 'text').map((c) => c.text).join('')
+
+test('lists the python tool with our schema and description, and the session tools', async (t) => {
+  const client = await connect(t)
+  const { tools } = await client.listTools()
+  assert.deepEqual(tools.map((x) => x.name), ['python', 'reset_session', 'list_sessions'])
+  assert.deepEqual(tools[0].inputSchema, tool.schema)
+  assert.equal(tools[0].description, tool.description)
+})
+
+test('a cell with a matplotlib plot returns its text and the plot as image content', async (t) => {
+  const client = await connect(t)
+  const r = await run(client, { cells: [{ code: 'import matplotlib.pyplot as plt\nplt.plot([3, 1, 2])\nprint("\\x1b[32mplotted\\x1b[0m")' }] })
+  assert.equal(r.isError, false, textOf(r))
+  assert.equal(r.content[0].type, 'text')
+  assert.equal(r.content[0].text, 'plotted\n')
+  const images = r.content.filter((c) => c.type === 'image')
+  assert.equal(images.length, 1)
+  assert.equal(images[0].mimeType, 'image/png')
+  assert.equal(Buffer.from(images[0].data, 'base64').subarray(1, 4).toString(), 'PNG')
+})
+
+test('a failing cell is an error result with the traceback; bad input is an error result naming the field', async (t) => {
+  const client = await connect(t)
+  const failed = await run(client, { cells: [{ code: 'raise ValueError("nope")' }] })
+  assert.equal(failed.isError, true)
+  assert.match(textOf(failed), /ValueError: nope/)
+  const bad = await run(client, { cells: [{ code: 1 }] })
+  assert.equal(bad.isError, true)
+  assert.match(textOf(bad), /cells\[0\]\.code must be a string/)
+})
+
+test('cancelling a long cell interrupts it; the same session answers next, with its state', async (t) => {
+  const client = await connect(t)
+  await run(client, { cells: [{ code: 'before = "kept"' }] })
+  const abort = new AbortController()
+  const started = Date.now()
+  const pending = run(client, { cells: [{ code: 'import time\nfor _ in range(600): time.sleep(0.1)' }] }, { signal: abort.signal })
+  setTimeout(() => abort.abort(), 1000)
+  await assert.rejects(pending, /abort/i)
+  const after = await run(client, { cells: [{ code: 'before' }] })
+  assert.equal(textOf(after), "'kept'\n")
+  assert.ok(Date.now() - started < 20_000, 'the cell was interrupted, not left to run its 60 s')
+  const { structuredContent } = await client.callTool({ name: 'list_sessions', arguments: {} })
+  assert.equal(structuredContent.sessions.length, 1, 'no second kernel was started')
+})
+
+test('two sessions are isolated; reset_session ends one; list_sessions shows them', async (t) => {
+  const client = await connect(t)
+  await run(client, { cells: [{ code: 'secret = 1' }], session: 'one' })
+  const two = await run(client, { cells: [{ code: 'secret' }], session: 'two' })
+  assert.equal(two.isError, true)
+  assert.match(textOf(two), /NameError: name 'secret' is not defined/)
+  assert.equal(textOf(await run(client, { cells: [{ code: 'secret' }], session: 'one' })), '1\n')
+
+  const listed = await client.callTool({ name: 'list_sessions', arguments: {} })
+  assert.deepEqual(listed.structuredContent.sessions.map((s) => s.session).sort(), ['one', 'two'])
+  assert.match(textOf(listed), /^one: idle \d+s, 2 cells run, pid \d+$/m)
+
+  // A misspelt argument is refused, and resets nothing (it would have ended the default
+  // session).
+  const typo = await client.callTool({ name: 'reset_session', arguments: { sesion: 'one' } })
+  assert.equal(typo.isError, true)
+  assert.equal(textOf(typo), 'Invalid reset_session input: unknown argument "sesion"; its arguments are "session".')
+  const listTypo = await client.callTool({ name: 'list_sessions', arguments: { all: true } })
+  assert.equal(listTypo.isError, true)
+  assert.match(textOf(listTypo), /unknown argument "all"; it takes no arguments/)
+  assert.equal(textOf(await run(client, { cells: [{ code: 'secret' }], session: 'one' })), '1\n', 'nothing was reset')
+  const reset = await client.callTool({ name: 'reset_session', arguments: { session: 'one' } })
+  assert.match(textOf(reset), /Session "one" was ended/)
+  const afterReset = await run(client, { cells: [{ code: "'secret' in globals()" }], session: 'one' })
+  assert.equal(textOf(afterReset), 'False\n')
+  const again = await client.callTool({ name: 'reset_session', arguments: { session: 'never' } })
+  assert.match(textOf(again), /had no live process/)
+})
+
+test('an unknown tool is a protocol error (-32602) naming the tools there are', async (t) => {
+  const client = await connect(t)
+  await assert.rejects(client.callTool({ name: 'bash', arguments: {} }), (error) => {
+    assert.equal(error.code, -32602)
+    assert.match(error.message, /Unknown tool "bash".*python, reset_session and list_sessions/)
+    return true
+  })
+  // The server is still there.
+  assert.equal(textOf(await run(client, { cells: [{ code: '6*7' }] })), '42\n')
+})
+
+test('images past what one MCP message holds are left out with a note, and the client stays connected', async (t) => {
+  const client = await connect(t)
+  // Two ~4.6 MB PNGs of noise: the first fits, the second would pass the 10 MiB message limit.
+  const code = 'import os, base64\nfrom PIL import Image\nfor _ in range(2):\n    display(Image.frombytes("RGB", (1240, 1240), os.urandom(1240 * 1240 * 3)))'
+  const r = await run(client, { cells: [{ code }] })
+  const images = r.content.filter((c) => c.type === 'image')
+  assert.equal(images.length, 1, JSON.stringify(r.content.map((c) => c.type)))
+  assert.match(textOf(r), /\[image 2 \(image\/png, \d+\.\d MB\) left out: it would make the result too large to send/)
+  assert.equal(textOf(await run(client, { cells: [{ code: '6*7' }] })), '42\n')
+})
+
+test('--launcher runs the sessions through it (here `env`): the runner is the far side\'s copy', async (t) => {
+  const client = await connect(t, ['--launcher', 'env'])
+  const r = await run(client, { cells: [{ code: "import sys\nprint(sys.modules['pykernel_runner'].__file__)" }], session: 'far' })
+  assert.equal(r.isError, false, textOf(r))
+  assert.match(textOf(r), /\/pykernel-far-[0-9a-f]{16}\/pykernel_runner\/__init__\.py/)
+})
+
+test('pykernel mcp streams output as progress notifications when the client asks, all before the result', async (t) => {
+  // Judged on the wire, not through the SDK's Client: that client drops a progress
+  // notification it reads in the same chunk as the response (its notification handlers run
+  // a microtask later, after the response has removed the progress handler), which a
+  // loaded machine makes likely. What the server promises is the order it writes.
+  const { spawn } = require('node:child_process')
+  const args = [path.join(__dirname, '..', '..', 'bin', 'pykernel.js'), 'mcp', ...(python ? ['--python', python] : [])]
+  const server = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] })
+  t.after(() => server.kill())
+  const messages = []
+  const waiters = []
+  let buffered = ''
+  server.stdout.on('data', (data) => {
+    buffered += data
+    let newline
+    while ((newline = buffered.indexOf('\n')) >= 0) {
+      messages.push(JSON.parse(buffered.slice(0, newline)))
+      buffered = buffered.slice(newline + 1)
+      for (const waiter of waiters.splice(0)) waiter()
+    }
+  })
+  const send = (message) => server.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`)
+  const responseTo = async (id) => {
+    for (;;) {
+      const found = messages.find((m) => m.id === id && !m.method)
+      if (found) return found
+      await new Promise((resolve) => waiters.push(resolve))
+    }
+  }
+  send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pykernel-test', version: '0' } } })
+  await responseTo(1)
+  send({ method: 'notifications/initialized' })
+  const code = 'import time\nprint("\\x1b[1mone\\x1b[0m")\ntime.sleep(0.5)\nprint("two")'
+  send({ id: 2, method: 'tools/call', params: { name: 'python', arguments: { cells: [{ code }] }, _meta: { progressToken: 'p-2' } } })
+  const response = await responseTo(2)
+  assert.equal(response.result.content[0].text, 'one\ntwo\n')
+  const callMessages = messages.slice(messages.findIndex((m) => m.id === 1) + 1)
+  const progress = callMessages.filter((m) => m.method === 'notifications/progress')
+  assert.ok(progress.every((m) => m.params.progressToken === 'p-2'))
+  assert.equal(progress.map((m) => m.params.message).join(''), 'one\ntwo\n', 'the live output, sanitized, in order')
+  assert.ok(progress.length >= 2, 'the first line came while the cell still ran')
+  assert.deepEqual(progress.map((m) => m.params.progress), progress.map((_, i) => i + 1))
+  assert.equal(callMessages.at(-1), response, 'every notification came before the result')
+})

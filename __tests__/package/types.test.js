@@ -1,0 +1,65 @@
+'use strict'
+// The TypeScript surface matches the runtime: a strict program against index.d.ts compiles,
+// the error codes the addon can produce are exactly the ErrorCode union, and what the
+// types forbid also fails at run time.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { execFileSync } = require('node:child_process')
+const { addon } = require('../helpers/kernel')
+
+const root = path.resolve(__dirname, '..', '..')
+
+test('a strict-mode host program type-checks against index.d.ts', () => {
+  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+  const args = [tsc, '--noEmit', '--strict', '--exactOptionalPropertyTypes', '--target', 'es2022',
+    '--module', 'commonjs', '--moduleResolution', 'node', '--types', 'node', '--skipLibCheck', 'false',
+    path.join(__dirname, 'types', 'usage.ts')]
+  try {
+    execFileSync(process.execPath, args, { cwd: root, encoding: 'utf8', stdio: 'pipe' })
+  } catch (error) {
+    assert.fail(`tsc failed:\n${error.stdout}${error.stderr}`)
+  }
+})
+
+/** The `ERR_*` codes named in the addon's sources (Rust and the JavaScript entry). */
+function codesInSources() {
+  const codes = new Set()
+  const visit = (dir) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const file = path.join(dir, entry.name)
+      if (entry.isDirectory()) visit(file)
+      else if (entry.name.endsWith('.rs')) for (const m of fs.readFileSync(file, 'utf8').matchAll(/"(ERR_[A-Z_]+)"/g)) codes.add(m[1])
+    }
+  }
+  visit(path.join(root, 'src'))
+  for (const m of fs.readFileSync(path.join(root, 'main.js'), 'utf8').matchAll(/'(ERR_[A-Z_]+)'/g)) codes.add(m[1])
+  return [...codes].sort()
+}
+
+test('ErrorCode lists exactly the codes the addon produces', () => {
+  const dts = fs.readFileSync(path.join(root, 'index.d.ts'), 'utf8')
+  const union = dts.match(/export type ErrorCode =([^]*?)\n\n/)[1]
+  const declared = [...union.matchAll(/'(ERR_[A-Z_]+)'/g)].map((m) => m[1]).sort()
+  assert.deepEqual(declared, codesInSources())
+})
+
+test('what the types forbid fails at run time with a code, and async entry points reject', async () => {
+  assert.throws(() => new addon.Kernel(), { code: 'ERR_INVALID_ARG', message: /Kernel\.start/ })
+  const kernel = await addon.Kernel.start()
+  try {
+    let pending
+    assert.doesNotThrow(() => { pending = kernel.execute(42) }, 'execute(42) returns a rejected promise')
+    await assert.rejects(pending, { code: 'ERR_INVALID_ARG', napiCode: 'StringExpected' })
+    await assert.rejects(kernel.evaluate('print(1)'), { code: 'ERR_INVALID_ARG' })
+    assert.ok(kernel instanceof addon.Kernel)
+    assert.equal((await kernel.execute('6*7')).result['text/plain'], '42')
+  } finally {
+    await kernel.shutdown()
+  }
+  await assert.rejects(addon.Kernel.start({ cwd: 42 }), { code: 'ERR_INVALID_ARG', message: /KernelOptions\.cwd/ })
+  assert.throws(() => new addon.KernelPool({ maxSessions: 'x' }), { code: 'ERR_INVALID_ARG', message: /PoolOptions\.maxSessions/ })
+  assert.throws(() => addon.clampLine(5), { code: 'ERR_INVALID_ARG' })
+  assert.deepEqual(addon.filterEnv({ PATH: '/bin', HOME: undefined }), { PATH: '/bin' })
+})
