@@ -189,7 +189,7 @@ const JsKvStore = KvStore
 
 // Names only, no spread: Node's ESM loader reads a CommonJS module's named exports from
 // this literal without running it, so `import { Kernel } from 'pykernel'` works
-// (`__tests__/package.test.js` checks that every export of the binding is here).
+// (`__tests__/package/package.test.js` checks that every export of the binding is here).
 module.exports = {
   Kernel,
   JsKernel,

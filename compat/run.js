@@ -8,7 +8,7 @@
 // compat/results/latest.md and prints "N of M cells identical".
 //
 // It also keeps compat/expected.json: Jupyter's outputs as recorded, and for each cell
-// whether pykernel matched them in this run (the CI test, __tests__/compat.test.js,
+// whether pykernel matched them in this run (the CI test, __tests__/python/compat.test.js,
 // asserts that the matching cells still match, with no Jupyter needed).
 //
 //   npm run compat                      both sides; update the marks in expected.json

@@ -9,7 +9,7 @@
 // the Rust fields, and the objects read by hand (`ExecuteOptions`, `EvalRequest`, ...)
 // are declared in types.d.ts. So the table is derived from it after each build and
 // committed, rather than kept by hand beside the structs, where it would drift.
-// `__tests__/option-keys.test.js` checks it is current and matches the Rust fields.
+// `__tests__/package/option-keys.test.js` checks it is current and matches the Rust fields.
 const fs = require('node:fs')
 const path = require('node:path')
 
