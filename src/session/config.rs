@@ -89,9 +89,6 @@ impl PoolConfig {
         }
     }
 
-    /// Refuses (`ERR_ARTIFACTS_DIR`) an artifactsDir that is not safe to use, at
-    /// construction, so the first call does not find out; missing ones are created 0700.
-    /// Each kernel checks again as it starts, and each write as it happens.
     /// The settings every kernel of the pool starts with, spares included: the pool's
     /// `artifactsDir` is the kernel's unless `kernel` names its own (a spare without it
     /// could not read back `artifact://` output in the session that claims it).
@@ -131,6 +128,9 @@ impl PoolConfig {
         config
     }
 
+    /// Refuses (`ERR_ARTIFACTS_DIR`) an artifactsDir that is not safe to use, at
+    /// construction, so the first call does not find out; missing ones are created 0700.
+    /// Each kernel checks again as it starts, and each write as it happens.
     pub fn prepare_artifacts_dirs(&self) -> Result<()> {
         for dir in [&self.artifacts_dir, &self.kernel.artifacts_dir]
             .into_iter()
