@@ -3,7 +3,9 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::kernel::fifo::Turn;
 use crate::session::inner::PoolInner;

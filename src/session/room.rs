@@ -4,7 +4,8 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+
+use tokio::time::Instant;
 
 use crate::error::{KernelError, Result};
 use crate::kernel::{AbortHandle, Kernel, KernelConfig};

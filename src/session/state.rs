@@ -4,7 +4,9 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
+
+use tokio::time::Instant;
 
 use crate::kernel::fifo::Fifo;
 use crate::kernel::{AbortHandle, Kernel};
@@ -33,6 +35,8 @@ pub(super) struct Session {
     /// Set once a kernel was started for it: a session that never had one holds no state.
     pub(super) had_kernel: AtomicBool,
     pub(super) owners: Mutex<BTreeSet<String>>,
+    /// On tokio's clock, as are all the pool's times: it is the system's monotonic clock,
+    /// except in unit tests, which pause it.
     pub(super) last_used: Mutex<(Instant, SystemTime)>,
     pub(super) disposed: AtomicBool,
     pub(super) resets: Mutex<Resets>,
