@@ -248,7 +248,7 @@ async fn run_per_call(
             return Ok(cancelled_waiting_for_room(evaluation));
         };
         let turn = live.kernel.queue().turn().await;
-        let ran = evaluation.run(&live.kernel, &turn, &mut *on_event).await;
+        let ran = evaluation.run(&*live.kernel, &turn, &mut *on_event).await;
         drop(turn);
         pool.end(live).await;
         pool.refill_spares();
@@ -372,7 +372,7 @@ async fn run_in_session(
         }
     };
     let turn = kernel.queue().turn().await;
-    let ran = evaluation.run(&kernel, &turn, &mut *on_event).await;
+    let ran = evaluation.run(&*kernel, &turn, &mut *on_event).await;
     drop(turn);
 
     // A kernel found dead before any cell of the request reached it (it died after the
@@ -409,7 +409,7 @@ async fn run_in_session(
             evaluation.result_mut().kernel_restarted = true;
             evaluation.result_mut().session_lost = true;
             let turn = kernel.queue().turn().await;
-            evaluation.run(&kernel, &turn, &mut *on_event).await?;
+            evaluation.run(&*kernel, &turn, &mut *on_event).await?;
         }
         (None, ran) => ran?,
     }
@@ -431,7 +431,7 @@ async fn run_in_session(
             return aborted_waiting_for_room(session, evaluation);
         };
         let turn = kernel.queue().turn().await;
-        evaluation.run(&kernel, &turn, &mut *on_event).await?;
+        evaluation.run(&*kernel, &turn, &mut *on_event).await?;
     }
     if let Some(index) = evaluation.died_on_its_own() {
         evaluation.annotate(format!(
