@@ -15,6 +15,7 @@ use crate::session::config::{PoolConfig, PoolRequest};
 use crate::session::key::{checked_cwd, SessionKey};
 use crate::session::live::{end_kernel, LiveKernel, Spares};
 use crate::session::placement::{Load, Placer, SessionRef};
+use crate::session::pooled::PooledKernel;
 use crate::session::site::{Site, Unplaced};
 use crate::session::slots::{Slot, Slots};
 use crate::session::state::{stop_session, Session};
@@ -23,9 +24,11 @@ use crate::start::launcher::Launcher;
 /// How many evicted sessions are remembered, to tell each one's next call.
 const EVICTIONS_REMEMBERED: usize = 1024;
 
-pub(super) struct PoolInner {
+pub(super) struct PoolInner<K: PooledKernel> {
     pub(super) config: PoolConfig,
-    pub(super) sessions: Mutex<HashMap<SessionKey, Arc<Session>>>,
+    /// Starts its kernels.
+    pub(super) starter: Arc<K::Starter>,
+    pub(super) sessions: Mutex<HashMap<SessionKey, Arc<Session<K>>>>,
     pub(super) disposing: AtomicBool,
     /// `dispose_all` calls that began and have not ended: `reopen` waits for none of them.
     pub(super) disposals: AtomicU64,
@@ -33,11 +36,11 @@ pub(super) struct PoolInner {
     pub(super) opening: AtomicU64,
     /// Kernels whose shutdown was not confirmed, retried on every maintenance tick. They
     /// keep their room: their processes may still run.
-    pub(super) unconfirmed: Mutex<Vec<LiveKernel>>,
+    pub(super) unconfirmed: Mutex<Vec<LiveKernel<K>>>,
     /// Admission runs on the caller's thread, outside the runtime; work it starts goes here.
     pub(super) runtime: tokio::runtime::Handle,
     /// Spare kernels initialized with the pool's default configuration.
-    pub(super) spares: Mutex<Spares>,
+    pub(super) spares: Mutex<Spares<K>>,
     /// The cap: one slot per kernel process.
     pub(super) slots: Arc<Slots>,
     /// Sessions evicted lately and why, told to each one's next call (oldest first).
@@ -46,7 +49,7 @@ pub(super) struct PoolInner {
     pub(super) placer: Placer,
 }
 
-impl PoolInner {
+impl<K: PooledKernel> PoolInner<K> {
     /// Where a request's kernel runs: through the launcher it names, else on the pool's
     /// default, unless the pool places sessions: then where it decides as the first kernel
     /// starts.
@@ -117,7 +120,7 @@ impl PoolInner {
     }
 
     /// A snapshot of the sessions (the lock is not held while they are worked on).
-    pub(super) fn all_sessions(&self) -> Vec<Arc<Session>> {
+    pub(super) fn all_sessions(&self) -> Vec<Arc<Session<K>>> {
         self.sessions.lock().unwrap().values().cloned().collect()
     }
 
@@ -129,7 +132,7 @@ impl PoolInner {
         key: SessionKey,
         site: Site,
         owner: String,
-    ) -> (Arc<Session>, Place) {
+    ) -> (Arc<Session<K>>, Place) {
         let mut sessions = self.sessions.lock().unwrap();
         if let Some(session) = sessions.get(&key) {
             session.owners.lock().unwrap().insert(owner);
@@ -168,7 +171,7 @@ impl PoolInner {
         evictions.push_back((key, why));
     }
 
-    pub(super) async fn dispose(&self, session: Arc<Session>, budget: Duration) {
+    pub(super) async fn dispose(&self, session: Arc<Session<K>>, budget: Duration) {
         {
             let mut sessions = self.sessions.lock().unwrap();
             if sessions
@@ -187,7 +190,7 @@ impl PoolInner {
     /// failed, no room came in time, the call was aborted first) and nobody is in line
     /// for it, so nothing of it is left behind; then lets waiters look for room (it may
     /// be idle now).
-    pub(super) fn after_call(self: &Arc<Self>, session: &Arc<Session>) {
+    pub(super) fn after_call(self: &Arc<Self>, session: &Arc<Session<K>>) {
         {
             let mut sessions = self.sessions.lock().unwrap();
             let forget = !session.had_kernel.load(Ordering::SeqCst)
@@ -206,11 +209,11 @@ impl PoolInner {
 
     /// Ends `live` (one shutdown grace per step) and returns its room once the process
     /// is confirmed gone; one that is not is kept, with its room, for a later retry.
-    pub(super) async fn end(&self, live: LiveKernel) -> Option<Slot> {
+    pub(super) async fn end(&self, live: LiveKernel<K>) -> Option<Slot> {
         self.end_within(live, self.config.shutdown_grace).await
     }
 
-    pub(super) async fn end_within(&self, live: LiveKernel, grace: Duration) -> Option<Slot> {
+    pub(super) async fn end_within(&self, live: LiveKernel<K>, grace: Duration) -> Option<Slot> {
         match end_kernel(live, grace).await {
             Ok(slot) => Some(slot),
             Err(unconfirmed) => {

@@ -5,30 +5,39 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{KernelError, Result};
-use crate::kernel::{Kernel, KernelConfig, PRELOAD_WAIT};
+use crate::kernel::{KernelConfig, PRELOAD_WAIT};
 use crate::session::placement::{Load, Loads};
+use crate::session::pooled::{KernelStarter, PooledKernel};
 use crate::session::slots::Slot;
 
 /// A kernel process of the pool and the room it takes. Given back through
 /// [`PoolInner::end`](crate::session::inner::PoolInner::end), which frees the room only
 /// once the process is gone.
-pub(super) struct LiveKernel {
-    pub(super) kernel: Arc<Kernel>,
+pub(super) struct LiveKernel<K> {
+    pub(super) kernel: Arc<K>,
     pub(super) slot: Slot,
     /// Counts it on its launcher (least-loaded placement) until it is gone.
     _load: Option<Load>,
 }
 
-#[derive(Default)]
-pub(super) struct Spares {
-    pub(super) ready: Vec<LiveKernel>,
+pub(super) struct Spares<K> {
+    pub(super) ready: Vec<LiveKernel<K>>,
     pub(super) spawning: usize,
 }
 
+impl<K> Default for Spares<K> {
+    fn default() -> Self {
+        Spares {
+            ready: Vec::new(),
+            spawning: 0,
+        }
+    }
+}
+
 /// A start that failed, and the kernel (with its room) if its end was not confirmed.
-pub(super) struct StartFailed {
+pub(super) struct StartFailed<K> {
     pub(super) error: KernelError,
-    pub(super) unconfirmed: Option<LiveKernel>,
+    pub(super) unconfirmed: Option<LiveKernel<K>>,
 }
 
 /// Starts a kernel in `slot`: spawned, then initialized with `config`. On failure nothing
@@ -36,15 +45,16 @@ pub(super) struct StartFailed {
 ///
 /// A launched kernel is counted on its launcher from the start (`load`, or a count of its
 /// own), so a least-loaded choice made meanwhile sees it.
-pub(super) async fn start_in(
+pub(super) async fn start_in<K: PooledKernel>(
+    starter: &K::Starter,
     slot: Slot,
     config: &KernelConfig,
     grace: Duration,
     loads: &Arc<Loads>,
     load: Option<Load>,
-) -> Result<LiveKernel, StartFailed> {
+) -> Result<LiveKernel<K>, StartFailed<K>> {
     let load = load.or_else(|| config.launcher.as_ref().map(|l| loads.count(l)));
-    let kernel = Kernel::spawn(config).await.map_err(|error| StartFailed {
+    let kernel = starter.spawn(config).await.map_err(|error| StartFailed {
         error,
         unconfirmed: None,
     })?;
@@ -65,11 +75,11 @@ pub(super) async fn start_in(
 /// Imports the pool's `preload` in a spare that just started, but for what it was forked
 /// with. A module that fails is logged and the spare kept (the session's
 /// own import will say why); a spare that does not answer is ended.
-pub(super) async fn preload_spare(
-    spare: LiveKernel,
+pub(super) async fn preload_spare<K: PooledKernel>(
+    spare: LiveKernel<K>,
     modules: &[String],
     grace: Duration,
-) -> Result<LiveKernel, StartFailed> {
+) -> Result<LiveKernel<K>, StartFailed<K>> {
     let modules = spare.kernel.not_preloaded(modules);
     if modules.is_empty() {
         return Ok(spare);
@@ -89,7 +99,10 @@ pub(super) async fn preload_spare(
 }
 
 /// Shuts the kernel down; its room once it is confirmed gone, else the kernel back.
-pub(super) async fn end_kernel(live: LiveKernel, grace: Duration) -> Result<Slot, LiveKernel> {
+pub(super) async fn end_kernel<K: PooledKernel>(
+    live: LiveKernel<K>,
+    grace: Duration,
+) -> Result<Slot, LiveKernel<K>> {
     if live.kernel.shutdown(grace).await.confirmed {
         Ok(live.slot)
     } else {

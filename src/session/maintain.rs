@@ -10,10 +10,11 @@ use tokio::time::Instant;
 use crate::kernel::fifo::Turn;
 use crate::session::inner::PoolInner;
 use crate::session::key::SessionKey;
+use crate::session::pooled::PooledKernel;
 use crate::session::state::{stop_session, Session};
 
 /// Idle eviction, the heartbeat and retries of unconfirmed shutdowns, until the pool goes.
-pub(super) async fn maintain(pool: Weak<PoolInner>, opening: u64) {
+pub(super) async fn maintain<K: PooledKernel>(pool: Weak<PoolInner<K>>, opening: u64) {
     let mut last_heartbeat = Instant::now();
     loop {
         let tick = match pool.upgrade() {
@@ -51,7 +52,7 @@ pub(super) async fn maintain(pool: Weak<PoolInner>, opening: u64) {
 
 /// Pings an idle session's kernel; a dead or silent one is removed, and the next call is
 /// told its state was lost.
-async fn check_heartbeat(pool: &PoolInner, session: &Session) {
+async fn check_heartbeat<K: PooledKernel>(pool: &PoolInner<K>, session: &Session<K>) {
     let Some(turn) = session.turns.try_join() else {
         return; // busy: its call will see how the kernel is doing
     };
@@ -61,7 +62,7 @@ async fn check_heartbeat(pool: &PoolInner, session: &Session) {
     pool.slots.notify();
 }
 
-async fn check_kernel(pool: &PoolInner, session: &Session, _turn: &Turn) {
+async fn check_kernel<K: PooledKernel>(pool: &PoolInner<K>, session: &Session<K>, _turn: &Turn) {
     let Some(kernel) = session.current_kernel() else {
         return;
     };
@@ -91,11 +92,11 @@ async fn check_kernel(pool: &PoolInner, session: &Session, _turn: &Turn) {
     *session.lost_while_idle.lock().unwrap() = Some(lost);
 }
 
-impl PoolInner {
+impl<K: PooledKernel> PoolInner<K> {
     /// Evicts the sessions idle for the idle timeout with nobody in line for them.
     async fn evict_idle(&self, now: Instant) {
         let idle = self.config.idle_timeout;
-        let evicted: Vec<Arc<Session>> = {
+        let evicted: Vec<Arc<Session<K>>> = {
             let mut sessions = self.sessions.lock().unwrap();
             let keys: Vec<SessionKey> = sessions
                 .values()

@@ -26,6 +26,9 @@
 //! Which file owns what, from the bottom up (no file names one above it):
 //! - `config.rs`: the pool's settings and mode, a request, the reading of its timeouts.
 //! - `slots.rs`: the cap, one slot per kernel process.
+//! - `pooled.rs`: what the pool needs of a kernel, and what starts one (`PooledKernel`,
+//!   `KernelStarter`), for the real kernel; the pool is generic over it, so its logic is
+//!   unit-tested over a stand-in.
 //! - `placement.rs`: where sessions that name no launcher run.
 //! - `site.rs`: where one session's kernels run, placed or not yet.
 //! - `key.rs`: the key of a request's session, from real paths.
@@ -47,6 +50,7 @@ mod live;
 mod maintain;
 pub mod placement;
 pub mod pool;
+pub mod pooled;
 mod room;
 mod run;
 mod site;

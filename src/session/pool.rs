@@ -6,24 +6,32 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::error::{KernelError, Result};
-use crate::kernel::Caller;
+use crate::kernel::{Caller, Kernel};
 use crate::session::config::{clamp_timeout, clamp_timeout_ms, PoolConfig, PoolMode, PoolRequest};
 use crate::session::inner::PoolInner;
 use crate::session::key::{checked_cwd, session_key};
 use crate::session::maintain::maintain;
 use crate::session::placement::Placer;
+use crate::session::pooled::{PooledKernel, Spawner};
 use crate::session::run::{Admission, Target};
 use crate::session::site::Site;
 use crate::session::slots::Slots;
 use crate::session::state::{Session, SessionInfo};
 
-pub struct Pool {
-    inner: Arc<PoolInner>,
+pub struct Pool<K: PooledKernel = Kernel> {
+    inner: Arc<PoolInner<K>>,
 }
 
 impl Pool {
     /// Must be called inside a tokio runtime: it starts the maintenance task.
     pub fn new(config: PoolConfig) -> Pool {
+        Pool::with_starter(config, Spawner)
+    }
+}
+
+impl<K: PooledKernel> Pool<K> {
+    /// A pool whose kernels `starter` starts (the unit tests' stand-ins); as [`Pool::new`].
+    pub(super) fn with_starter(config: PoolConfig, starter: K::Starter) -> Pool<K> {
         let placer = Placer::new(
             config.placement.clone(),
             config.kernel.launcher.clone(),
@@ -33,6 +41,7 @@ impl Pool {
             slots: Slots::new(config.cap().0),
             placer,
             config,
+            starter: Arc::new(starter),
             sessions: Mutex::default(),
             disposing: AtomicBool::new(false),
             disposals: AtomicU64::new(0),
@@ -69,7 +78,7 @@ impl Pool {
     }
 
     /// Fixes the request's session and its place in that session's line, now.
-    pub fn admit(&self, mut request: PoolRequest) -> Result<Admission> {
+    pub fn admit(&self, mut request: PoolRequest) -> Result<Admission<K>> {
         let inner = &self.inner;
         if inner.disposing.load(Ordering::SeqCst) {
             return Err(KernelError::PoolDisposed);
@@ -216,30 +225,35 @@ impl Pool {
 }
 
 /// A `dispose_all` under way, counted in `PoolInner::disposals` until it ends or is dropped.
-struct DisposalRunning(Arc<PoolInner>);
+struct DisposalRunning<K: PooledKernel>(Arc<PoolInner<K>>);
 
-impl DisposalRunning {
-    fn new(inner: &Arc<PoolInner>) -> Self {
+impl<K: PooledKernel> DisposalRunning<K> {
+    fn new(inner: &Arc<PoolInner<K>>) -> Self {
         inner.disposals.fetch_add(1, Ordering::SeqCst);
         DisposalRunning(inner.clone())
     }
 }
 
-impl Drop for DisposalRunning {
+impl<K: PooledKernel> Drop for DisposalRunning<K> {
     fn drop(&mut self) {
         self.0.disposals.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-impl Drop for Pool {
+impl<K: PooledKernel> Drop for Pool<K> {
     fn drop(&mut self) {
         // The maintenance task holds only a weak reference and ends with the pool; the
         // kernels end with their last reference (their Drop kills them).
         self.inner.disposing.store(true, Ordering::SeqCst);
     }
 }
+
 /// Disposes `sessions` at the same time, so the whole takes one `budget`, not one each.
-async fn dispose_all_of(inner: &Arc<PoolInner>, sessions: Vec<Arc<Session>>, budget: Duration) {
+async fn dispose_all_of<K: PooledKernel>(
+    inner: &Arc<PoolInner<K>>,
+    sessions: Vec<Arc<Session<K>>>,
+    budget: Duration,
+) {
     let tasks: Vec<_> = sessions
         .into_iter()
         .map(|session| {

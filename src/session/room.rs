@@ -8,19 +8,20 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::error::{KernelError, Result};
-use crate::kernel::{AbortHandle, Kernel, KernelConfig};
+use crate::kernel::{AbortHandle, KernelConfig};
 use crate::session::config::PoolMode;
 use crate::session::inner::PoolInner;
 use crate::session::live::{preload_spare, start_in, LiveKernel};
 use crate::session::placement::Load;
+use crate::session::pooled::{KernelStarter, PooledKernel};
 use crate::session::slots::Slot;
 use crate::session::state::stop_session;
 use crate::start::python::Resolved;
 
 /// Where a new kernel will run.
-enum Room {
+enum Room<K> {
     /// A spare that fits, with its slot.
-    Spare(LiveKernel),
+    Spare(LiveKernel<K>),
     /// Room to start one.
     Slot(Slot),
     /// Nothing yet: wait for room.
@@ -29,7 +30,7 @@ enum Room {
     Aborted,
 }
 
-impl PoolInner {
+impl<K: PooledKernel> PoolInner<K> {
     /// Spawns spares until `prewarm` are ready or on their way, in free room only.
     pub(super) fn refill_spares(self: &Arc<Self>) {
         if self.disposing.load(Ordering::SeqCst) {
@@ -47,6 +48,7 @@ impl PoolInner {
         };
         for slot in slots {
             let pool = Arc::downgrade(self);
+            let starter = self.starter.clone();
             let config = self.config.session_kernel();
             let grace = self.config.shutdown_grace;
             let loads = self.placer.loads().clone();
@@ -54,7 +56,7 @@ impl PoolInner {
             self.runtime.spawn(async move {
                 // Initialized with the pool's defaults: a session claiming it with the
                 // same settings (the usual case) runs its first cell at once.
-                let started = match start_in(slot, &config, grace, &loads, None).await {
+                let started = match start_in(&*starter, slot, &config, grace, &loads, None).await {
                     Ok(spare) => preload_spare(spare, &preload, grace).await,
                     failed => failed,
                 };
@@ -99,7 +101,7 @@ impl PoolInner {
         room: Option<Slot>,
         abort: &AbortHandle,
         mut load: Option<Load>,
-    ) -> Result<Option<LiveKernel>> {
+    ) -> Result<Option<LiveKernel<K>>> {
         // Before a spare is initialized with it: its kv store path reaches the runner there.
         config.prepare_artifacts_dir()?;
         let mut room = match (room, self.take_spare(config, None)) {
@@ -129,7 +131,9 @@ impl PoolInner {
                 Room::Slot(slot) => {
                     let grace = self.config.shutdown_grace;
                     let loads = self.placer.loads();
-                    return match start_in(slot, config, grace, loads, load.take()).await {
+                    return match start_in(&*self.starter, slot, config, grace, loads, load.take())
+                        .await
+                    {
                         Ok(kernel) => Ok(Some(kernel)),
                         Err(failed) => {
                             if let Some(kernel) = failed.unconfirmed {
@@ -144,7 +148,7 @@ impl PoolInner {
                     // missing or unusable ends no other session's kernel. A launched
                     // kernel's interpreter is the far side's: nothing here to look at.
                     if resolved.is_none() && config.launcher.is_none() {
-                        resolved = Some(Kernel::resolve(config).await?);
+                        resolved = Some(self.starter.resolve(config).await?);
                     }
                     self.wait_for_room(config, resolved.as_ref(), abort).await?
                 }
@@ -163,7 +167,7 @@ impl PoolInner {
         config: &KernelConfig,
         resolved: Option<&Resolved>,
         abort: &AbortHandle,
-    ) -> Result<Room> {
+    ) -> Result<Room<K>> {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.config.acquire_timeout;
         let _waiting = self.slots.waiting();
@@ -210,7 +214,7 @@ impl PoolInner {
     /// else the least recently used session that is idle with nobody in line for it.
     /// None while a spare is starting: it is waited for (it may fit, and either way its
     /// room comes) rather than a session's state lost.
-    fn evict_for_room(&self) -> Option<LiveKernel> {
+    fn evict_for_room(&self) -> Option<LiveKernel<K>> {
         {
             let mut spares = self.spares.lock().unwrap();
             if let Some(spare) = spares.ready.pop() {
@@ -245,7 +249,11 @@ impl PoolInner {
     /// (no resolution, a blocking-pool thread, on the way); otherwise, for a local kernel,
     /// one running the interpreter `config` resolves to, when `resolved` is known. Spares
     /// run on the pool's default launcher (or here): a kernel meant elsewhere takes none.
-    fn take_spare(&self, config: &KernelConfig, resolved: Option<&Resolved>) -> Option<LiveKernel> {
+    fn take_spare(
+        &self,
+        config: &KernelConfig,
+        resolved: Option<&Resolved>,
+    ) -> Option<LiveKernel<K>> {
         let pool = &self.config.kernel;
         if config.launcher != pool.launcher {
             return None;

@@ -12,15 +12,16 @@ use crate::kernel::fifo::{Place, Turn};
 use crate::kernel::{AbortHandle, Caller, Kernel, KernelConfig};
 use crate::session::config::PoolRequest;
 use crate::session::inner::PoolInner;
+use crate::session::pooled::PooledKernel;
 use crate::session::site::Site;
 use crate::session::slots::Slot;
 use crate::session::state::Session;
 use crate::wire::events::KernelEvent;
 
 /// A request admitted at call time: its session and place in line are fixed.
-pub struct Admission {
-    pub(super) pool: Arc<PoolInner>,
-    pub(super) target: Target,
+pub struct Admission<K: PooledKernel = Kernel> {
+    pub(super) pool: Arc<PoolInner<K>>,
+    pub(super) target: Target<K>,
     pub(super) request: PoolRequest,
     pub(super) annotations: Vec<String>,
     pub(super) timeout: Option<Duration>,
@@ -28,16 +29,16 @@ pub struct Admission {
     pub(super) deadline: Option<tokio::time::Instant>,
 }
 
-pub(super) enum Target {
+pub(super) enum Target<K> {
     Session {
-        session: Arc<Session>,
+        session: Arc<Session<K>>,
         place: Place,
         reset_epoch: Option<u64>,
     },
     PerCall(Site),
 }
 
-impl Admission {
+impl<K: PooledKernel> Admission<K> {
     /// Runs the request. Cancel safety: dropping the future gives up its place in line
     /// and its wait for room; a cell already running is left to finish in the kernel.
     pub async fn run(
@@ -221,8 +222,8 @@ impl Drop for DeadlineWatch {
 
 /// A `per-call` request: a fresh kernel, shut down after; a cell asking for a reset gets
 /// another.
-async fn run_per_call(
-    pool: &Arc<PoolInner>,
+async fn run_per_call<K: PooledKernel>(
+    pool: &Arc<PoolInner<K>>,
     site: Site,
     cells: Vec<Cell>,
     options: EvalOptions,
@@ -300,7 +301,10 @@ fn cancelled_waiting_for_room(mut evaluation: Evaluation) -> EvalResult {
 
 /// A session's call stopped while it waited for room: by disposal of the session (which
 /// stops a waiting call as it stops a running cell), else by its caller's abort.
-fn aborted_waiting_for_room(session: &Session, evaluation: Evaluation) -> Result<EvalResult> {
+fn aborted_waiting_for_room<K: PooledKernel>(
+    session: &Session<K>,
+    evaluation: Evaluation,
+) -> Result<EvalResult> {
     if session.disposed.load(Ordering::SeqCst) {
         return Err(KernelError::SessionDisposed);
     }
@@ -309,9 +313,9 @@ fn aborted_waiting_for_room(session: &Session, evaluation: Evaluation) -> Result
 
 // The request's parts, each used at a different step; a struct of them would only rename.
 #[allow(clippy::too_many_arguments)]
-async fn run_in_session(
-    pool: &Arc<PoolInner>,
-    session: &Session,
+async fn run_in_session<K: PooledKernel>(
+    pool: &Arc<PoolInner<K>>,
+    session: &Session<K>,
     _turn: &Turn,
     reset_epoch: Option<u64>,
     cells: Vec<Cell>,
@@ -451,13 +455,13 @@ async fn run_in_session(
 
 /// Starts the session's kernel in `room`, or in room found for it. `None`: aborted while
 /// waiting for room.
-async fn start_kernel(
-    pool: &Arc<PoolInner>,
-    session: &Session,
+async fn start_kernel<K: PooledKernel>(
+    pool: &Arc<PoolInner<K>>,
+    session: &Session<K>,
     room: Option<Slot>,
     abort: &AbortHandle,
     deadline: Option<tokio::time::Instant>,
-) -> Result<Option<Arc<Kernel>>> {
+) -> Result<Option<Arc<K>>> {
     let Some((config, load)) = pool.placed(&session.site, abort).await? else {
         return Ok(None);
     };

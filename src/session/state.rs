@@ -9,9 +9,10 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 use crate::kernel::fifo::Fifo;
-use crate::kernel::{AbortHandle, Kernel};
+use crate::kernel::AbortHandle;
 use crate::session::key::SessionKey;
 use crate::session::live::LiveKernel;
+use crate::session::pooled::PooledKernel;
 use crate::session::site::Site;
 
 /// A session as `sessions` reports it.
@@ -27,11 +28,11 @@ pub struct SessionInfo {
     pub launcher: Option<Vec<String>>,
 }
 
-pub(super) struct Session {
+pub(super) struct Session<K> {
     pub(super) key: SessionKey,
     pub(super) site: Mutex<Site>,
     pub(super) turns: Arc<Fifo>,
-    pub(super) kernel: Mutex<Option<LiveKernel>>,
+    pub(super) kernel: Mutex<Option<LiveKernel<K>>>,
     /// Set once a kernel was started for it: a session that never had one holds no state.
     pub(super) had_kernel: AtomicBool,
     pub(super) owners: Mutex<BTreeSet<String>>,
@@ -56,12 +57,12 @@ pub(super) struct Resets {
     pub(super) pending: Option<u64>,
 }
 
-impl Session {
+impl<K: PooledKernel> Session<K> {
     pub(super) fn touch(&self) {
         *self.last_used.lock().unwrap() = (Instant::now(), SystemTime::now());
     }
 
-    pub(super) fn current_kernel(&self) -> Option<Arc<Kernel>> {
+    pub(super) fn current_kernel(&self) -> Option<Arc<K>> {
         self.kernel
             .lock()
             .unwrap()
@@ -69,7 +70,7 @@ impl Session {
             .map(|k| k.kernel.clone())
     }
 
-    pub(super) fn take_kernel(&self) -> Option<LiveKernel> {
+    pub(super) fn take_kernel(&self) -> Option<LiveKernel<K>> {
         self.kernel.lock().unwrap().take()
     }
 
@@ -91,7 +92,7 @@ impl Session {
 }
 
 /// Marks the session disposed, stops its running cell and takes its kernel away.
-pub(super) fn stop_session(session: &Session) -> Option<LiveKernel> {
+pub(super) fn stop_session<K: PooledKernel>(session: &Session<K>) -> Option<LiveKernel<K>> {
     tracing::info!(key = %session.key, "disposing session");
     session.disposed.store(true, Ordering::SeqCst);
     if let Some(abort) = session.running.lock().unwrap().clone() {
