@@ -127,3 +127,75 @@ impl<K: PooledKernel> PoolInner<K> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::sleep;
+
+    use crate::session::fake::{fake_pool, run, Call};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_idle_for_the_idle_timeout_is_evicted() {
+        let (pool, fakes) = fake_pool(|c| c.idle_timeout = Duration::from_secs(10));
+        run(&pool, "a", "1").await.unwrap();
+        sleep(Duration::from_secs(9)).await;
+        assert!(fakes.shut_down().is_empty(), "not idle long enough yet");
+        assert_eq!(pool.sessions().len(), 1);
+
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(fakes.shut_down(), [1000]);
+        assert!(pool.sessions().is_empty());
+
+        let again = run(&pool, "a", "2").await.unwrap();
+        assert!(again.session_lost);
+        assert_eq!(
+            again.annotations,
+            ["This session was idle for 10 s and its kernel was shut down; a new one was started and earlier state is gone."]
+        );
+        assert_eq!(fakes.ran("2"), [1001]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_heartbeat_replaces_a_kernel_that_died_while_idle() {
+        let (pool, fakes) = fake_pool(|c| c.heartbeat_interval = Duration::from_secs(5));
+        run(&pool, "a", "1").await.unwrap();
+        fakes.kernel(1000).die(3);
+        sleep(Duration::from_secs(6)).await;
+        assert_eq!(
+            fakes.shut_down(),
+            [1000],
+            "taken away and ended by the heartbeat"
+        );
+        assert_eq!(pool.sessions()[0].pid, None);
+
+        let next = run(&pool, "a", "2").await.unwrap();
+        assert!(next.session_lost);
+        assert_eq!(
+            next.annotations,
+            ["The Python kernel ended while idle (exit code 3); a new one was started and earlier state is gone."]
+        );
+        assert_eq!(fakes.ran("2"), [1001]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_heartbeat_replaces_a_kernel_that_stopped_answering() {
+        let (pool, fakes) = fake_pool(|c| c.heartbeat_interval = Duration::from_secs(5));
+        run(&pool, "a", "1").await.unwrap();
+        fakes.kernel(1000).hang();
+        // The ping, then the wait for an exit, take a heartbeat timeout (2 s) each.
+        sleep(Duration::from_secs(10)).await;
+        let calls = fakes.calls();
+        assert!(calls.contains(&Call::Ping(1000)), "{calls:?}");
+        assert!(calls.contains(&Call::Shutdown(1000)), "{calls:?}");
+
+        let next = run(&pool, "a", "2").await.unwrap();
+        assert!(next.session_lost);
+        assert_eq!(
+            next.annotations,
+            ["The Python kernel stopped answering while idle and was replaced; earlier state is gone."]
+        );
+        assert_eq!(fakes.ran("2"), [1001]);
+    }
+}

@@ -28,7 +28,7 @@
 //! - `slots.rs`: the cap, one slot per kernel process.
 //! - `pooled.rs`: what the pool needs of a kernel, and what starts one (`PooledKernel`,
 //!   `KernelStarter`), for the real kernel; the pool is generic over it, so its logic is
-//!   unit-tested over a stand-in.
+//!   unit-tested over a stand-in (`fake.rs`, in tests only).
 //! - `placement.rs`: where sessions that name no launcher run.
 //! - `site.rs`: where one session's kernels run, placed or not yet.
 //! - `key.rs`: the key of a request's session, from real paths.
@@ -44,6 +44,8 @@
 //! - `pool.rs`: the pool itself: admission, `sessions`, disposal and `reopen`.
 
 pub mod config;
+#[cfg(test)]
+mod fake;
 mod inner;
 pub mod key;
 mod live;

@@ -283,3 +283,107 @@ impl<K: PooledKernel> PoolInner<K> {
         Some(spares.ready.swap_remove(index))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::{sleep, Instant};
+
+    use crate::error::KernelError;
+    use crate::session::fake::{fake_pool, request, run};
+    use crate::session::pooled::PooledKernel;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_least_recently_used_idle_session_makes_room() {
+        let (pool, fakes) = fake_pool(|c| c.max_sessions = 2);
+        run(&pool, "a", "1").await.unwrap(); // kernel 1000
+        sleep(Duration::from_secs(1)).await;
+        run(&pool, "b", "1").await.unwrap(); // kernel 1001
+        sleep(Duration::from_secs(1)).await;
+        run(&pool, "a", "2").await.unwrap(); // a is now the most recently used
+        sleep(Duration::from_secs(1)).await;
+
+        run(&pool, "c", "1").await.unwrap();
+        assert_eq!(fakes.shut_down(), [1001], "b was the least recently used");
+        assert!(fakes.kernel(1000).alive());
+
+        let b = run(&pool, "b", "again").await.unwrap();
+        assert_eq!(fakes.shut_down(), [1001, 1000], "then a was");
+        assert!(b.session_lost);
+        assert_eq!(
+            b.annotations,
+            ["This session's kernel was shut down to make room for another session (the pool runs at most 2 kernels: `maxSessions`); a new one was started and earlier state is gone."]
+        );
+        assert_eq!(fakes.ran("again"), [1003]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_at_the_cap_waits_for_a_session_to_go_idle_then_runs() {
+        let (pool, fakes) = fake_pool(|c| c.max_sessions = 1);
+        let busy = tokio::spawn(pool.admit(request("a", "sleep 5")).unwrap().run(|_, _| {}));
+        sleep(Duration::from_secs(1)).await;
+
+        let asked = Instant::now();
+        let b = run(&pool, "b", "1").await.unwrap();
+        assert_eq!(
+            asked.elapsed(),
+            Duration::from_secs(4),
+            "until a's cell ended"
+        );
+        assert_eq!(b.exit_code, Some(0));
+        assert!(b.output.contains("ran 1"), "{}", b.output);
+        assert_eq!(fakes.shut_down(), [1000], "a, idle, was evicted for b");
+        assert_eq!(fakes.ran("1"), [1001]);
+        assert_eq!(busy.await.unwrap().unwrap().exit_code, Some(0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_that_finds_no_room_in_time_fails_with_pool_full() {
+        let (pool, fakes) = fake_pool(|c| {
+            c.max_sessions = 1;
+            c.acquire_timeout = Duration::from_secs(3);
+        });
+        let _busy = tokio::spawn(pool.admit(request("a", "sleep 10")).unwrap().run(|_, _| {}));
+        sleep(Duration::from_secs(1)).await;
+
+        let err = run(&pool, "b", "1").await.unwrap_err();
+        assert_eq!(err.code(), "ERR_POOL_FULL");
+        assert!(
+            matches!(
+                err,
+                KernelError::PoolFull {
+                    limit: 1,
+                    option: "maxSessions",
+                    waited_ms: 3000,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "the KernelPool is full: it runs at most 1 kernels (`maxSessions`), all stayed busy, and none became free within 3000 ms. Raise `maxSessions`, end sessions you no longer need with `disposeOwner`, or wait longer with `acquireTimeoutMs`."
+        );
+        assert_eq!(fakes.spawned(), 1, "nothing was started for b");
+        assert!(fakes.shut_down().is_empty(), "and nothing ended for it");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claimed_spare_is_replaced_once_the_call_is_over() {
+        let (pool, fakes) = fake_pool(|c| c.prewarm = 1);
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(pool.spare_pids(), [1000]);
+
+        let first = run(&pool, "a", "1").await.unwrap();
+        assert_eq!(first.exit_code, Some(0));
+        assert_eq!(
+            fakes.ran("1"),
+            [1000],
+            "the session's first cell ran in the spare"
+        );
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(pool.spare_pids(), [1001]);
+        assert_eq!(fakes.spawned(), 2);
+    }
+}

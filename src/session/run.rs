@@ -475,3 +475,145 @@ async fn start_kernel<K: PooledKernel>(
     session.had_kernel.store(true, Ordering::SeqCst);
     Ok(Some(kernel))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::{sleep, Instant};
+
+    use crate::session::fake::{fake_pool, request, run};
+    use crate::session::pooled::PooledKernel;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kernel_that_died_under_a_cell_is_replaced_and_the_cell_not_run_again() {
+        let (pool, fakes) = fake_pool(|_| {});
+        let died = run(&pool, "a", "die").await.unwrap();
+        assert!(died.kernel_died);
+        assert_eq!(died.exit_code, Some(1));
+        assert_eq!(
+            died.annotations,
+            [
+                "the Python kernel died during the cell (exit code 1); the kernel's state was lost and it will be recreated on the next call.",
+                "Cell 1 had started, so it was not run again: it may have had effects before the kernel died. A fresh kernel starts on the next call.",
+            ]
+        );
+        assert_eq!(
+            fakes.ran("die"),
+            [1000],
+            "run once, in the kernel that died"
+        );
+        assert_eq!(
+            fakes.shut_down(),
+            [1000],
+            "the dead kernel was ended, its room freed"
+        );
+
+        let next = run(&pool, "a", "1").await.unwrap();
+        assert_eq!(next.exit_code, Some(0));
+        assert_eq!(fakes.ran("1"), [1001]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_next_call_after_a_death_while_idle_gets_a_fresh_kernel_and_is_told() {
+        let (pool, fakes) = fake_pool(|_| {});
+        run(&pool, "a", "1").await.unwrap();
+        fakes.kernel(1000).die(3);
+
+        let next = run(&pool, "a", "2").await.unwrap();
+        assert_eq!(next.exit_code, Some(0));
+        assert!(next.session_lost);
+        assert!(!next.kernel_restarted);
+        assert_eq!(
+            next.annotations,
+            ["The Python kernel had ended since the last call (exit code 3); a new one was started and earlier state is gone."]
+        );
+        assert_eq!(fakes.ran("2"), [1001]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_whose_first_cell_never_reached_the_dead_kernel_runs_in_a_fresh_one() {
+        let (pool, fakes) = fake_pool(|_| {});
+        run(&pool, "a", "1").await.unwrap();
+        fakes.kernel(1000).die_before_next_cell();
+
+        let next = run(&pool, "a", "2").await.unwrap();
+        assert_eq!(next.exit_code, Some(0));
+        assert!(next.kernel_restarted);
+        assert!(next.session_lost);
+        assert_eq!(
+            next.annotations,
+            ["The Python kernel ended before this call's first cell reached it (exit code 1); a new one was started, the cells ran in it, and earlier state is gone."]
+        );
+        assert_eq!(fakes.ran("2"), [1001], "written only to the fresh kernel");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_that_passes_during_a_cell_interrupts_it() {
+        let (pool, fakes) = fake_pool(|_| {});
+        let mut cells = request("a", "sleep 10");
+        cells.deadline = Some(Duration::from_secs(2));
+        let asked = Instant::now();
+        let result = pool.admit(cells).unwrap().run(|_, _| {}).await.unwrap();
+        assert_eq!(asked.elapsed(), Duration::from_secs(2));
+        assert!(result.timed_out && result.cancelled);
+        assert_eq!(result.exit_code, None);
+        assert_eq!(
+            result.annotations,
+            ["eval request deadline of 2000ms passed during cell 1; it was interrupted and later cells did not run. The kernel remains running; reset it via { reset: true } if state appears corrupted."]
+        );
+        assert!(
+            fakes.kernel(1000).alive(),
+            "interrupted, the kernel remains"
+        );
+        assert!(fakes.shut_down().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_that_passes_while_waiting_for_room_runs_nothing() {
+        let (pool, fakes) = fake_pool(|c| c.max_sessions = 1);
+        let _busy = tokio::spawn(pool.admit(request("a", "sleep 10")).unwrap().run(|_, _| {}));
+        sleep(Duration::from_secs(1)).await;
+
+        let mut waiting = request("b", "1");
+        waiting.deadline = Some(Duration::from_secs(2));
+        let asked = Instant::now();
+        let result = pool.admit(waiting).unwrap().run(|_, _| {}).await.unwrap();
+        assert_eq!(asked.elapsed(), Duration::from_secs(2));
+        assert!(result.timed_out && result.cancelled);
+        assert_eq!(
+            result.annotations,
+            [
+                "Cancelled while waiting for room in the pool; nothing ran.",
+                "eval request deadline of 2000ms passed before its next cell started; that cell and later ones did not run.",
+            ]
+        );
+        assert!(fakes.ran("1").is_empty());
+        assert_eq!(fakes.spawned(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_that_passes_while_the_kernel_starts_runs_nothing() {
+        let (pool, fakes) = fake_pool(|_| {});
+        // A real spawn takes a moment, so the start-up timeout, cut to what is left of the
+        // deadline before the spawn, ends just after the deadline.
+        fakes.set_spawn_delay(Duration::from_millis(1));
+        fakes.set_start_delay(Duration::from_secs(5));
+        let mut slow = request("a", "1");
+        slow.deadline = Some(Duration::from_secs(1));
+        let asked = Instant::now();
+        let result = pool.admit(slow).unwrap().run(|_, _| {}).await.unwrap();
+        assert_eq!(asked.elapsed(), Duration::from_millis(1001));
+        assert!(result.timed_out && result.cancelled);
+        assert_eq!(
+            result.annotations,
+            ["eval request deadline of 1000ms passed before its next cell started; that cell and later ones did not run."]
+        );
+        assert!(fakes.ran("1").is_empty());
+        assert_eq!(
+            fakes.shut_down(),
+            [1000],
+            "the kernel being started was ended"
+        );
+    }
+}
