@@ -5,6 +5,7 @@
 //! not the gigabyte (the artifact file, when configured, gets every byte).
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +18,32 @@ use crate::kernel::fifo::Turn;
 use crate::kernel::{AbortHandle, Caller, ExecuteRequest, Kernel};
 use crate::output::{ArtifactSink, Image, OutputLimits};
 use crate::wire::events::{ExecuteOutcome, KernelEvent};
+
+/// What cells run on: a [`Kernel`], or a stand-in for one in the session layer's unit
+/// tests (the pool's logic around a kernel is tested without Python).
+pub trait RunsCells: Sync {
+    /// Runs one cell while the caller holds the kernel's turn, as
+    /// [`Kernel::execute_holding`] does.
+    fn execute_holding(
+        &self,
+        turn: &Turn,
+        request: ExecuteRequest,
+        abort: Option<Arc<AbortHandle>>,
+        on_event: impl FnMut(KernelEvent) + Send,
+    ) -> impl Future<Output = Result<ExecuteOutcome>> + Send;
+}
+
+impl RunsCells for Kernel {
+    fn execute_holding(
+        &self,
+        turn: &Turn,
+        request: ExecuteRequest,
+        abort: Option<Arc<AbortHandle>>,
+        on_event: impl FnMut(KernelEvent) + Send,
+    ) -> impl Future<Output = Result<ExecuteOutcome>> + Send {
+        Kernel::execute_holding(self, turn, request, abort, on_event)
+    }
+}
 
 /// How much of a cell's stdout/stderr is kept in its per-cell result; `output` is what the
 /// agent reads, and the artifact holds everything.
@@ -226,7 +253,7 @@ impl Evaluation {
     /// later cell that asks for a fresh kernel ([`Evaluation::reset_due`]).
     pub async fn run(
         &mut self,
-        kernel: &Kernel,
+        kernel: &impl RunsCells,
         turn: &Turn,
         mut on_event: impl FnMut(usize, KernelEvent) + Send,
     ) -> Result<()> {

@@ -5,7 +5,7 @@ use napi_derive::napi;
 
 use crate::error::KernelError;
 use crate::eval::executor::Cell;
-use crate::session::pool::clamp_timeout;
+use crate::session::config::clamp_timeout;
 
 #[napi(object)]
 pub struct EvalCell {

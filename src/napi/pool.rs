@@ -24,8 +24,9 @@ use super::placement::read_placement;
 use super::results::EvalResult;
 use super::{js_error, promise};
 use crate::error::KernelError;
+use crate::session::config::{PoolConfig, PoolMode, PoolRequest};
 use crate::session::placement::Placement;
-use crate::session::pool::{Pool, PoolConfig, PoolMode, PoolRequest};
+use crate::session::pool::Pool;
 
 #[napi(object, object_to_js = false)]
 #[derive(Default)]

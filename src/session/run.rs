@@ -1,0 +1,619 @@
+//! Running an admitted request ([`Admission`]): its turn in the session, the session's
+//! kernel (started, restarted after a death, replaced for a reset), a `per-call` request's
+//! own kernels, and the request's deadline.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::error::{KernelError, Result};
+use crate::eval::executor::{Cell, EvalOptions, EvalResult, Evaluation};
+use crate::kernel::fifo::{Place, Turn};
+use crate::kernel::{AbortHandle, Caller, Kernel, KernelConfig};
+use crate::session::config::PoolRequest;
+use crate::session::inner::PoolInner;
+use crate::session::pooled::PooledKernel;
+use crate::session::site::Site;
+use crate::session::slots::Slot;
+use crate::session::state::Session;
+use crate::wire::events::KernelEvent;
+
+/// A request admitted at call time: its session and place in line are fixed.
+pub struct Admission<K: PooledKernel = Kernel> {
+    pub(super) pool: Arc<PoolInner<K>>,
+    pub(super) target: Target<K>,
+    pub(super) request: PoolRequest,
+    pub(super) annotations: Vec<String>,
+    pub(super) timeout: Option<Duration>,
+    pub(super) caller: Caller,
+    pub(super) deadline: Option<tokio::time::Instant>,
+}
+
+pub(super) enum Target<K> {
+    Session {
+        session: Arc<Session<K>>,
+        place: Place,
+        reset_epoch: Option<u64>,
+    },
+    PerCall(Site),
+}
+
+impl<K: PooledKernel> Admission<K> {
+    /// Runs the request. Cancel safety: dropping the future gives up its place in line
+    /// and its wait for room; a cell already running is left to finish in the kernel.
+    pub async fn run(
+        mut self,
+        on_event: impl FnMut(usize, KernelEvent) + Send,
+    ) -> Result<EvalResult> {
+        let Some(at) = self.deadline else {
+            return self.run_admitted(on_event).await;
+        };
+        // The deadline stops the request as its caller's abort would; the result then
+        // says it was the deadline.
+        let caller_abort = self.request.abort.clone().unwrap_or_default();
+        let budget = self.request.deadline.unwrap_or_default();
+        let watch = DeadlineWatch::start(at, budget, &caller_abort);
+        self.request.abort = Some(watch.abort.clone());
+        let result = self.run_admitted(on_event).await;
+        match watch.passed() {
+            true => watch.say_so(result),
+            false => result,
+        }
+    }
+
+    async fn run_admitted(
+        self,
+        mut on_event: impl FnMut(usize, KernelEvent) + Send,
+    ) -> Result<EvalResult> {
+        let Admission {
+            pool,
+            target,
+            request,
+            annotations,
+            timeout,
+            caller,
+            deadline,
+        } = self;
+        let options = EvalOptions {
+            timeout,
+            abort: Some(request.abort.clone().unwrap_or_else(AbortHandle::new)),
+            artifacts_dir: request
+                .artifacts_dir
+                .clone()
+                .or_else(|| pool.config.artifacts_dir.clone()),
+            status_mime: pool.config.kernel.status_mime.clone(),
+            annotations,
+            artifact_id: request.artifact_id,
+            include_figure_text: request
+                .include_figure_text
+                .unwrap_or(pool.config.kernel.include_figure_text),
+            on_output: request.on_output,
+            env: request.env.clone(),
+            caller: Some(caller),
+            ..Default::default()
+        };
+        let abort = options.abort.clone().expect("set above");
+        match target {
+            Target::PerCall(site) => {
+                run_per_call(&pool, site, request.cells, options, deadline, &mut on_event).await
+            }
+            Target::Session {
+                session,
+                place,
+                reset_epoch,
+            } => {
+                let turn = tokio::select! {
+                    turn = place.turn() => turn,
+                    _ = abort.aborted() => {
+                        // Aborted while waiting: nothing ran.
+                        pool.after_call(&session);
+                        return Ok(EvalResult { cancelled: true, ..Default::default() });
+                    }
+                };
+                *session.running.lock().unwrap() = Some(abort.clone());
+                let result = run_in_session(
+                    &pool,
+                    &session,
+                    &turn,
+                    reset_epoch,
+                    request.cells,
+                    options,
+                    deadline,
+                    &mut on_event,
+                )
+                .await;
+                session.running.lock().unwrap().take();
+                session.touch();
+                if let Some(epoch) = reset_epoch {
+                    // Resets asked for while this one was pending or running shared it;
+                    // later ones get a reset of their own.
+                    let mut resets = session.resets.lock().unwrap();
+                    if resets.pending == Some(epoch) {
+                        resets.pending = None;
+                    }
+                }
+                drop(turn);
+                pool.after_call(&session);
+                result
+            }
+        }
+    }
+}
+
+/// A request's deadline: aborts the request when it passes (or when the caller aborts),
+/// and remembers which of the two it was.
+struct DeadlineWatch {
+    abort: Arc<AbortHandle>,
+    passed: Arc<AtomicBool>,
+    budget: Duration,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DeadlineWatch {
+    fn start(at: tokio::time::Instant, budget: Duration, caller_abort: &Arc<AbortHandle>) -> Self {
+        let abort = AbortHandle::new();
+        let passed = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let (abort, passed, caller_abort) =
+                (abort.clone(), passed.clone(), caller_abort.clone());
+            async move {
+                tokio::select! {
+                    _ = caller_abort.aborted() => {}
+                    _ = tokio::time::sleep_until(at) => passed.store(true, Ordering::SeqCst),
+                }
+                abort.abort();
+            }
+        });
+        DeadlineWatch {
+            abort,
+            passed,
+            budget,
+            task,
+        }
+    }
+
+    fn passed(&self) -> bool {
+        self.passed.load(Ordering::SeqCst)
+    }
+
+    /// The request's result as a timeout: `timedOut`, and a notice of where it stopped.
+    /// A kernel start cut short by the deadline is a timed-out result too, not an error.
+    fn say_so(&self, result: Result<EvalResult>) -> Result<EvalResult> {
+        let mut result = match result {
+            Ok(result) => result,
+            Err(KernelError::StartTimeout { .. }) => EvalResult {
+                cancelled: true,
+                output: "(no output)".into(),
+                ..Default::default()
+            },
+            Err(other) => return Err(other),
+        };
+        let ms = self.budget.as_millis();
+        let started = result
+            .cells
+            .iter()
+            .rposition(|c| !c.outcome.not_started && c.outcome.cancelled);
+        let notice = match started {
+            // As with a timeout, a cell that ignores the interrupt gets its kernel killed.
+            Some(index) if result.kernel_died => format!(
+                "eval request deadline of {ms}ms passed during cell {}; it did not stop on interrupt, so the kernel was killed and will be recreated on the next call.",
+                index + 1
+            ),
+            Some(index) => format!(
+                "eval request deadline of {ms}ms passed during cell {}; it was interrupted and later cells did not run. The kernel remains running; reset it via {{ reset: true }} if state appears corrupted.",
+                index + 1
+            ),
+            None => format!("eval request deadline of {ms}ms passed before its next cell started; that cell and later ones did not run."),
+        };
+        result.add_notice(notice);
+        result.timed_out = true;
+        result.cancelled = true;
+        result.kernel_killed |= result.kernel_died;
+        result.exit_code = None;
+        Ok(result)
+    }
+}
+
+impl Drop for DeadlineWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A `per-call` request: a fresh kernel, shut down after; a cell asking for a reset gets
+/// another.
+async fn run_per_call<K: PooledKernel>(
+    pool: &Arc<PoolInner<K>>,
+    site: Site,
+    cells: Vec<Cell>,
+    options: EvalOptions,
+    deadline: Option<tokio::time::Instant>,
+    on_event: &mut (impl FnMut(usize, KernelEvent) + Send),
+) -> Result<EvalResult> {
+    let abort = options.abort.clone().unwrap_or_default();
+    let mut evaluation = Evaluation::new(cells, options);
+    // Placed once: a cell's reset runs on the same launcher.
+    let Some((config, mut load)) = pool.placed(&Mutex::new(site), &abort).await? else {
+        return Ok(cancelled_waiting_for_room(evaluation));
+    };
+    let config = until_deadline(&config, deadline);
+    let mut first = true;
+    loop {
+        let started = match pool.new_kernel(&config, None, &abort, load.take()).await {
+            Ok(started) => started,
+            Err(err) if !first => return Ok(reset_failed(evaluation, err, deadline)),
+            Err(err) => return Err(err),
+        };
+        first = false;
+        let Some(live) = started else {
+            return Ok(cancelled_waiting_for_room(evaluation));
+        };
+        let turn = live.kernel.queue().turn().await;
+        let ran = evaluation.run(&*live.kernel, &turn, &mut *on_event).await;
+        drop(turn);
+        pool.end(live).await;
+        pool.refill_spares();
+        ran?;
+        if !evaluation.reset_due() {
+            return Ok(evaluation.finish());
+        }
+    }
+}
+
+/// A cell's reset whose fresh kernel did not start: the cells before it keep their
+/// results; it and the later ones did not run. A start cut short by the request's
+/// deadline is left for [`DeadlineWatch::say_so`] to report.
+fn reset_failed(
+    mut evaluation: Evaluation,
+    err: KernelError,
+    deadline: Option<tokio::time::Instant>,
+) -> EvalResult {
+    let deadline_passed = matches!(
+        err,
+        KernelError::StartTimeout { .. } | KernelError::StartDeadline { .. }
+    ) && deadline.is_some_and(|at| tokio::time::Instant::now() >= at);
+    if !deadline_passed {
+        evaluation.fail_next(format!(
+            "a fresh kernel for the next cell did not start: {err}; it and later cells did not run"
+        ));
+    }
+    evaluation.finish()
+}
+
+/// `config` with its start-up bounded by the request's deadline too.
+fn until_deadline(config: &KernelConfig, deadline: Option<tokio::time::Instant>) -> KernelConfig {
+    let mut config = config.clone();
+    if let Some(at) = deadline {
+        let left = at.saturating_duration_since(tokio::time::Instant::now());
+        config.startup_timeout = config
+            .startup_timeout
+            .min(left.max(Duration::from_millis(1)));
+    }
+    config
+}
+
+/// The result of a call aborted while it waited for room: nothing ran.
+fn cancelled_waiting_for_room(mut evaluation: Evaluation) -> EvalResult {
+    evaluation.annotate("Cancelled while waiting for room in the pool; nothing ran.");
+    evaluation.result_mut().cancelled = true;
+    evaluation.finish()
+}
+
+/// A session's call stopped while it waited for room: by disposal of the session (which
+/// stops a waiting call as it stops a running cell), else by its caller's abort.
+fn aborted_waiting_for_room<K: PooledKernel>(
+    session: &Session<K>,
+    evaluation: Evaluation,
+) -> Result<EvalResult> {
+    if session.disposed.load(Ordering::SeqCst) {
+        return Err(KernelError::SessionDisposed);
+    }
+    Ok(cancelled_waiting_for_room(evaluation))
+}
+
+// The request's parts, each used at a different step; a struct of them would only rename.
+#[allow(clippy::too_many_arguments)]
+async fn run_in_session<K: PooledKernel>(
+    pool: &Arc<PoolInner<K>>,
+    session: &Session<K>,
+    _turn: &Turn,
+    reset_epoch: Option<u64>,
+    cells: Vec<Cell>,
+    options: EvalOptions,
+    deadline: Option<tokio::time::Instant>,
+    on_event: &mut (impl FnMut(usize, KernelEvent) + Send),
+) -> Result<EvalResult> {
+    let disposed = || {
+        session
+            .disposed
+            .load(Ordering::SeqCst)
+            .then_some(KernelError::SessionDisposed)
+    };
+    if let Some(err) = disposed() {
+        return Err(err);
+    }
+    let abort = options.abort.clone().unwrap_or_default();
+    let mut evaluation = Evaluation::new(cells, options);
+    if let Some(notice) = session.lost_while_idle.lock().unwrap().take() {
+        evaluation.annotate(notice);
+        evaluation.result_mut().session_lost = true;
+    }
+    // The room of a kernel this call replaces goes to its successor: a session with a
+    // kernel never waits for room to replace it.
+    let mut room = None;
+    if let Some(epoch) = reset_epoch {
+        let due = {
+            let mut resets = session.resets.lock().unwrap();
+            let due = epoch > resets.performed;
+
+            resets.performed = resets.performed.max(epoch);
+            due
+        };
+        if due {
+            tracing::info!(key = %session.key, "resetting the kernel");
+            if let Some(old) = session.take_kernel() {
+                room = pool.end(old).await;
+            }
+        }
+    }
+    let kernel = match session.current_kernel() {
+        Some(kernel) if kernel.alive() => kernel,
+        previous => {
+            if let Some(dead) = previous {
+                let exit = dead.exit_info().map_or("ended".into(), |e| e.to_string());
+                evaluation.annotate(format!(
+                    "The Python kernel had ended since the last call ({exit}); a new one was started and earlier state is gone."
+                ));
+                evaluation.result_mut().session_lost = true;
+                if let Some(old) = session.take_kernel() {
+                    room = pool.end(old).await;
+                }
+            }
+            match start_kernel(pool, session, room, &abort, deadline).await? {
+                Some(kernel) => kernel,
+                None => return aborted_waiting_for_room(session, evaluation),
+            }
+        }
+    };
+    let turn = kernel.queue().turn().await;
+    let ran = evaluation.run(&*kernel, &turn, &mut *on_event).await;
+    drop(turn);
+
+    // A kernel found dead before any cell of the request reached it (it died after the
+    // liveness check): nothing ran, so the request runs once more in a fresh kernel. A
+    // cell that was written to a kernel is never run again, even if that kernel died at
+    // once: it may have had effects ("charged the customer") before it died.
+    let dead_before_start = match &ran {
+        Err(KernelError::KernelDead { exit, .. }) if evaluation.nothing_started() => {
+            Some(exit.clone())
+        }
+        Err(_) => None,
+        Ok(()) if evaluation.nothing_started() && evaluation.result_mut().kernel_died => {
+            Some("its pipe was closed".to_string())
+        }
+        Ok(()) => None,
+    };
+    match (dead_before_start, ran) {
+        (Some(exit), _) => {
+            let room = match session.take_kernel() {
+                Some(dead) => pool.end(dead).await,
+                None => None,
+            };
+            if let Some(err) = disposed() {
+                return Err(err);
+            }
+            tracing::info!(key = %session.key, "kernel dead before the first cell; restarting");
+            evaluation.prepare_restart();
+            let Some(kernel) = start_kernel(pool, session, room, &abort, deadline).await? else {
+                return aborted_waiting_for_room(session, evaluation);
+            };
+            evaluation.annotate(format!(
+                "The Python kernel ended before this call's first cell reached it ({exit}); a new one was started, the cells ran in it, and earlier state is gone."
+            ));
+            evaluation.result_mut().kernel_restarted = true;
+            evaluation.result_mut().session_lost = true;
+            let turn = kernel.queue().turn().await;
+            evaluation.run(&*kernel, &turn, &mut *on_event).await?;
+        }
+        (None, ran) => ran?,
+    }
+    // Cells asking for a fresh kernel: the current one is replaced before each.
+    while evaluation.reset_due() {
+        if let Some(err) = disposed() {
+            return Err(err);
+        }
+        tracing::info!(key = %session.key, "resetting the kernel before a cell");
+        let room = match session.take_kernel() {
+            Some(old) => pool.end(old).await,
+            None => None,
+        };
+        let started = match start_kernel(pool, session, room, &abort, deadline).await {
+            Ok(started) => started,
+            Err(err) => return Ok(reset_failed(evaluation, err, deadline)),
+        };
+        let Some(kernel) = started else {
+            return aborted_waiting_for_room(session, evaluation);
+        };
+        let turn = kernel.queue().turn().await;
+        evaluation.run(&*kernel, &turn, &mut *on_event).await?;
+    }
+    if let Some(index) = evaluation.died_on_its_own() {
+        evaluation.annotate(format!(
+            "Cell {} had started, so it was not run again: it may have had effects before the kernel died. A fresh kernel starts on the next call.",
+            index + 1
+        ));
+    }
+    let result = evaluation.finish();
+    if result.kernel_died || result.kernel_killed {
+        // Replaced before the next call; its room is free once it is gone.
+        if let Some(dead) = session.take_kernel() {
+            pool.end(dead).await;
+        }
+    }
+    Ok(result)
+}
+
+/// Starts the session's kernel in `room`, or in room found for it. `None`: aborted while
+/// waiting for room.
+async fn start_kernel<K: PooledKernel>(
+    pool: &Arc<PoolInner<K>>,
+    session: &Session<K>,
+    room: Option<Slot>,
+    abort: &AbortHandle,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<Option<Arc<K>>> {
+    let Some((config, load)) = pool.placed(&session.site, abort).await? else {
+        return Ok(None);
+    };
+    tracing::info!(key = %session.key, "starting kernel");
+    let config = until_deadline(&config, deadline);
+    let Some(live) = pool.new_kernel(&config, room, abort, load).await? else {
+        return Ok(None);
+    };
+    let kernel = live.kernel.clone();
+    *session.kernel.lock().unwrap() = Some(live);
+    session.had_kernel.store(true, Ordering::SeqCst);
+    Ok(Some(kernel))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::{sleep, Instant};
+
+    use crate::session::fake::{fake_pool, request, run};
+    use crate::session::pooled::PooledKernel;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kernel_that_died_under_a_cell_is_replaced_and_the_cell_not_run_again() {
+        let (pool, fakes) = fake_pool(|_| {});
+        let died = run(&pool, "a", "die").await.unwrap();
+        assert!(died.kernel_died);
+        assert_eq!(died.exit_code, Some(1));
+        assert_eq!(
+            died.annotations,
+            [
+                "the Python kernel died during the cell (exit code 1); the kernel's state was lost and it will be recreated on the next call.",
+                "Cell 1 had started, so it was not run again: it may have had effects before the kernel died. A fresh kernel starts on the next call.",
+            ]
+        );
+        assert_eq!(
+            fakes.ran("die"),
+            [1000],
+            "run once, in the kernel that died"
+        );
+        assert_eq!(
+            fakes.shut_down(),
+            [1000],
+            "the dead kernel was ended, its room freed"
+        );
+
+        let next = run(&pool, "a", "1").await.unwrap();
+        assert_eq!(next.exit_code, Some(0));
+        assert_eq!(fakes.ran("1"), [1001]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_next_call_after_a_death_while_idle_gets_a_fresh_kernel_and_is_told() {
+        let (pool, fakes) = fake_pool(|_| {});
+        run(&pool, "a", "1").await.unwrap();
+        fakes.kernel(1000).die(3);
+
+        let next = run(&pool, "a", "2").await.unwrap();
+        assert_eq!(next.exit_code, Some(0));
+        assert!(next.session_lost);
+        assert!(!next.kernel_restarted);
+        assert_eq!(
+            next.annotations,
+            ["The Python kernel had ended since the last call (exit code 3); a new one was started and earlier state is gone."]
+        );
+        assert_eq!(fakes.ran("2"), [1001]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_whose_first_cell_never_reached_the_dead_kernel_runs_in_a_fresh_one() {
+        let (pool, fakes) = fake_pool(|_| {});
+        run(&pool, "a", "1").await.unwrap();
+        fakes.kernel(1000).die_before_next_cell();
+
+        let next = run(&pool, "a", "2").await.unwrap();
+        assert_eq!(next.exit_code, Some(0));
+        assert!(next.kernel_restarted);
+        assert!(next.session_lost);
+        assert_eq!(
+            next.annotations,
+            ["The Python kernel ended before this call's first cell reached it (exit code 1); a new one was started, the cells ran in it, and earlier state is gone."]
+        );
+        assert_eq!(fakes.ran("2"), [1001], "written only to the fresh kernel");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_that_passes_during_a_cell_interrupts_it() {
+        let (pool, fakes) = fake_pool(|_| {});
+        let mut cells = request("a", "sleep 10");
+        cells.deadline = Some(Duration::from_secs(2));
+        let asked = Instant::now();
+        let result = pool.admit(cells).unwrap().run(|_, _| {}).await.unwrap();
+        assert_eq!(asked.elapsed(), Duration::from_secs(2));
+        assert!(result.timed_out && result.cancelled);
+        assert_eq!(result.exit_code, None);
+        assert_eq!(
+            result.annotations,
+            ["eval request deadline of 2000ms passed during cell 1; it was interrupted and later cells did not run. The kernel remains running; reset it via { reset: true } if state appears corrupted."]
+        );
+        assert!(
+            fakes.kernel(1000).alive(),
+            "interrupted, the kernel remains"
+        );
+        assert!(fakes.shut_down().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_that_passes_while_waiting_for_room_runs_nothing() {
+        let (pool, fakes) = fake_pool(|c| c.max_sessions = 1);
+        let _busy = tokio::spawn(pool.admit(request("a", "sleep 10")).unwrap().run(|_, _| {}));
+        sleep(Duration::from_secs(1)).await;
+
+        let mut waiting = request("b", "1");
+        waiting.deadline = Some(Duration::from_secs(2));
+        let asked = Instant::now();
+        let result = pool.admit(waiting).unwrap().run(|_, _| {}).await.unwrap();
+        assert_eq!(asked.elapsed(), Duration::from_secs(2));
+        assert!(result.timed_out && result.cancelled);
+        assert_eq!(
+            result.annotations,
+            [
+                "Cancelled while waiting for room in the pool; nothing ran.",
+                "eval request deadline of 2000ms passed before its next cell started; that cell and later ones did not run.",
+            ]
+        );
+        assert!(fakes.ran("1").is_empty());
+        assert_eq!(fakes.spawned(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_that_passes_while_the_kernel_starts_runs_nothing() {
+        let (pool, fakes) = fake_pool(|_| {});
+        // A real spawn takes a moment, so the start-up timeout, cut to what is left of the
+        // deadline before the spawn, ends just after the deadline.
+        fakes.set_spawn_delay(Duration::from_millis(1));
+        fakes.set_start_delay(Duration::from_secs(5));
+        let mut slow = request("a", "1");
+        slow.deadline = Some(Duration::from_secs(1));
+        let asked = Instant::now();
+        let result = pool.admit(slow).unwrap().run(|_, _| {}).await.unwrap();
+        assert_eq!(asked.elapsed(), Duration::from_millis(1001));
+        assert!(result.timed_out && result.cancelled);
+        assert_eq!(
+            result.annotations,
+            ["eval request deadline of 1000ms passed before its next cell started; that cell and later ones did not run."]
+        );
+        assert!(fakes.ran("1").is_empty());
+        assert_eq!(
+            fakes.shut_down(),
+            [1000],
+            "the kernel being started was ended"
+        );
+    }
+}
