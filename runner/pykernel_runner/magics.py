@@ -1159,7 +1159,7 @@ def _from_frames_of(exc, filename):
 def _show_figures():
     """Display the open pyplot figures now (while %%capture still takes
     them, as IPython's capture takes inline figures)."""
-    display = sys.modules.get("pykernel_display")
+    display = sys.modules.get(__package__ + ".display")
     show = getattr(display, "show_figures", None)
     if show is not None and "matplotlib.pyplot" in sys.modules:
         show()
@@ -1245,9 +1245,10 @@ def _import_names(dist):
 
 def _evict(names):
     """Remove these top-level modules and their submodules from sys.modules
-    (never standard-library ones); the names that were imported."""
+    (never standard-library ones, nor the runner's); the names that were
+    imported."""
     protected = set(getattr(sys, "stdlib_module_names", ())) | set(
-        sys.builtin_module_names) | {__name__}
+        sys.builtin_module_names) | {__name__.partition(".")[0]}
     names = set(names) - protected
     evicted = set()
     for module in list(sys.modules):
