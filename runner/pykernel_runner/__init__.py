@@ -32,7 +32,9 @@ Imported only when first needed (``lazy``), or by the zygote:
 * ``display``: MIME bundles for objects, pyplot figures;
 * ``pretty``: the text/plain of values, as IPython's pretty printer lays it out;
 * ``ipython``: the kernel as a notebook to its code (``get_ipython()``);
-* ``magics``: the magic transformer, the magics and shell commands;
+* ``transform``: a cell's magic lines rewritten into calls of hidden helpers;
+* ``shell``: shell children (``!cmd``, ``%%bash``, ``%pip``), streamed and capped;
+* ``magics``: the magics, and the helpers rewritten lines call;
 * ``zygote``: ``runner.py`` as a zygote, forking kernels that share its imports.
 
 Start-up time is a product feature: only cheap modules are imported at start

@@ -22,7 +22,7 @@ _FROM_BODY = object()
 
 # Frames from these files never appear in a user's traceback: the runner's own
 # modules (added by the package as it is imported), the prelude's path when it
-# is loaded and the magics module.
+# is loaded and the magics' modules (magics, transform, shell).
 INTERNAL_FILES = set()
 
 
@@ -86,8 +86,8 @@ class Cells:
         """The magics, imported for the first cell that may hold a magic."""
         if self._magics is None:
             on_path()
-            from . import magics
-            INTERNAL_FILES.add(magics.__file__)
+            from . import magics, shell, transform
+            INTERNAL_FILES.update((magics.__file__, shell.__file__, transform.__file__))
             self._magics = magics.Magics(self._magics_api())
         return self._magics
 

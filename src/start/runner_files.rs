@@ -57,6 +57,8 @@ const FILES: &[(&str, &str)] = &[
     package_module!("display.py"),
     package_module!("pretty.py"),
     package_module!("ipython.py"),
+    package_module!("transform.py"),
+    package_module!("shell.py"),
     package_module!("magics.py"),
     package_module!("zygote.py"),
     ("prelude.py", PRELUDE_PY),
