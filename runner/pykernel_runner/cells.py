@@ -11,7 +11,6 @@ import builtins
 import sys
 
 from .channel import safe_str
-from .lazy import on_path
 
 _CO_COROUTINE = 0x0080      # inspect.CO_COROUTINE, without importing inspect
 _FUTURE_ANNOTATIONS = 0x1000000     # __future__.annotations.compiler_flag
@@ -85,7 +84,6 @@ class Cells:
     def _load_magics(self):
         """The magics, imported for the first cell that may hold a magic."""
         if self._magics is None:
-            on_path()
             from . import magics, shell, transform
             INTERNAL_FILES.update((magics.__file__, shell.__file__, transform.__file__))
             self._magics = magics.Magics(self._magics_api())

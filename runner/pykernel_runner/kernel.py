@@ -424,7 +424,9 @@ class Kernel:
             here = {lazy.RUNNER_DIR,    # runner.py's, the package's parent
                     os.path.dirname(os.path.dirname(os.path.realpath(__file__)))}
             if sys.path and sys.path[0] in here:
-                sys.path[0] = ""    # imports resolve from the cwd, as in a REPL
+                # Imports resolve from the cwd, as in a REPL, and never reach the
+                # runner's files: its modules are the package's, found through it.
+                sys.path[0] = ""
             self._make_namespace()
             self._main_thread.__dict__[RUN_ATTR] = request.get("id")
             self.running = request.get("id")

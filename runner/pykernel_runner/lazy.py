@@ -7,6 +7,9 @@ plain values get their repr, anything else goes to the display module,
 imported the first time a non-trivial object is displayed.  ``get_ipython()``
 is here too, a builtin from the start, that imports the ipython module the
 first time it is called (pandas calls it when it is imported).
+
+They are imported through the package alone: no directory of the runner is on
+the user's sys.path, so a cell's imports never reach the runner's files.
 """
 
 import os
@@ -27,14 +30,6 @@ _ipython = None         # the ipython module, likewise
 _send_display = None    # the kernel's display primitive (connect())
 _make_api = None        # -> the runner's primitives for the ipython module
 _load_magics = None     # -> magics.Magics, for the shell's magics
-
-
-def on_path():
-    """Put the runner's directory on sys.path."""
-    # The kernel's init turned sys.path[0] into '' (imports from the cwd); at
-    # the end the runner's directory shadows nothing, and the names are ours alone.
-    if RUNNER_DIR not in sys.path:
-        sys.path.append(RUNNER_DIR)
 
 
 def prelude_code(path):
@@ -122,7 +117,6 @@ def display_module():
     """The display module, imported and set up on first use."""
     global _display
     if _display is None:
-        on_path()
         from . import display
         display.setup(jsonable, _send_display)
         _display = display
@@ -137,7 +131,6 @@ def ipython_module():
     """The ipython module, imported and set up on first use."""
     global _ipython
     if _ipython is None:
-        on_path()
         from . import ipython
         ipython.setup(_make_api(), _load_magics, display_module)
         _ipython = ipython
