@@ -2,7 +2,7 @@
 
 The host starts ``python -u runner.py`` in its own session and speaks one JSON
 object per line: requests on fd 0, frames back on fd 1, runner diagnostics on
-fd 2 (docs/runner-contract.md is the wire contract).  At start-up the runner
+fd 2 (docs/protocol.md is the wire document).  At start-up the runner
 moves those three descriptors to private, non-inheritable copies, so nothing a
 cell does can read or corrupt protocol lines:
 

@@ -3,7 +3,7 @@
 ``runner.py`` becomes the zygote when the host sets ``PYKERNEL_ZYGOTE`` (the preload
 list, as JSON).  It imports the runner package and the preload list, then serves fork
 requests on fd 0, a unix SOCK_SEQPACKET socket to the host: one JSON object per
-message, with file descriptors alongside (SCM_RIGHTS).  docs/runner-contract.md
+message, with file descriptors alongside (SCM_RIGHTS).  docs/protocol.md#zygote
 describes the messages.
 
 A module of the package, not a script of its own: the zygote is ``runner.py``, started
