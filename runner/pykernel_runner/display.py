@@ -6,8 +6,7 @@ imports ``matplotlib.pyplot``; start-up never pays for it.  It imports no
 third-party library itself: matplotlib figures, PIL images, pandas frames and
 plotly figures are recognised by what they offer (duck typing, module names).
 
-A bundle is built in this order (SPEC 6), the first source of a MIME type
-winning:
+A bundle is built in this order, the first source of a MIME type winning:
 
 1. a matplotlib Figure: ``image/png`` (as IPython's inline backend renders it);
 2. ``_repr_mimebundle_(include=None, exclude=None)``: a dict, or a
