@@ -5,6 +5,12 @@ The runner executes this file once per process in the user's namespace, with
 every name defined here from the user's listings.  Helpers that are not for
 the user start with an underscore; nothing else is left behind.
 
+Not a module of the runner's package, on purpose: it is code run in the
+user's ``__main__``, whose top-level names all become the user's, so nothing
+imports it and no module name leads to it.  The host names this file in
+``init`` (docs/protocol.md#init); its bytecode comes from the host's cache,
+compiled under the name ``pykernel_prelude`` (see runner.py).
+
 Start-up time matters: nothing is imported at load time; each helper imports
 what it needs when it is first called.
 

@@ -5,6 +5,11 @@ the bootstrap reads this file and the runner's files from stdin, checks their
 hash and runs this with ``FILES`` (alternating names and contents, as bytes).
 Nothing on the far side is assumed: no shared filesystem, no pykernel install.
 
+Standalone, outside the runner's package, on purpose: it runs before the
+runner exists on the far side (it writes it there), from bytes the bootstrap
+compiled, with nothing but the standard library; it is not one of the files
+it writes, and no kernel imports it.
+
 Two processes come out of it:
 
 * the kernel: the runner, written to a fresh private directory (mode 0700,

@@ -60,23 +60,18 @@ def _init_of_namespace():
             os._exit(os.WEXITSTATUS(status))
 
 
-# A zygote (pykernel_zygote) is the init of its namespace itself: it forks kernels
+# A zygote (pykernel_runner.zygote) is the init of its namespace itself: it forks kernels
 # that each make namespaces of their own, and serves until the host goes.
 _ZYGOTE = os.environ.pop("PYKERNEL_ZYGOTE", None)
 if os.getpid() == 1 and _ZYGOTE is None:
     _init_of_namespace()
 
 
-# The runner's modules: loaded from the host's bytecode cache, never from __pycache__.
-_RUNNER_MODULES = ("pykernel_runner", "pykernel_display", "pykernel_magics",
-                   "pykernel_pretty", "pykernel_ipython", "pykernel_zygote")
-
-
 def _runner_bytecode():
-    """Load the runner's modules (and, through ``code_for``, the prelude) from the
-    host's sealed bytecode; compile from source when there is none (the host's first
-    kernel for this interpreter, or one that cannot run the compile step) or an entry
-    is missing or unusable."""
+    """Load every module of the runner's package (and, through ``code_for``, the
+    prelude) from the host's sealed bytecode, never from ``__pycache__``; compile
+    from source when there is none (the host's first kernel for this interpreter,
+    or one that cannot run the compile step) or an entry is missing or unusable."""
     import marshal
 
     given = os.environ.pop("PYKERNEL_BYTECODE", "")
@@ -119,7 +114,7 @@ def _runner_bytecode():
     class Finder:
         @staticmethod
         def find_spec(name, path=None, target=None):
-            if name.partition(".")[0] not in _RUNNER_MODULES:
+            if name.partition(".")[0] != "pykernel_runner":
                 return None
             spec = ext.PathFinder.find_spec(name, path)
             if spec is not None and isinstance(spec.loader, ext.SourceFileLoader):
@@ -137,7 +132,7 @@ import pykernel_runner  # noqa: E402
 
 if _ZYGOTE is not None:
     import json
-    import pykernel_zygote
+    from pykernel_runner import zygote
     # Returns in each forked kernel, which goes on as any kernel does.
-    pykernel_zygote.serve(json.loads(_ZYGOTE), _init_of_namespace)
+    zygote.serve(json.loads(_ZYGOTE), _init_of_namespace)
 pykernel_runner.main()

@@ -175,7 +175,7 @@ test('a tampered runner file is replaced before the next start, never run', asyn
   const marker = path.join(tempDir('pykernel-hostile-marker-'), 'tampered-code-ran')
   const evil = `import os\nopen(${JSON.stringify(marker)}, 'a').write('%s ran\\n' % __file__)\n`
   const originals = {}
-  for (const name of ['runner.py', 'pykernel_runner/__init__.py', 'pykernel_runner/kernel.py', 'prelude.py', 'pykernel_magics.py', 'pykernel_display.py']) {
+  for (const name of ['runner.py', 'pykernel_runner/__init__.py', 'pykernel_runner/kernel.py', 'prelude.py', 'pykernel_runner/magics.py', 'pykernel_runner/display.py']) {
     const file = path.join(dir, name)
     originals[name] = fs.readFileSync(file, 'utf8')
     // The tampered file still works (a stealthy attacker keeps the kernel usable).

@@ -95,7 +95,7 @@ for src in glob.glob(os.path.join(root, '**', '*.py'), recursive=True):
     n += 1
 cache = os.path.join(root, 'bytecode', 'any')
 os.makedirs(cache, exist_ok=True)
-for name in ('pykernel_runner', 'pykernel_runner.kernel', 'pykernel_prelude', 'pykernel_magics'):
+for name in ('pykernel_runner', 'pykernel_runner.kernel', 'pykernel_prelude', 'pykernel_runner.magics'):
     open(os.path.join(cache, name + '.pyc'), 'wb').write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(payload))
 open(os.path.join(cache, 'complete'), 'w').close()
 n`)

@@ -30,14 +30,14 @@ test('rich display', async (t) => {
   await t.test('display of a plain value does not import matplotlib or the display module', async () => {
     const { events } = await ok(kernel, 'display(1)\nimport sys')
     assert.deepEqual(displays(events)[0].bundle, { 'text/plain': '1' })
-    const { result } = await ok(kernel, "'matplotlib' in sys.modules, 'pykernel_display' in sys.modules")
+    const { result } = await ok(kernel, "'matplotlib' in sys.modules, 'pykernel_runner.display' in sys.modules")
     assert.equal(result.result['text/plain'], '(False, False)')
   })
 
   await t.test('a dict goes through the display module, still without matplotlib', async () => {
     const { events } = await ok(kernel, "display({'a': 1})")
     assert.deepEqual(displays(events)[0].bundle, { 'text/plain': "{'a': 1}" })
-    const { result } = await ok(kernel, "'matplotlib' in sys.modules, 'pykernel_display' in sys.modules")
+    const { result } = await ok(kernel, "'matplotlib' in sys.modules, 'pykernel_runner.display' in sys.modules")
     assert.equal(result.result['text/plain'], '(False, True)')
   })
 
@@ -344,8 +344,8 @@ display(WithBundle(), WithTuple(), Raising())
 test('a fresh kernel stays lean, and show works when pyplot comes first', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())
-  const { result } = await ok(kernel, "import sys\nsorted(m for m in ('matplotlib', 'pykernel_display', 'binascii') if m in sys.modules)")
-  assert.ok(!/matplotlib|pykernel_display/.test(result.result['text/plain']))
+  const { result } = await ok(kernel, "import sys\nsorted(m for m in ('matplotlib', 'pykernel_runner.display', 'binascii') if m in sys.modules)")
+  assert.ok(!/matplotlib|pykernel_runner.display/.test(result.result['text/plain']))
   const { events } = await ok(kernel, "import matplotlib.pyplot as plt\nplt.plot([1])\nplt.show()")
   assert.equal(withMime(events, 'image/png').length, 1, 'show works when pyplot is the first rich thing')
 })

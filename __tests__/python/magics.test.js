@@ -29,11 +29,11 @@ test('magics', async (t) => {
   t.after(() => kernel.shutdown())
 
   await t.test('cells without magics do not import the magics module', async () => {
-    assert.equal(await value(kernel, "import sys; 'pykernel_magics' in sys.modules"), 'False')
+    assert.equal(await value(kernel, "import sys; 'pykernel_runner.magics' in sys.modules"), 'False')
     assert.equal(await value(kernel, 'x = 10 % 3\nx != 2'), 'True')
-    assert.equal(await value(kernel, "'pykernel_magics' in sys.modules"), 'False')
+    assert.equal(await value(kernel, "'pykernel_runner.magics' in sys.modules"), 'False')
     await ok(kernel, '%pwd')
-    assert.equal(await value(kernel, "'pykernel_magics' in sys.modules"), 'True')
+    assert.equal(await value(kernel, "'pykernel_runner.magics' in sys.modules"), 'True')
   })
 
   await t.test('%pwd returns the working directory', async () => {

@@ -213,10 +213,10 @@ test('a bare kernel imports nothing for this: get_ipython is a builtin, its modu
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())
   // A str result: its text is made without the display module.
-  const loaded = "import sys\n' '.join(m for m in ('pykernel_ipython', 'pykernel_pretty', 'IPython') if m in sys.modules)"
+  const loaded = "import sys\n' '.join(m for m in ('pykernel_runner.ipython', 'pykernel_runner.pretty', 'IPython') if m in sys.modules)"
   assert.equal(await value(kernel, loaded), "''")
   assert.equal(await value(kernel, 'get_ipython.__name__'), "'get_ipython'")
   assert.equal(await value(kernel, loaded), "''")
   await ok(kernel, 'get_ipython();')
-  assert.equal(await value(kernel, loaded), "'pykernel_ipython'")
+  assert.equal(await value(kernel, loaded), "'pykernel_runner.ipython'")
 })

@@ -138,7 +138,7 @@ test('a plain int or str result imports neither the printer nor the display modu
   assert.equal(await value(kernel, '1 + 1'), '2')
   assert.equal(await value(kernel, "'text'"), "'text'")
   assert.equal(
-    await value(kernel, "import sys\n' '.join(m for m in ('pykernel_pretty', 'pykernel_display', 'pprint') if m in sys.modules)"),
+    await value(kernel, "import sys\n' '.join(m for m in ('pykernel_runner.pretty', 'pykernel_runner.display', 'pprint') if m in sys.modules)"),
     "''",
   )
 })

@@ -2,7 +2,7 @@
 
 The host starts ``python -u runner.py`` in its own session and speaks one JSON
 object per line: requests on fd 0, frames back on fd 1, runner diagnostics on
-fd 2 (docs/runner-contract.md is the wire contract).  At start-up the runner
+fd 2 (docs/protocol.md is the wire document).  At start-up the runner
 moves those three descriptors to private, non-inheritable copies, so nothing a
 cell does can read or corrupt protocol lines:
 
@@ -21,11 +21,21 @@ The modules, from the bottom up:
 * ``capture``: the cells' stdout and stderr, framed per request, in order;
 * ``stdin``: reads of stdin fail at once instead of blocking;
 * ``requests``: the protocol's input, read between and during requests;
-* ``siblings``: pykernel_display, pykernel_magics and the prelude, loaded
-  when first needed; bundles;
+* ``lazy``: the modules below the line and the prelude, loaded when first
+  needed; bundles;
 * ``cells``: compiling and running cells; tracebacks of the user's frames;
 * ``patches``: patching the process without importing what is patched;
 * ``kernel``: start-up, the main loop, init, requests run, the bridge.
+
+Imported only when first needed (``lazy``), or by the zygote:
+
+* ``display``: MIME bundles for objects, pyplot figures;
+* ``pretty``: the text/plain of values, as IPython's pretty printer lays it out;
+* ``ipython``: the kernel as a notebook to its code (``get_ipython()``);
+* ``transform``: a cell's magic lines rewritten into calls of hidden helpers;
+* ``shell``: shell children (``!cmd``, ``%%bash``, ``%pip``), streamed and capped;
+* ``magics``: the magics, and the helpers rewritten lines call;
+* ``zygote``: ``runner.py`` as a zygote, forking kernels that share its imports.
 
 Start-up time is a product feature: only cheap modules are imported at start
 (the C parts of json and signal: the Python wrappers import re and enum, some
@@ -33,8 +43,8 @@ Start-up time is a product feature: only cheap modules are imported at start
 ``linecache`` and ``traceback`` (which import re) once the kernel has been
 idle for a moment; ``asyncio`` only for a cell that uses top-level ``await``.
 Modules the runner patches (getpass, _posixsubprocess) are patched when
-something imports them.  All of the package is imported at start-up, while
-runner.py has bytecode caching on, so every module's bytecode is cached.
+something imports them.  Every module of the package, those imported later
+too, is loaded from the host's bytecode (runner.py).
 """
 
 import sys

@@ -11,7 +11,6 @@ import builtins
 import sys
 
 from .channel import safe_str
-from .siblings import on_path
 
 _CO_COROUTINE = 0x0080      # inspect.CO_COROUTINE, without importing inspect
 _FUTURE_ANNOTATIONS = 0x1000000     # __future__.annotations.compiler_flag
@@ -22,7 +21,7 @@ _FROM_BODY = object()
 
 # Frames from these files never appear in a user's traceback: the runner's own
 # modules (added by the package as it is imported), the prelude's path when it
-# is loaded and pykernel_magics.
+# is loaded and the magics' modules (magics, transform, shell).
 INTERNAL_FILES = set()
 
 
@@ -33,8 +32,8 @@ class Cells:
 
     def __init__(self, magics_api):
         self.namespace = None
-        self._magics_api = magics_api   # -> the primitives pykernel_magics builds on
-        self._magics = None     # pykernel_magics.Magics, for the first magic
+        self._magics_api = magics_api   # -> the primitives the magics build on
+        self._magics = None     # magics.Magics, for the first magic
         self._cell_files = set()
         self._sources = {}      # cell lines not yet given to linecache
         self._compile_flags = 0
@@ -83,13 +82,11 @@ class Cells:
         return body, last, show
 
     def _load_magics(self):
-        """pykernel_magics, imported for the first cell that may hold a
-        magic (at the end of sys.path, as pykernel_display is)."""
+        """The magics, imported for the first cell that may hold a magic."""
         if self._magics is None:
-            on_path()
-            import pykernel_magics
-            INTERNAL_FILES.add(pykernel_magics.__file__)
-            self._magics = pykernel_magics.Magics(self._magics_api())
+            from . import magics, shell, transform
+            INTERNAL_FILES.update((magics.__file__, shell.__file__, transform.__file__))
+            self._magics = magics.Magics(self._magics_api())
         return self._magics
 
     def remember_source(self, filename, source):
@@ -175,8 +172,8 @@ def _without_leading_indent(source):
 
 def _may_have_magics(source):
     """Whether a line of *source* starts with % or !, or assigns one (x =
-    !cmd): the cheap test that keeps other cells from importing
-    pykernel_magics, which then decides with tokenize."""
+    !cmd): the cheap test that keeps other cells from importing the
+    magics, which then decide with tokenize."""
     if "%" not in source and "!" not in source:
         return False
     for line in source.split("\n"):

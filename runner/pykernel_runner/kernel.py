@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from . import siblings
+from . import lazy
 from .capture import DRAIN_TIMEOUT, RUN_ATTR, FdCapture, Output, StreamProxy
 from .cells import INTERNAL_FILES, Cells
 from .channel import Channel, decode_json, diag, safe_str, use_diag_fd
@@ -44,8 +44,8 @@ class PreludeAPI:
         self.send_clear = kernel.send_clear
         self.emit_status = kernel.emit_status
         self.bridge_call = kernel.bridge_call
-        self.build_bundle = siblings.build_bundle
-        self.display = siblings.display
+        self.build_bundle = lazy.build_bundle
+        self.display = lazy.display
         self.hidden_names = kernel.hidden_names
         self.status_mime = kernel.status_mime
         self.env_prefix = kernel.env_prefix
@@ -152,11 +152,10 @@ class Kernel:
     def _patch_process(self):
         os.environ.setdefault("MPLBACKEND", "Agg")
         interrupts.install(self._get_running)
-        siblings.connect(self.send_display, self._magics_api,
-                         self._cells._load_magics)
+        lazy.connect(self.send_display, self._magics_api, self._cells._load_magics)
         builtins.StdinNotImplementedError = StdinNotImplementedError
         # As in IPython, a builtin: pandas looks for it when it is imported.
-        builtins.get_ipython = siblings.get_ipython
+        builtins.get_ipython = lazy.get_ipython
         _start_thread.original = threading.Thread.start
         threading.Thread.start = _start_thread
         os._exit = _exit_process
@@ -175,9 +174,8 @@ class Kernel:
 
         patches = {"_posixsubprocess": patch_fork_exec,
                    "getpass": patch_getpass,
-                   "matplotlib.pyplot": siblings.patch_pyplot}
-        patches.update(dict.fromkeys(siblings.NOTEBOOK_MODULES,
-                                     siblings.patch_for_notebook))
+                   "matplotlib.pyplot": lazy.patch_pyplot}
+        patches.update(dict.fromkeys(lazy.NOTEBOOK_MODULES, lazy.patch_for_notebook))
         PatchOnImport.install(patches)
         os.register_at_fork(before=self._output.flush,
                             after_in_child=self._after_fork_in_child)
@@ -423,10 +421,12 @@ class Kernel:
             self.kv_path = request.get("kvPath") or None
             self.kv_via_host = bool(request.get("kvViaHost"))
             sys.argv = [""]
-            here = {siblings.RUNNER_DIR,    # runner.py's, the package's parent
+            here = {lazy.RUNNER_DIR,    # runner.py's, the package's parent
                     os.path.dirname(os.path.dirname(os.path.realpath(__file__)))}
             if sys.path and sys.path[0] in here:
-                sys.path[0] = ""    # imports resolve from the cwd, as in a REPL
+                # Imports resolve from the cwd, as in a REPL, and never reach the
+                # runner's files: its modules are the package's, found through it.
+                sys.path[0] = ""
             self._make_namespace()
             self._main_thread.__dict__[RUN_ATTR] = request.get("id")
             self.running = request.get("id")
@@ -434,7 +434,7 @@ class Kernel:
             if prelude:
                 # A launched kernel's runner directory is the far side's own: the
                 # host names the prelude relative to it.
-                self._load_prelude(os.path.join(siblings.RUNNER_DIR, prelude))
+                self._load_prelude(os.path.join(lazy.RUNNER_DIR, prelude))
             self._output.flush()
         except BaseException:
             import traceback
@@ -479,7 +479,7 @@ class Kernel:
         self.namespace = self._cells.namespace = module.__dict__
 
     def _load_prelude(self, path):
-        code = siblings.prelude_code(path)
+        code = lazy.prelude_code(path)
         INTERNAL_FILES.add(path)
         self._prelude_path = path
         namespace = self.namespace
@@ -578,7 +578,7 @@ class Kernel:
     @staticmethod
     def _figures_may_show():
         """False while nothing was displayed and pyplot is not imported."""
-        return siblings.display_loaded() or "matplotlib.pyplot" in sys.modules
+        return lazy.display_loaded() or "matplotlib.pyplot" in sys.modules
 
     def _show_open_figures(self, run, outcome):
         """Display the pyplot figures the cell left open, as part of the cell
@@ -586,7 +586,7 @@ class Kernel:
         try:
             try:
                 interrupts.interruptible = True
-                siblings.display_module().end_cell()
+                lazy.display_module().end_cell()
             finally:
                 interrupts.interruptible = False
         except KeyboardInterrupt as exc:
@@ -625,7 +625,7 @@ class Kernel:
                     value = self._cells.run(last)
                     if show and value is not None and not request.get("silent"):
                         outcome.last_frame = {"type": "result", "id": request.get("id"),
-                                              "bundle": siblings.build_bundle(value)}
+                                              "bundle": lazy.build_bundle(value)}
                         self._cells.remember_result(value)
             finally:
                 interrupts.interruptible = False

@@ -1,7 +1,7 @@
 //! The filesystem view's steps as system calls (see `view.rs` for what they make and
 //! why): their strings made ready before the fork, applied by the kernel's init between
 //! fork and exec with plain system calls and no allocation, or written as JSON for a
-//! kernel the zygote forks, which applies them itself (`pykernel_zygote.py`'s `_View`).
+//! kernel the zygote forks, which applies them itself (`pykernel_runner/zygote.py`'s `_View`).
 
 use std::ffi::CString;
 use std::io;
@@ -273,7 +273,7 @@ impl Prepared {
         Ok(())
     }
 
-    /// The steps as JSON, for a kernel that applies them itself (`pykernel_zygote.py`):
+    /// The steps as JSON, for a kernel that applies them itself (`pykernel_runner/zygote.py`):
     /// `[op, ...args]` each.
     pub fn to_json(&self) -> serde_json::Value {
         use serde_json::json;

@@ -43,7 +43,7 @@ pub struct NamespacePlan {
     view: super::mounts::Prepared,
     loopback_up: bool,
     /// A zygote keeps its capabilities across exec (it narrows them itself, see
-    /// `pykernel_zygote.py`) and has no seccomp filter: its kernels' namespaces need both.
+    /// `pykernel_runner/zygote.py`) and has no seccomp filter: its kernels' namespaces need both.
     keep_capabilities: bool,
     /// C writes G's pid here (after G's failure report, if G failed); the host reads it
     /// after spawn.

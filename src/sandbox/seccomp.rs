@@ -25,7 +25,7 @@
 //! socket file either (`socketpair` stays: asyncio's event loop needs it).
 //!
 //! The filters are built once per process, in the host, and applied between fork and
-//! exec (spawned kernels) or handed to a forked kernel as bytes (`pykernel_zygote.py`).
+//! exec (spawned kernels) or handed to a forked kernel as bytes (`pykernel_runner/zygote.py`).
 
 use std::collections::BTreeMap;
 

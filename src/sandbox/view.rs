@@ -4,7 +4,7 @@
 //! Built as an ordered list of mount steps, decided in the host and applied by the
 //! kernel's init before anything of the kernel runs: between fork and exec for a spawned
 //! kernel (`mounts.rs`, plain system calls over memory made before the fork), or by a
-//! kernel forked from the zygote (`pykernel_zygote.py`, the same steps sent as JSON). One
+//! kernel forked from the zygote (`pykernel_runner/zygote.py`, the same steps sent as JSON). One
 //! list, two executors: what a kernel sees does not depend on how it was started. This
 //! file decides the steps; `mounts.rs` carries them out.
 //!

@@ -1,5 +1,6 @@
-//! The Python side ships inside the addon: `runner/*.py` are embedded at build time and
-//! written to a private directory, one folder per content hash, before a kernel starts.
+//! The Python side ships inside the addon: `runner/runner.py`, the `pykernel_runner` package
+//! and the prelude are embedded at build time and written to a private directory, one folder
+//! per content hash, before a kernel starts (`pykernel_far.py` is a launcher's, not written).
 //!
 //! Why a private 0700 directory owned by us: anyone who can write the runner can run code
 //! in every kernel. Before each start the files are compared with the embedded bytes and
@@ -29,11 +30,6 @@ use crate::store::safe_fs::{self, Fault};
 /// The entry point; the runner proper is a package of modules, so their bytecode is cached.
 pub const RUNNER_PY: &str = include_str!("../../runner/runner.py");
 pub const PRELUDE_PY: &str = include_str!("../../runner/prelude.py");
-pub const DISPLAY_PY: &str = include_str!("../../runner/pykernel_display.py");
-pub const MAGICS_PY: &str = include_str!("../../runner/pykernel_magics.py");
-pub const PRETTY_PY: &str = include_str!("../../runner/pykernel_pretty.py");
-pub const IPYTHON_PY: &str = include_str!("../../runner/pykernel_ipython.py");
-pub const ZYGOTE_PY: &str = include_str!("../../runner/pykernel_zygote.py");
 
 /// A module of the runner package, `runner/pykernel_runner/` (one module per concern).
 macro_rules! package_module {
@@ -54,16 +50,18 @@ const FILES: &[(&str, &str)] = &[
     package_module!("capture.py"),
     package_module!("stdin.py"),
     package_module!("requests.py"),
-    package_module!("siblings.py"),
+    package_module!("lazy.py"),
     package_module!("cells.py"),
     package_module!("patches.py"),
     package_module!("kernel.py"),
+    package_module!("display.py"),
+    package_module!("pretty.py"),
+    package_module!("ipython.py"),
+    package_module!("transform.py"),
+    package_module!("shell.py"),
+    package_module!("magics.py"),
+    package_module!("zygote.py"),
     ("prelude.py", PRELUDE_PY),
-    ("pykernel_display.py", DISPLAY_PY),
-    ("pykernel_magics.py", MAGICS_PY),
-    ("pykernel_pretty.py", PRETTY_PY),
-    ("pykernel_ipython.py", IPYTHON_PY),
-    ("pykernel_zygote.py", ZYGOTE_PY),
 ];
 
 /// Every embedded file: its path relative to the runner directory, and its text.

@@ -9,7 +9,7 @@
 //! process are kept in a small registry and live as long as the process (closing our
 //! end of its socket ends one, and with it its kernels).
 //!
-//! How a fork works (`runner/pykernel_zygote.py` is the other side): the host makes the
+//! How a fork works (`runner/pykernel_runner/zygote.py` is the other side): the host makes the
 //! kernel's three pipes and sends their far ends, with the Landlock ruleset it built for
 //! the kernel, over a SOCK_SEQPACKET socket (SCM_RIGHTS). The zygote forks; the child
 //! takes the pipes as its fd 0-2, enters namespaces of its own beneath the zygote's and

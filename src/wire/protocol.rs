@@ -1,4 +1,4 @@
-//! NDJSON frames between the host and `runner.py` (see the README's protocol section).
+//! NDJSON frames between the host and `runner.py` (`docs/protocol.md` is the wire document).
 //!
 //! Read tolerantly, write strictly: every frame the runner may send decodes into
 //! [`RunnerFrame`]; unknown frame types become [`RunnerFrame::Unknown`] instead of an
@@ -40,7 +40,7 @@ pub enum HostFrame {
         store_history: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         cwd: Option<String>,
-        /// `None` values unset the variable for the rest of the session.
+        /// For this request only; `None` values unset the variable (`docs/protocol.md#execute`).
         #[serde(skip_serializing_if = "Option::is_none")]
         env: Option<BTreeMap<String, Option<String>>>,
     },

@@ -1,4 +1,4 @@
-//! The messages between the host and a zygote (`runner/pykernel_zygote.py`): one JSON
+//! The messages between the host and a zygote (`runner/pykernel_runner/zygote.py`): one JSON
 //! object per datagram on a SEQPACKET socket, named by its `op`; file descriptors travel
 //! beside a message as SCM_RIGHTS (a fork request's pipes and Landlock ruleset, a forked
 //! kernel's pidfd).

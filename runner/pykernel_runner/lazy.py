@@ -1,13 +1,15 @@
-"""The files beside the package: pykernel_display, pykernel_pretty,
-pykernel_ipython, pykernel_magics, the prelude.
+"""What the runner loads when first needed: the display, ipython and magics
+modules of the package (display imports pretty), and the prelude's code.
 
-They are loaded when first needed, not at start-up, and like the runner's own
-modules their bytecode comes from the host's cache (see runner.py).  Bundles are
-built and displays sent here: plain values get their repr, anything else goes
-to pykernel_display, imported the first time a non-trivial object is
-displayed.  ``get_ipython()`` is here too, a builtin from the start, that
-imports pykernel_ipython the first time it is called (pandas calls it when it
-is imported).
+None of them is imported at start-up; their bytecode comes from the host's
+cache all the same (see runner.py).  Bundles are built and displays sent here:
+plain values get their repr, anything else goes to the display module,
+imported the first time a non-trivial object is displayed.  ``get_ipython()``
+is here too, a builtin from the start, that imports the ipython module the
+first time it is called (pandas calls it when it is imported).
+
+They are imported through the package alone: no directory of the runner is on
+the user's sys.path, so a cell's imports never reach the runner's files.
 """
 
 import os
@@ -18,24 +20,16 @@ from .channel import diag, jsonable, safe_str
 # runner.py's directory: the package's parent.
 RUNNER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PLAIN_TYPES = (str, int, float, bool, type(None))
-# Modules patched as their first import ends (pykernel_ipython.patch): IPython's
+# Modules patched as their first import ends (ipython.patch): IPython's
 # display functions and get_ipython, plotly's show, rich's Jupyter output.
 NOTEBOOK_MODULES = ("IPython.core.getipython", "IPython.core.display_functions",
                     "IPython.core.display", "plotly.io._renderers",
                     "rich.jupyter")
-_display = None         # the pykernel_display module, once something needs it
-_ipython = None         # the pykernel_ipython module, likewise
+_display = None         # the display module, once something needs it
+_ipython = None         # the ipython module, likewise
 _send_display = None    # the kernel's display primitive (connect())
-_make_api = None        # -> the runner's primitives for pykernel_ipython
-_load_magics = None     # -> pykernel_magics.Magics, for the shell's magics
-
-
-def on_path():
-    """Let the siblings be imported."""
-    # The kernel's init turned sys.path[0] into '' (imports from the cwd); at
-    # the end the runner's directory shadows nothing, and the names are ours alone.
-    if RUNNER_DIR not in sys.path:
-        sys.path.append(RUNNER_DIR)
+_make_api = None        # -> the runner's primitives for the ipython module
+_load_magics = None     # -> magics.Magics, for the shell's magics
 
 
 def prelude_code(path):
@@ -54,8 +48,8 @@ def prelude_code(path):
 
 
 def connect(send_display, make_api=None, load_magics=None):
-    """Give pykernel_display, once imported, the kernel's display primitive,
-    and pykernel_ipython the runner's primitives and magics."""
+    """Give the display module, once imported, the kernel's display primitive,
+    and the ipython module the runner's primitives and magics."""
     global _send_display, _make_api, _load_magics
     _send_display = send_display
     _make_api = make_api
@@ -96,7 +90,7 @@ def build_bundle(obj, raw=False):
     """Return the MIME bundle for *obj*; the one place bundles are made.
 
     Plain values get their repr here; anything else is left to
-    pykernel_display (rich reprs, figures, images), imported on first use.
+    the display module (rich reprs, figures, images), imported on first use.
     With *raw*, *obj* is a bundle already and is only made safe to send.
     Never raises, except KeyboardInterrupt, so an interrupt still stops a
     slow repr.
@@ -120,13 +114,12 @@ def build_bundle(obj, raw=False):
 
 
 def display_module():
-    """pykernel_display, imported and set up on first use."""
+    """The display module, imported and set up on first use."""
     global _display
     if _display is None:
-        on_path()
-        import pykernel_display
-        pykernel_display.setup(jsonable, _send_display)
-        _display = pykernel_display
+        from . import display
+        display.setup(jsonable, _send_display)
+        _display = display
     return _display
 
 
@@ -135,19 +128,18 @@ def display_loaded():
 
 
 def ipython_module():
-    """pykernel_ipython, imported and set up on first use."""
+    """The ipython module, imported and set up on first use."""
     global _ipython
     if _ipython is None:
-        on_path()
-        import pykernel_ipython
-        pykernel_ipython.setup(_make_api(), _load_magics, display_module)
-        _ipython = pykernel_ipython
+        from . import ipython
+        ipython.setup(_make_api(), _load_magics, display_module)
+        _ipython = ipython
     return _ipython
 
 
 def get_ipython():
     """The kernel's shell, as IPython's get_ipython() returns in Jupyter
-    (pykernel_ipython says what it offers)."""
+    (the ipython module says what it offers)."""
     return ipython_module().shell()
 
 

@@ -52,8 +52,8 @@ import os
 import sys
 
 _api = None             # the runner's primitives (kernel.PreludeAPI)
-_load_magics = None     # -> pykernel_magics.Magics
-_display_module = None  # -> pykernel_display
+_load_magics = None     # -> magics.Magics
+_display_module = None  # -> the display module
 _shell = None
 
 
@@ -305,7 +305,7 @@ class _Formatter:
 
 
 def text_printers():
-    """The text/plain printers code registered, for pykernel_pretty: a
+    """The text/plain printers code registered, for the pretty module: a
     function (class -> its own printer or None), or None when there are
     none."""
     if _shell is None:
@@ -320,7 +320,7 @@ def text_printers():
 def formatted(obj):
     """{mime: data} from the printers code registered for obj's type, and
     from formatters it put in place of ours (pandas' table schema), except
-    text/plain (pykernel_pretty asks text_printers)."""
+    text/plain (the pretty module asks text_printers)."""
     if _shell is None:
         return {}
     data = {}

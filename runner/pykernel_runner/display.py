@@ -6,14 +6,13 @@ imports ``matplotlib.pyplot``; start-up never pays for it.  It imports no
 third-party library itself: matplotlib figures, PIL images, pandas frames and
 plotly figures are recognised by what they offer (duck typing, module names).
 
-A bundle is built in this order (SPEC 6), the first source of a MIME type
-winning:
+A bundle is built in this order, the first source of a MIME type winning:
 
 1. a matplotlib Figure: ``image/png`` (as IPython's inline backend renders it);
 2. ``_repr_mimebundle_(include=None, exclude=None)``: a dict, or a
    ``(data, metadata)`` tuple whose metadata is dropped (the protocol has none);
 3. the ``_repr_*_`` methods in _REPR_METHODS;
-4. ``text/plain``: the pretty text IPython would show (pykernel_pretty),
+4. ``text/plain``: the pretty text IPython would show (the pretty module),
    unless step 2 gave one.  It is left out only when it would say nothing
    but what the object is (``<IPython.core.display.HTML object>``, or
    ``<__main__.Report at 0x...>`` for a class without a repr of its own) and
@@ -62,7 +61,10 @@ _NON_INTERACTIVE = frozenset(("agg", "cairo", "pdf", "pgf", "ps", "svg",
 
 _CO_VARKEYWORDS = 0x08
 
-_pretty = None              # pykernel_pretty, imported for the first text/plain
+# The ipython module: consulted once a cell has imported it, never imported from here.
+_IPYTHON = __package__ + ".ipython"
+
+_pretty = None              # the pretty module, imported for the first text/plain
 _jsonable = None            # the runner's strict-JSON converter (setup())
 _send_display = None        # the runner's display primitive (setup())
 _shown_figures = []         # figures displayed during the running cell
@@ -232,7 +234,7 @@ def _add_registered(bundle, obj):
     """What printers registered with get_ipython().display_formatter give
     for obj; as in IPython they come after _repr_mimebundle_ and before the
     _repr_*_ methods."""
-    ipython = sys.modules.get("pykernel_ipython")
+    ipython = sys.modules.get(_IPYTHON)
     if ipython is None:
         return
     for mime, value in ipython.formatted(obj).items():
@@ -272,8 +274,8 @@ def plain_text(obj):
     try:
         global _pretty
         if _pretty is None:
-            import pykernel_pretty as _pretty
-        ipython = sys.modules.get("pykernel_ipython")
+            from . import pretty as _pretty
+        ipython = sys.modules.get(_IPYTHON)
         printers = ipython.text_printers() if ipython is not None else None
         return _pretty.pretty(obj, printers=printers)
     except KeyboardInterrupt:

@@ -1,54 +1,26 @@
-"""IPython-style magics and shell commands for pykernel cells.
+"""IPython-style magics for pykernel cells: ``%pip``, ``%cd``, ``%%capture`` ...,
+and what ``!cmd`` and ``x = !cmd`` call.
 
 The runner imports this module only for a cell that may hold a magic (a line
 starting with ``%`` or ``!``, or ``= !`` / ``= %``), so cells without magics
-never pay for it.  It has two halves:
-
-* the transformer, ``Magics.transform(source)``, which rewrites magic lines
-  into calls of hidden helpers (``__pykernel_magic__('pwd', '')``) before
-  the cell is parsed.  Only a line that starts a logical line is rewritten:
-  the source is fed to ``tokenize`` one line at a time, and a line is looked
-  at when the tokenizer asks for it, so the tokens seen so far say whether it
-  starts a statement or sits inside a string, brackets or a backslash
-  continuation.  A rewritten line replaces the original before the
-  tokenizer reads it, and every output line stands for one input line, so
-  tracebacks keep their line numbers.  A cell magic (``%%name``) takes the
-  whole cell: its first line becomes one call carrying the body.
-* the magics themselves (``%pip``, ``%cd``, ``!cmd``, ``%%capture`` ...),
-  run through the runner's primitives (``__pykernel__`` in the prelude).
-
-Shell children read /dev/null, stay in the kernel's process group (so an
-interrupt of the group reaches them), stream their output to the cell as it
-comes, are terminated when the cell is interrupted, and have what is shown
-or captured capped at 1 MiB or 3000 lines with one notice; the rest is read
-and discarded, so a chatty child neither blocks nor floods the host.
+never pay for it.  The transformer (the transform module) rewrites the cell's
+magic lines into calls of hidden helpers; ``Magics`` puts those helpers in the
+namespace and runs the magics through the runner's primitives (``__pykernel__``
+in the prelude); shell commands run as the shell module's children.
 """
 
 import builtins
-import codecs
 import os
 import re
 import sys
 import time
-import tokenize
 
-SHELL_CAP_BYTES = 1024 * 1024
-SHELL_CAP_LINES = 3000
-CAP_NOTICE = "[output truncated: shell output capped at 1 MiB / 3000 lines]\n"
+from .shell import SList, run_child, shell_argv, state_exit
+from .transform import HELPER_NAMES, transform
 
-_SYSTEM = "__pykernel_system__"         # !cmd: stream, return None
-_GETOUTPUT = "__pykernel_getoutput__"   # x = !cmd, !!cmd: return an SList
-_LINE = "__pykernel_magic__"            # %name args
-_CELL = "__pykernel_cell_magic__"       # %%name args + body
-HELPER_NAMES = (_SYSTEM, _GETOUTPUT, _LINE, _CELL)
-
-_POLL_INTERVAL = 0.1        # seconds between checks that a child has exited
-_AFTER_EXIT_DRAIN = 1.0     # bound on reading what a child's own children write
-_TERMINATE_GRACE = 1.0      # SIGTERM, then SIGKILL, for an interrupted child
 _MAX_SCRIPT_ARG = 32 * 1024  # longer %%bash bodies run from a file (Linux
                              # caps one argument at 128 KiB, 4 bytes a char)
 
-_ASSIGN_TARGET = re.compile(r"[^\W\d][\w.]*(\s*,\s*[^\W\d][\w.]*)*\s*$")
 _DOLLAR_NAME = re.compile(r"[^\W\d]\w*(\.[^\W\d]\w*)*")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL", re.IGNORECASE)
 
@@ -58,452 +30,6 @@ class UsageError(Exception):
 
 
 UsageError.__module__ = "builtins"
-
-
-# -- the transformer ----------------------------------------------------------
-
-def transform(source):
-    """*source* with its magic lines rewritten, or None when it has none."""
-    lines = _split_lines(source)
-    cell = _transform_cell_magic(lines)
-    if cell is not None:
-        return cell
-    out = []
-    blanks = []     # stand-ins for the lines a magic continued onto
-    state = _LogicalLines()
-    pending = iter(lines)
-    changed = False
-
-    def readline():
-        nonlocal changed
-        if blanks:
-            line = blanks.pop()
-        else:
-            line = next(pending, "")
-            if line and state.starts_statement(len(out) + 1):
-                rewritten, joined = _rewrite_logical_line(line, pending)
-                if rewritten is not None:
-                    line, changed = rewritten, True
-                    blanks.extend("\n" * joined)
-        out.append(line)
-        return line
-
-    try:
-        for token in tokenize.generate_tokens(readline):
-            state.see(token)
-    except (tokenize.TokenError, SyntaxError):
-        # The cell does not tokenize (it will not compile either): lines
-        # after the failure stay as written and Python reports the error.
-        pass
-    if not changed:
-        return None
-    out.extend(blanks)
-    out.extend(pending)
-    return "".join(out)
-
-
-def _split_lines(source):
-    """Lines ending in '\\n' (the tokenizer's line ends; str.splitlines also
-    splits at form feeds and U+2028, which may sit inside a string)."""
-    lines = [line + "\n" for line in source.split("\n")]
-    lines[-1] = lines[-1][:-1]
-    if not lines[-1]:
-        lines.pop()
-    return lines
-
-
-class _LogicalLines:
-    """Follows the tokens of a cell to tell whether the next physical line
-    starts a statement: the previous line must have ended one (NEWLINE) or
-    been blank or a comment (NL) outside brackets.  Inside a multi-line
-    string no token comes until the string ends, and a backslash
-    continuation ends in no NEWLINE, so both fail the test."""
-
-    def __init__(self):
-        self._depth = 0
-        self._last = None       # (type, row) of the latest token
-
-    def see(self, token):
-        if token.type == tokenize.OP:
-            if token.string in "([{":
-                self._depth += 1
-            elif token.string in ")]}":
-                self._depth = max(0, self._depth - 1)
-        self._last = (token.type, token.start[0])
-
-    def starts_statement(self, row):
-        if row == 1:
-            return True
-        if self._last is None or self._depth:
-            return False
-        kind, last_row = self._last
-        return kind in (tokenize.NEWLINE, tokenize.NL) and last_row == row - 1
-
-
-def _rewrite_logical_line(line, pending):
-    """Rewrite a magic line, with the lines it continues onto (a trailing
-    backslash joins the next line, as in a shell); (None, 0) if *line* is
-    not a magic, else (the call, how many more lines it took)."""
-    rewritten = _rewrite_line(line)
-    if rewritten is None:
-        return None, 0
-    joined = 0
-    while line.rstrip("\r\n").endswith("\\"):
-        following = next(pending, None)
-        if following is None:
-            break
-        line = line.rstrip("\r\n")[:-1] + " " + following.lstrip(" \t")
-        joined += 1
-    return (_rewrite_line(line) if joined else rewritten), joined
-
-
-def _rewrite_line(line):
-    """The call a magic line becomes, with its indent and line end; None for
-    a line that is not a magic."""
-    text = line.rstrip("\r\n")
-    end = line[len(text):]
-    code = text.lstrip(" \t\f")
-    indent = text[:len(text) - len(code)]
-    if code.startswith("!!"):
-        call = "%s(%r)" % (_GETOUTPUT, code[2:].strip())
-    elif code.startswith("!"):
-        call = "%s(%r)" % (_SYSTEM, code[1:].strip())
-    elif code.startswith("%"):
-        call = _line_magic_call(code[1:])
-    else:
-        call = _assignment_call(code)
-    return None if call is None else indent + call + end
-
-
-def _line_magic_call(text):
-    """``name args`` (after the '%') as a call; ``%%name`` here, past the
-    first line, is looked up as a line magic and reported as not found."""
-    parts = text.split(None, 1)
-    if not parts:
-        return None
-    name = parts[0]
-    if not name.lstrip("%").isidentifier() or name.startswith("%%"):
-        return None
-    args = parts[1].strip() if len(parts) > 1 else ""
-    return "%s(%r, %r)" % (_LINE, name, args)
-
-
-def _assignment_call(code):
-    """``x = !cmd`` and ``a, b = %name args``."""
-    target, equals, value = code.partition("=")
-    if not equals or not _ASSIGN_TARGET.match(target):
-        return None
-    value = value.lstrip()
-    if value.startswith("!"):
-        call = "%s(%r)" % (_GETOUTPUT, value.lstrip("!").strip())
-    elif value.startswith("%"):
-        call = _line_magic_call(value[1:])
-    else:
-        return None
-    return None if call is None else "%s = %s" % (target.rstrip(), call)
-
-
-def _transform_cell_magic(lines):
-    """A cell whose first line (blank lines aside) is ``%%name args``: one
-    call with the body, then blank lines so the line count stays."""
-    for first, line in enumerate(lines):
-        if line.strip():
-            break
-    else:
-        return None
-    head = lines[first].strip()
-    if not head.startswith("%%"):
-        return None
-    parts = head[2:].split(None, 1)
-    if not parts or not parts[0].isidentifier():
-        return None
-    args = parts[1] if len(parts) > 1 else ""
-    body = "".join(lines[first + 1:])
-    call = "%s(%r, %r, %r, %d)" % (_CELL, parts[0], args, body, first + 2)
-    return "\n" * first + call + "\n" * (len(lines) - first)
-
-
-# -- shell commands -------------------------------------------------------------
-
-class SList(list):
-    """The lines a shell command printed (``x = !cmd``), IPython style."""
-
-    returncode = None
-
-    @property
-    def n(self):
-        """The lines joined with newlines."""
-        return "\n".join(self)
-
-    @property
-    def s(self):
-        """The lines joined with spaces."""
-        return " ".join(self)
-
-    @property
-    def l(self):    # noqa: E743 (IPython's name)
-        """The lines as a list."""
-        return self
-
-    @property
-    def p(self):
-        """The lines that name existing paths, as pathlib.Path objects."""
-        import pathlib
-        return [pathlib.Path(line) for line in self if os.path.exists(line)]
-
-    nlstr, spstr, list, paths = n, s, l, p
-
-    def grep(self, pattern, prune=False, field=None):
-        """Lines matching *pattern* (a regex, case-insensitive, or a
-        predicate); with *field*, only that whitespace-separated field is
-        matched; with *prune*, the lines that do not match."""
-        if callable(pattern):
-            matches = pattern
-        else:
-            matches = re.compile(pattern, re.IGNORECASE).search
-
-        def target(line):
-            if field is None:
-                return line
-            fields = line.split()
-            try:
-                return fields[field]
-            except IndexError:
-                return ""
-
-        return self._derived(line for line in self
-                             if bool(matches(target(line))) != bool(prune))
-
-    def fields(self, *indices):
-        """Whitespace-separated fields of each line: with no indices, a list
-        of lists; else each line's chosen fields joined by a space."""
-        split = [line.split() for line in self]
-        if not indices:
-            return split
-        chosen = []
-        for fields in split:
-            picked = []
-            for index in indices:
-                try:
-                    picked.append(fields[index])
-                except IndexError:
-                    pass
-            if picked:
-                chosen.append(" ".join(picked))
-        return self._derived(chosen)
-
-    def sort(self, field=None, nums=False):
-        """A new SList sorted by the whole line or by whitespace-separated
-        *field* (as in ``fields``); with *nums*, by the number its digits
-        make (so 21 comes after 3; 0 where there are none).  As IPython's,
-        it returns the sorted copy and leaves this one as it is."""
-        def key(line):
-            text = line
-            if field is not None:
-                parts = line.split()
-                try:
-                    text = parts[field]
-                except IndexError:
-                    text = ""
-            if not nums:
-                return text
-            digits = "".join(ch for ch in text if ch.isdigit())
-            return int(digits) if digits else 0
-        return self._derived(sorted(self, key=key))
-
-    def _derived(self, lines):
-        result = SList(lines)
-        result.returncode = self.returncode
-        return result
-
-
-class _OutputCap:
-    """Counts what a child printed (both streams) against the shell cap."""
-
-    def __init__(self):
-        self.bytes_left = SHELL_CAP_BYTES
-        self.lines_left = SHELL_CAP_LINES
-        self.hit = False
-        self.noticed = False
-
-    def take(self, data):
-        """The part of *data* still under the cap; ``hit`` once some of it
-        is dropped."""
-        if self.hit:
-            return b""
-        size = min(len(data), self.bytes_left)
-        if self.lines_left <= 0:
-            size = 0
-        elif data.count(b"\n", 0, size) >= self.lines_left:
-            end = -1
-            for _ in range(self.lines_left):
-                end = data.index(b"\n", end + 1)
-            size = end + 1
-        self.bytes_left -= size
-        self.lines_left -= data.count(b"\n", 0, size)
-        self.hit = size < len(data)
-        return data[:size]
-
-
-def _shell_argv(command, shell=None):
-    """argv that runs *command* with bash (sh when there is no bash): bash
-    takes the bash-isms agents write, and for one simple command it execs
-    it directly."""
-    import shutil
-    shell = shell or shutil.which("bash") or "/bin/sh"
-    return [shell, "-c", command]
-
-
-def _child_env(defaults=None):
-    env = dict(os.environ)
-    # Python children flush each write, so `!python script.py` streams as
-    # it would on a terminal.
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    for key, value in (defaults or {}).items():
-        env.setdefault(key, value)
-    return env
-
-
-def run_child(argv, capture=False, env=None):
-    """Run *argv*, stream its output to the cell, return (returncode, text).
-
-    stdout goes to ``sys.stdout`` (or, with *capture*, into the returned
-    text) and stderr to ``sys.stderr``, chunk by chunk as it is read.  An
-    interrupt terminates the child and propagates.
-    """
-    import select
-    import subprocess
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=_child_env(env), close_fds=True)
-    cap = _OutputCap()
-    captured = []
-    sinks = {
-        proc.stdout.fileno(): _Sink(captured.append if capture else
-                                    (lambda text: sys.stdout.write(text))),
-        proc.stderr.fileno(): _Sink(lambda text: sys.stderr.write(text)),
-    }
-    try:
-        poller = select.poll()
-        for fd in sinks:
-            poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        open_fds, exited_at = set(sinks), None
-        while open_fds:
-            events = poller.poll(_POLL_INTERVAL * 1000)
-            for fd, _ in events:
-                data = os.read(fd, 65536)
-                if not data:
-                    poller.unregister(fd)
-                    open_fds.discard(fd)
-                    continue
-                kept = cap.take(data)
-                if kept:
-                    sinks[fd].write(kept)
-                if cap.hit and not cap.noticed:
-                    cap.noticed = True
-                    _finish_sinks(sinks)
-                    sys.stderr.write(CAP_NOTICE)
-            if proc.poll() is not None:
-                # The child is gone; what its own background children keep
-                # writing is read a little longer, then left behind.
-                now = time.monotonic()
-                exited_at = exited_at or now
-                if not events or now - exited_at > _AFTER_EXIT_DRAIN:
-                    break
-        _finish_sinks(sinks)
-        returncode = proc.wait()
-    except BaseException:
-        _stop_child(proc)
-        raise
-    finally:
-        proc.stdout.close()
-        proc.stderr.close()
-    return returncode, "".join(captured)
-
-
-class _Sink:
-    """Decodes one stream's bytes (UTF-8, incrementally) into a writer."""
-
-    def __init__(self, write):
-        self._write = write
-        self._decode = codecs.getincrementaldecoder("utf-8")("replace").decode
-
-    def write(self, data, final=False):
-        text = self._decode(data, final)
-        if text:
-            self._write(text)
-
-
-def _finish_sinks(sinks):
-    for sink in sinks.values():
-        sink.write(b"", final=True)
-
-
-def _stop_child(proc):
-    """End an interrupted child and what it started.  They had SIGINT with
-    the kernel's process group already; whatever ignores it gets SIGTERM,
-    then SIGKILL."""
-    import signal
-    try:
-        started = _descendants(proc.pid)
-        _signal_all([proc.pid] + started, signal.SIGTERM)
-        try:
-            proc.wait(_TERMINATE_GRACE)
-        except Exception:
-            pass
-        # orphans keep their pids when they are reparented
-        _signal_all(started + _descendants(proc.pid), signal.SIGKILL)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-    except BaseException:
-        try:
-            proc.kill()
-        except Exception:
-            pass
-
-
-def _descendants(pid):
-    """Pids of the live descendants of *pid* (read from /proc; none where
-    there is no /proc)."""
-    children = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry, "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and fields[0] != b"Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _signal_all(pids, signum):
-    for pid in pids:
-        try:
-            os.kill(pid, signum)
-        except OSError:
-            pass
-
-
-def _state_exit(returncode):
-    """A failed command is said, not silent."""
-    if returncode > 0:
-        sys.stderr.write("Command exited with code %d\n" % returncode)
-    elif returncode < 0:
-        sys.stderr.write("Command killed by signal %d\n" % -returncode)
 
 
 def expand(text, frame):
@@ -747,9 +273,9 @@ class Magics:
         frame = frame or sys._getframe(1)
         command = expand(command, frame)
         if command:
-            returncode, _ = run_child(_shell_argv(command))
+            returncode, _ = run_child(shell_argv(command))
             frame.f_globals["_exit_code"] = returncode
-            _state_exit(returncode)
+            state_exit(returncode)
 
     def getoutput(self, command, frame=None):
         """``x = !cmd``: its stdout lines as an SList; stderr streams."""
@@ -757,9 +283,9 @@ class Magics:
 
     def _getoutput(self, command, frame):
         command = expand(command, frame)
-        returncode, text = run_child(_shell_argv(command), capture=True)
+        returncode, text = run_child(shell_argv(command), capture=True)
         frame.f_globals["_exit_code"] = returncode
-        _state_exit(returncode)
+        state_exit(returncode)
         lines = SList(text.splitlines())
         lines.returncode = returncode
         return lines
@@ -1037,7 +563,7 @@ class Magics:
         for key in changed:
             names |= _import_names(after[key][1])
         evicted = _evict(names)
-        _state_exit(returncode)
+        state_exit(returncode)
         if evicted:
             print("Note: %s unloaded from sys.modules; the next import loads "
                   "what is installed now" % ", ".join(evicted))
@@ -1083,7 +609,7 @@ class Magics:
                 script.write(body)
                 script.flush()
                 returncode, _ = run_child([shell, script.name])
-        _state_exit(returncode)
+        state_exit(returncode)
 
     def _cell_capture(self, args, body, frame, first_line):
         """Keep this cell's stdout, stderr and displays (status events
@@ -1159,7 +685,7 @@ def _from_frames_of(exc, filename):
 def _show_figures():
     """Display the open pyplot figures now (while %%capture still takes
     them, as IPython's capture takes inline figures)."""
-    display = sys.modules.get("pykernel_display")
+    display = sys.modules.get(__package__ + ".display")
     show = getattr(display, "show_figures", None)
     if show is not None and "matplotlib.pyplot" in sys.modules:
         show()
@@ -1245,9 +771,10 @@ def _import_names(dist):
 
 def _evict(names):
     """Remove these top-level modules and their submodules from sys.modules
-    (never standard-library ones); the names that were imported."""
+    (never standard-library ones, nor the runner's); the names that were
+    imported."""
     protected = set(getattr(sys, "stdlib_module_names", ())) | set(
-        sys.builtin_module_names) | {__name__}
+        sys.builtin_module_names) | {__name__.partition(".")[0]}
     names = set(names) - protected
     evicted = set()
     for module in list(sys.modules):

@@ -3,8 +3,14 @@
 ``runner.py`` becomes the zygote when the host sets ``PYKERNEL_ZYGOTE`` (the preload
 list, as JSON).  It imports the runner package and the preload list, then serves fork
 requests on fd 0, a unix SOCK_SEQPACKET socket to the host: one JSON object per
-message, with file descriptors alongside (SCM_RIGHTS).  docs/runner-contract.md
+message, with file descriptors alongside (SCM_RIGHTS).  docs/protocol.md#zygote
 describes the messages.
+
+A module of the package, not a script of its own: the zygote is ``runner.py``, started
+as every kernel is, and ``serve`` returns in each forked kernel, which goes on to the
+runner's ``main()`` in the same interpreter, with the package already imported (its
+pages shared with the zygote) and this module's bytecode, like the rest of the
+package's, from the host's cache.
 
 A forked kernel shares the zygote's pages copy-on-write, so pandas imported once costs
 every later kernel nothing to start and little memory.  What a fork must redo is redone

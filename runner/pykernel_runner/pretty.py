@@ -20,7 +20,7 @@ checked against its output, see __tests__/pretty.test.js):
   ``OrderedDict``, ``deque``, ``Counter``, ``UserList``, ``os.environ`` and
   mapping proxies are spelled as IPython spells them;
 * a printer registered for a class (``get_ipython().display_formatter
-  .formatters["text/plain"].for_type(cls, func)``, see pykernel_ipython)
+  .formatters["text/plain"].for_type(cls, func)``, see the ipython module)
   draws its instances, ``func(obj, p, cycle)``;
 * an object with ``_repr_pretty_(p, cycle)`` draws itself with the printer
   *p*, which offers the methods IPython's printer documents (``text``,
@@ -36,7 +36,7 @@ was made.  Groups are decided outside in.  Where IPython's streaming printer
 decides otherwise (a multi-line repr inside a list inside a list: IPython may
 leave the inner list on one line), the README says so.
 
-The runner imports this module with pykernel_display, only for values that
+The runner imports this module with the display module, only for values that
 are not a plain str, int, float, bool or None; it imports nothing at load
 time (``inspect`` only to show a function's signature).
 """
