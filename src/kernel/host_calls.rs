@@ -13,8 +13,9 @@ pub(super) struct KvHome {
     pub(super) session_id: String,
 }
 
-/// The bridge call by which a launched kernel's `kv` reaches the host's store. Answered
-/// here, never passed to the host's `onCall`.
+/// The bridge call by which a kernel's `kv` reaches the host's store (every kernel with a
+/// store: a cell never opens the store's files). Answered here, never passed to the
+/// host's `onCall`.
 pub(super) const KV_CALL: &str = "__pykernel.kv";
 
 /// One `kv` operation on the host's store: `{op: get|set|delete|list, key?, value?}`.
