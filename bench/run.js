@@ -7,7 +7,7 @@
 //   node bench/run.js [--quick|--full] [--no-jupyter] [--out NAME]
 //
 // --quick (default) is for CI: few iterations, 2 MB streams, 1000 frames.
-// --full: the sizes of issue 7 (20 MB, 200k lines, 10,000 frames).
+// --full: the full sizes (20 MB, 200k lines, 10,000 frames).
 // Writes bench/results/<NAME>.json and .md (NAME: latest for --full, latest-quick for
 // --quick) and prints the markdown table. Timings are reported, never asserted.
 const fs = require('node:fs')

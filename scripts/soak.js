@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 'use strict'
-// `npm run soak [-- --rounds N]`: can an interrupt be lost under load? (issue 20)
+// `npm run soak [-- --rounds N]`: can an interrupt be lost under load?
 //
 // With a CPU hog on every core, each round runs the three ways a cell is interrupted,
 // on one kernel (a fresh one when a round killed it):

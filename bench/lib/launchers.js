@@ -1,5 +1,5 @@
 'use strict'
-// Kernels through a launcher (issue 18): `Kernel.start` -> ready and the warm `1+1` round
+// Kernels through a launcher: `Kernel.start` -> ready and the warm `1+1` round
 // trip with `launcher:` set, beside a local kernel measured in the same window. Every
 // variant runs the same interpreter (the bench venv's python, by absolute path on the far
 // side too), so the difference is the launcher alone:

@@ -19,7 +19,7 @@
 // (a refill imports pandas, which would load the machine) and the machine idles for
 // `cfg.shortSettleMs`. Round 0 is discarded (page cache, bytecode).
 //
-// Then the memory of idle sessions (issue 19's "8 idle sessions with and without the
+// Then the memory of idle sessions (the target's "8 idle sessions with and without the
 // zygote"): see `idleMemory`.
 const fs = require('node:fs')
 const path = require('node:path')

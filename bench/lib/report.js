@@ -1,5 +1,5 @@
 'use strict'
-// Results -> summary rows, the issue-7 targets, and the markdown table.
+// Results -> summary rows, the targets, and the markdown table.
 const { summarize } = require('./stats')
 
 // The launcher rows' reference: a local kernel, same interpreter, `sandbox: 'off'`, timed
@@ -50,7 +50,7 @@ const METRICS = [
   { key: 'idleZygoteProcessPssKiB', from: 'pandas', label: '… the zygote itself, PSS', unit: 'MiB', scale: 1 / 1024, sides: ['pykernel', 'floor'], ...IDLE_PSS_FLOOR },
   { key: 'idleZygoteTotalPssKiB', from: 'pandas', label: '{idleN} idle sessions with the zygote, total PSS (sessions + zygote)', unit: 'MiB', scale: 1 / 1024, jupyterKey: 'idleTotalPssKiB', ...IDLE_PSS_FLOOR },
   { key: 'idleZygoteTotalPssRatio', from: 'pandas', label: '… total PSS / one such session\'s RSS (which counts the pages it shares with the zygote)', unit: 'x', sides: ['pykernel', 'jupyter'], jupyterKey: 'idleTotalPssRatio' },
-  { key: 'idleZygoteTotalPssVsSpawnedRatio', from: 'pandas', label: '… total PSS / one session\'s RSS without the zygote (issue 19 target: <= 2x)', unit: 'x', sides: ['pykernel', 'jupyter'], jupyterKey: 'idleTotalPssRatio' },
+  { key: 'idleZygoteTotalPssVsSpawnedRatio', from: 'pandas', label: '… total PSS / one session\'s RSS without the zygote (target: <= 2x)', unit: 'x', sides: ['pykernel', 'jupyter'], jupyterKey: 'idleTotalPssRatio' },
   { key: 'warmRoundTripMs', label: 'warm `1+1` round trip', unit: 'ms', floor: 'warmRoundTripMs', floorWhat: 'echo round trip, interleaved with pykernel' },
   { key: 'warmRoundTripOffMs', label: "… with `sandbox: 'off'` (interleaved)", unit: 'ms', sides: ['pykernel'] },
   { key: 'warmRoundTripMs', from: 'runner', label: '… runner.py alone, plain Node pipes (no addon)', unit: 'ms', sides: ['pykernel', 'floor'], hideFloor: true, floor: 'warmRoundTripMs' },
@@ -240,7 +240,7 @@ function markdown(out) {
   L.push('Median (p90, p99) over the runs; ratios are medians, pykernel over the other: for times and')
   L.push('memory lower is better, for MB/s and frames/s higher is better. Timings are never asserted.')
   L.push('')
-  L.push('| target (issue 7; the pandas cell: issue 19) | measured | holds |')
+  L.push('| target | measured | holds |')
   L.push('|---|---|---|')
   for (const t of out.targets) L.push(`| ${t.target} | ${t.measured} | ${t.holds === null ? 'n/a' : t.holds ? 'yes' : 'no'} |`)
   L.push('')
