@@ -147,7 +147,27 @@ test.describe('pids cgroup removal', { skip: pidsCgroupBase() ? false : 'no writ
     // limited kernel of its own, would sweep what the dead host left before the test looks.
     const arena = path.join(pidsCgroupBase(), `pykernel-test-arena-${process.pid}`)
     fs.mkdirSync(arena)
-    t.after(() => fs.rmdirSync(arena))
+    // Removed once empty: a host's kernel may still be dying in a cgroup beneath it (its
+    // last processes are reaped a moment after the host saw it end, longer under load).
+    t.after(async () => {
+      const removeTree = (dir) => {
+        for (const e of fs.readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) removeTree(path.join(dir, e.name))
+        for (const pid of fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
+          try { process.kill(Number(pid), 'SIGKILL') } catch {}
+        }
+        fs.rmdirSync(dir)
+      }
+      const gone = await waitFor(() => {
+        try {
+          if (fs.existsSync(arena)) removeTree(arena)
+          return true
+        } catch (e) {
+          if (e.code !== 'EBUSY') throw e
+          return false
+        }
+      }, { timeoutMs: 15_000, intervalMs: 100 })
+      assert.ok(gone, `the test's cgroup ${arena} could be removed`)
+    })
     const hostIn = (how) =>
       spawn('sh', ['-c', `echo $$ > "${arena}/cgroup.procs" && exec "$@"`, 'sh', process.execPath, FIXTURE, how], { stdio: ['ignore', 'pipe', 'pipe'], env })
     const report = (child) =>
