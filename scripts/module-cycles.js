@@ -48,29 +48,51 @@ function code(text) {
     .replace(/"(\\.|[^"\\])*"/g, '""')
 }
 
-// Every path a file names: `crate::a::b`, `super::a`, and the groups of a `use`.
+// Every path a file names: `crate::a::b`, `super::a`, and each path of a `use` tree
+// (`use crate::a::{b, c::{d, e}}` names a::b, a::c::d and a::c::e).
 function namedPaths(text, self) {
   const paths = []
-  const add = (prefix, rest) => {
-    const segments = rest.split('::').filter((s) => /^[a-z_][a-z0-9_]*$/.test(s))
-    paths.push([...prefix, ...segments])
-  }
   const parentOf = (mod, depth) => mod.slice(0, Math.max(0, mod.length - depth))
-  // `use crate::a::{b, c::d}` names a::b and a::c::d; elsewhere `crate::a::b` names a::b.
-  for (const m of text.matchAll(/\b(crate|super(?:::super)*|self)::([A-Za-z0-9_:]*)(::\{([^;]*?)\})?/g)) {
-    const [, root, head, , group] = m
+  for (const m of text.matchAll(/\b(crate|super(?:::super)*|self)::/g)) {
+    const root = m[1]
     const base = root === 'crate' ? [] : root === 'self' ? self.module : parentOf(self.module, root.split('::').length)
-    const headSegments = head.replace(/::$/, '')
-    if (group === undefined) {
-      add(base, headSegments)
-      continue
-    }
-    for (const item of group.split(',')) {
-      const inner = item.trim().replace(/\{.*$/, '').replace(/::$/, '')
-      add(base, [headSegments, inner].filter(Boolean).join('::'))
-    }
+    for (const tail of useTree(text, m.index + m[0].length).paths) paths.push([...base, ...tail])
   }
   return paths
+}
+
+// The paths of the use tree (or plain path) that starts at `at`: its module segments only
+// (a segment that is not a module name, such as `Kernel` or `self`, ends it), and where it
+// ends.
+function useTree(text, at) {
+  const segments = []
+  let i = at
+  for (;;) {
+    while (/\s/.test(text[i] ?? '')) i++
+    if (text[i] === '{') {
+      const paths = []
+      i++
+      for (;;) {
+        while (/[\s,]/.test(text[i] ?? '')) i++
+        if (text[i] === '}' || i >= text.length) break
+        const inner = useTree(text, i)
+        for (const p of inner.paths) paths.push([...segments, ...p])
+        i = inner.end
+      }
+      return { paths: paths.length ? paths : [segments], end: i + 1 }
+    }
+    const word = /^[A-Za-z_][A-Za-z0-9_]*/.exec(text.slice(i, i + 200))
+    if (!word) break
+    i += word[0].length
+    // An item (`Kernel`, `Kernel::spawn`) or `self` ends the module path.
+    if (!/^[a-z_][a-z0-9_]*$/.test(word[0]) || word[0] === 'self') break
+    segments.push(word[0])
+    if (text.startsWith('::', i)) i += 2
+    else break
+  }
+  // Skip the rest of this item (`as name`, generics) up to where the group goes on.
+  while (i < text.length && !/[,}{;\n]/.test(text[i])) i++
+  return { paths: [segments], end: i }
 }
 
 function main() {
