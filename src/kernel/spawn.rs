@@ -136,15 +136,15 @@ pub(super) fn spawn(config: &KernelConfig, prepared: &Prepared) -> Result<Starte
         };
         // The watcher owns the cgroup from here and removes it once the kernel is
         // reaped, whoever ends the kernel and whenever this object is dropped.
+        // The cause names the limit the caller asked for, without the namespace's init.
+        let asked = config.max_processes.unwrap_or(limit);
+        let told = ending.clone();
         tokio::spawn(crate::process::limit::watch_processes(
             process.clone(),
             census,
             limit,
             exit.clone(),
-            {
-                let (ending, limit) = (ending.clone(), config.max_processes.unwrap_or(limit));
-                move || ending.set(EndCause::ProcessLimit { limit })
-            },
+            move || told.set(EndCause::ProcessLimit { limit: asked }),
         ));
     }
     Ok(Started {
