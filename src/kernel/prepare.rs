@@ -12,7 +12,7 @@ use crate::error::{KernelError, Result};
 use crate::sandbox::{Isolation, Plan, Target};
 use crate::start::bytecode::Bundle;
 use crate::start::env::EnvFilter;
-use crate::start::private_tmp::PrivateTmp;
+use crate::start::host_dir::{HostDir, PRIVATE_TMP};
 use crate::start::python::{self, ResolveOptions, Resolved};
 use crate::start::runner_files::{self, RunnerFiles};
 
@@ -29,7 +29,7 @@ pub(super) struct Prepared {
     /// The runner's precompiled bytecode, handed to the process as an fd.
     pub(super) bytecode: Option<Arc<Bundle>>,
     /// Removed once the kernel is reaped.
-    pub(super) private_tmp: Option<PrivateTmp>,
+    pub(super) private_tmp: Option<HostDir>,
     pub(super) sandbox: Plan,
     pub(super) isolation: Isolation,
 }
@@ -92,7 +92,7 @@ pub(super) async fn prepare(config: &KernelConfig) -> Result<Prepared> {
         None
     } else {
         Some(
-            tokio::task::spawn_blocking(PrivateTmp::create)
+            tokio::task::spawn_blocking(|| HostDir::create(PRIVATE_TMP))
                 .await
                 .map_err(|e| {
                     KernelError::io("making the kernel's private tmp", std::io::Error::other(e))

@@ -23,8 +23,8 @@ use crate::process::reaper::KernelProcess;
 use crate::sandbox::{Isolation, Reach, SandboxConfig};
 use crate::start::command::{build_command, LaunchSpec};
 use crate::start::env::EnvFilter;
+use crate::start::host_dir::HostDir;
 use crate::start::launcher::Launcher;
-use crate::start::private_tmp::PrivateTmp;
 use crate::start::python::{self, Resolved};
 
 /// A kernel's process, started, before the connection is opened over it.
@@ -45,7 +45,7 @@ pub(super) struct Parts {
     pub(super) trace: bool,
     pub(super) isolation: Isolation,
     /// Removed once the kernel is reaped.
-    pub(super) private_tmp: Option<PrivateTmp>,
+    pub(super) private_tmp: Option<HostDir>,
     /// What of the host the kernel's view shows.
     pub(super) reach: Reach,
     pub(super) resolved: Resolved,

@@ -71,7 +71,7 @@ pub(crate) fn remove_private_tmps_on_exit(env: &Env) {
         use napi::sys;
         let raw = env.raw();
         let hook = env.create_function_from_closure::<(), (), _>("pykernelRemoveTmps", |_| {
-            crate::start::private_tmp::remove_all();
+            crate::start::host_dir::remove_all();
             Ok(())
         })?;
         // SAFETY: napi calls on this call's env, with values made in it just now.

@@ -5,8 +5,8 @@
 pub mod bytecode;
 pub mod command;
 pub mod env;
+pub mod host_dir;
 pub mod launcher;
-pub mod private_tmp;
 pub mod python;
 pub mod runner_files;
 #[cfg(target_os = "linux")]

@@ -1,14 +1,15 @@
-//! A kernel's private temporary directory: its TMPDIR, and inside its filesystem view its
-//! `/tmp` (see `sandbox/view.rs`).
+//! Directories the host makes for its kernels in its temporary directory: a kernel's
+//! private TMPDIR ([`PRIVATE_TMP`], inside its filesystem view its `/tmp`, see
+//! `sandbox/view.rs`).
 //!
-//! Made 0700 in the host's temporary directory, named for the host process
-//! (`pykernel-tmp-<host pid>-<random>`), so no other user reads it and a later host can
-//! tell whose it is. Removed once the kernel is reaped (the kernel's owner spawns
-//! [`PrivateTmp::remove_when_reaped`]), whatever ended it: shutdown, a crash, a kill. A
-//! host that exits with kernels alive removes theirs from an `atexit` handler (Node) and
-//! from `process`'s `exit` event (Bun runs no `atexit` handler; napi's cleanup hooks run
-//! in neither). A host killed with SIGKILL cannot: the next host to make one removes the
-//! directories of hosts that no longer run, as it does their cgroups.
+//! Made 0700, named for the kind and the host process (`pykernel-tmp-<host pid>-<random>`),
+//! so no other user reads one and a later host can tell whose it is. Removed once the
+//! kernel is reaped (the kernel's owner spawns [`HostDir::remove_when_reaped`]), whatever
+//! ended it: shutdown, a crash, a kill. A host that exits with kernels alive removes
+//! theirs from an `atexit` handler (Node) and from `process`'s `exit` event (Bun runs no
+//! `atexit` handler; napi's cleanup hooks run in neither). A host killed with SIGKILL
+//! cannot: the next host to make one of a kind removes that kind's directories of hosts
+//! that no longer run, as it does their cgroups.
 
 use std::collections::HashMap;
 use std::io;
@@ -22,32 +23,39 @@ use tokio::sync::watch;
 
 use crate::process::exit::ExitInfo;
 
-const PREFIX: &str = "pykernel-tmp-";
+/// A kernel's private temporary directory.
+pub const PRIVATE_TMP: &str = "pykernel-tmp-";
 
 /// Directories of kernels still alive, for the host's exit.
 static LIVE: Mutex<Option<HashMap<u64, PathBuf>>> = Mutex::new(None);
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
-/// One kernel's directory; removed when dropped, or sooner, when its kernel is reaped.
+/// One directory; removed when dropped, or sooner, when its kernel is reaped.
 #[derive(Debug)]
-pub struct PrivateTmp {
+pub struct HostDir {
     path: PathBuf,
     id: u64,
 }
 
-impl PrivateTmp {
-    /// A new directory in the host's temporary directory, 0700.
-    pub fn create() -> io::Result<PrivateTmp> {
-        static SWEPT: Once = Once::new();
+impl HostDir {
+    /// A new directory of the kind `prefix` in the host's temporary directory, 0700.
+    pub fn create(prefix: &'static str) -> io::Result<HostDir> {
+        static SWEPT: Mutex<Vec<&str>> = Mutex::new(Vec::new());
         static AT_EXIT: Once = Once::new();
         let base = std::env::temp_dir();
-        SWEPT.call_once(|| sweep(&base));
+        {
+            let mut swept = SWEPT.lock().unwrap();
+            if !swept.contains(&prefix) {
+                swept.push(prefix);
+                sweep(&base, prefix);
+            }
+        }
         AT_EXIT.call_once(|| {
             // SAFETY: registers a plain function; it runs once, at exit.
             unsafe { nix::libc::atexit(remove_all_at_exit) };
         });
         let dir = tempfile::Builder::new()
-            .prefix(&format!("{PREFIX}{}-", std::process::id()))
+            .prefix(&format!("{prefix}{}-", std::process::id()))
             .tempdir_in(&base)?;
         let path = dir.keep();
         // Made with the umask's mode (0755 as a rule): no other user may read it.
@@ -57,7 +65,7 @@ impl PrivateTmp {
             .unwrap()
             .get_or_insert_with(HashMap::new)
             .insert(id, path.clone());
-        Ok(PrivateTmp { path, id })
+        Ok(HostDir { path, id })
     }
 
     pub fn path(&self) -> &Path {
@@ -80,7 +88,7 @@ impl PrivateTmp {
     }
 }
 
-impl Drop for PrivateTmp {
+impl Drop for HostDir {
     fn drop(&mut self) {
         if let Some(live) = LIVE.lock().unwrap().as_mut() {
             live.remove(&self.id);
@@ -126,8 +134,8 @@ pub fn remove_all() {
     }
 }
 
-/// Removes the directories of this user's hosts that no longer run.
-fn sweep(base: &Path) {
+/// Removes the directories of kind `prefix` of this user's hosts that no longer run.
+fn sweep(base: &Path, prefix: &str) {
     let uid = nix::unistd::getuid().as_raw();
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
@@ -136,7 +144,7 @@ fn sweep(base: &Path) {
         let name = entry.file_name();
         let Some(host) = name
             .to_str()
-            .and_then(|n| n.strip_prefix(PREFIX))
+            .and_then(|n| n.strip_prefix(prefix))
             .and_then(|rest| rest.split('-').next())
             .and_then(|pid| pid.parse::<i32>().ok())
         else {
@@ -161,7 +169,7 @@ mod tests {
 
     #[test]
     fn made_private_and_removed_with_what_it_holds() {
-        let tmp = PrivateTmp::create().unwrap();
+        let tmp = HostDir::create(PRIVATE_TMP).unwrap();
         let path = tmp.path().to_path_buf();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
@@ -170,7 +178,7 @@ mod tests {
             .unwrap()
             .to_str()
             .unwrap()
-            .starts_with(&format!("{PREFIX}{}-", std::process::id())));
+            .starts_with(&format!("{PRIVATE_TMP}{}-", std::process::id())));
         std::fs::create_dir(path.join("sub")).unwrap();
         std::fs::write(path.join("sub/file"), "x").unwrap();
         std::os::unix::fs::symlink("/", path.join("root-link")).unwrap();
@@ -186,15 +194,15 @@ mod tests {
     fn a_dead_hosts_directories_are_swept_and_a_live_ones_kept() {
         let base = tempfile::tempdir().unwrap();
         // A pid that cannot be running: past the largest a Linux hands out.
-        let dead = base.path().join(format!("{PREFIX}99999999-abc"));
+        let dead = base.path().join(format!("{PRIVATE_TMP}99999999-abc"));
         let live = base
             .path()
-            .join(format!("{PREFIX}{}-abc", std::process::id()));
+            .join(format!("{PRIVATE_TMP}{}-abc", std::process::id()));
         let other = base.path().join("pykernel-tmp-notapid-abc");
         for dir in [&dead, &live, &other] {
             std::fs::create_dir(dir).unwrap();
         }
-        sweep(base.path());
+        sweep(base.path(), PRIVATE_TMP);
         assert!(!dead.exists());
         assert!(live.exists());
         assert!(other.exists());
