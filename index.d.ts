@@ -359,6 +359,12 @@ export interface CollapsedPreviewOptions {
   mode?: 'tool' | 'interactive' | undefined
 }
 
+/**
+ * The credential stores a default kernel sees empty, beneath the home directory: a
+ * host that hides a directory of its own lists them with it in `sandbox.hidden`.
+ */
+export declare function defaultHiddenPaths(): Array<string>
+
 export interface DisposeOptions {
   /** Upper bound for the whole disposal, from 0 to 3,600,000. @default 3000 */
   budgetMs?: number | undefined
@@ -781,11 +787,32 @@ export interface SandboxOptions {
   /** `false`: no network but loopback (a network namespace of its own). @default true */
   network?: boolean | undefined
   /**
-   * Confine writes to the kernel's cwd, a private temporary directory (`TMPDIR`),
-   * `/dev` and these directories (relative ones against cwd); reads stay allowed.
-   * @default undefined (writes anywhere the user may write, except the runner files)
+   * Where a cell may write. By default: the kernel's cwd (its `.git` read-only), its
+   * private temporary directory (`TMPDIR`), its own `/dev/shm` and ptys, and its
+   * session's installs (see `installs`). Directories listed here are added (relative
+   * ones against cwd); `'all'` lets it write wherever the host's user may (but the
+   * machine's own controls and the runner files). Reads are not confined (see
+   * `hidden`). @default []
    */
-  writable?: Array<string> | undefined
+  writable?: string[] | 'all' | undefined
+  /**
+   * Files and directories a cell sees empty and read-only: by default the usual
+   * credential stores beneath the home directory (`defaultHiddenPaths()`: ssh, gnupg,
+   * the clouds', kube, docker, netrc, npmrc, pypirc, git credentials, gh, cargo
+   * credentials, password stores and keyrings, browser profiles, ...). A list replaces
+   * them (relative entries and `~/...` beneath the home directory, absolute ones as
+   * they are): `[...defaultHiddenPaths(), '.myapp']` adds one, `[]` hides nothing.
+   */
+  hidden?: Array<string> | undefined
+  /**
+   * Where `%pip install` (or anything a cell writes into the interpreter's
+   * environment) goes. `'session'`: an overlay of the environment that belongs to the
+   * session (a pool's session, or a bare kernel), kept across `reset` and restarts,
+   * removed with it, seen by no other session. `'shared'`: the environment itself,
+   * made writable, so what a cell installs runs in every later kernel.
+   * @default 'session' ('shared' with `writable: 'all'`)
+   */
+  installs?: 'session' | 'shared' | undefined
 }
 
 export interface SessionInfo {

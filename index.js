@@ -845,6 +845,7 @@ module.exports.OutputBuilder = nativeBinding.OutputBuilder
 module.exports.checkPythonKernelAvailability = nativeBinding.checkPythonKernelAvailability
 module.exports.clampLine = nativeBinding.clampLine
 module.exports.collapsedPreview = nativeBinding.collapsedPreview
+module.exports.defaultHiddenPaths = nativeBinding.defaultHiddenPaths
 module.exports.evalBackends = nativeBinding.evalBackends
 module.exports.filterEnv = nativeBinding.filterEnv
 module.exports.readArtifact = nativeBinding.readArtifact

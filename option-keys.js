@@ -82,6 +82,8 @@ module.exports = {
     "SandboxOptions": {
       "network": null,
       "writable": null,
+      "hidden": null,
+      "installs": null,
     },
     "ExecuteOptions": {
       "timeoutMs": null,

@@ -407,8 +407,8 @@ class _Zygote:
         if landlock >= 0:
             access = int(sandbox.get("landlockViewAccess") or 0)
             if access:
-                for path in (b"/dev/shm", b"/dev/pts"):
-                    self._allow_beneath(landlock, path, access)
+                for path in sandbox.get("viewWritable") or ():
+                    self._allow_beneath(landlock, os.fsencode(path), access)
             self.landlock(landlock)
         self._check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "setting no_new_privs")
         self._drop_capability_sets()
@@ -416,8 +416,9 @@ class _Zygote:
             self._install_seccomp(bytes.fromhex(program))
 
     def _allow_beneath(self, ruleset, path, access):
-        """The view's own mounts (its /dev/shm and /dev/pts) in the Landlock ruleset:
-        the host could not name them, they did not exist there."""
+        """The view's own mounts the kernel writes (its /dev/shm and /dev/pts, the
+        overlay of its environment) in the Landlock ruleset: the host could not name
+        them, they did not exist there."""
         import ctypes
 
         class PathBeneath(ctypes.Structure):

@@ -16,6 +16,7 @@ use crate::process::exit::ExitInfo;
 use crate::sandbox::SandboxConfig;
 use crate::start::env::DEFAULT_ENV_PREFIX;
 use crate::start::launcher::Launcher;
+use crate::start::session_dir::SessionDir;
 
 pub const DEFAULT_STATUS_MIME: &str = "application/x-pykernel-status";
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_millis(10_000);
@@ -63,6 +64,9 @@ pub struct KernelConfig {
     pub preload: Vec<String>,
     /// Whether a kernel with `preload` may be forked from a zygote (see `zygote.rs`).
     pub zygote: bool,
+    /// The directory of the session the kernel belongs to (a pool's: its installs and
+    /// caches); `None`: a new one of its own.
+    pub session_dir: Option<Arc<SessionDir>>,
 }
 
 impl KernelConfig {
@@ -120,6 +124,7 @@ impl KernelConfig {
             link_timeout: DEFAULT_LINK_TIMEOUT,
             preload: Vec::new(),
             zygote: true,
+            session_dir: None,
         }
     }
 }

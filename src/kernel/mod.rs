@@ -94,6 +94,8 @@ pub struct Kernel {
     tmp_removed: Option<watch::Receiver<bool>>,
     /// What of the host the kernel's filesystem view shows.
     reach: Reach,
+    /// Its session's directory, while the kernel lives.
+    session_dir: Option<std::sync::Weak<crate::start::session_dir::SessionDir>>,
     start_mode: StartMode,
     preloaded: Vec<String>,
 }
@@ -125,6 +127,11 @@ impl Kernel {
     /// Whether the host's `path` is in the kernel's filesystem view, where it is.
     pub fn sees(&self, path: &std::path::Path) -> bool {
         self.reach.sees(path)
+    }
+
+    /// Its session's directory (installs and caches), while it lives (`None` without).
+    pub fn session_dir(&self) -> Option<Arc<crate::start::session_dir::SessionDir>> {
+        self.session_dir.as_ref()?.upgrade()
     }
 
     /// The protections this kernel runs under, and the defaults it lacks.

@@ -15,6 +15,7 @@ use crate::start::env::EnvFilter;
 use crate::start::host_dir::{HostDir, PRIVATE_TMP};
 use crate::start::python::{self, ResolveOptions, Resolved};
 use crate::start::runner_files::{self, RunnerFiles};
+use crate::start::session_dir::SessionDir;
 
 /// A local kernel, ready to be spawned or forked.
 pub(super) struct Prepared {
@@ -30,6 +31,8 @@ pub(super) struct Prepared {
     pub(super) bytecode: Option<Arc<Bundle>>,
     /// Removed once the kernel is reaped.
     pub(super) private_tmp: Option<HostDir>,
+    /// Its session's directory (a new one for a kernel that has no session).
+    pub(super) session_dir: Option<Arc<SessionDir>>,
     pub(super) sandbox: Plan,
     pub(super) isolation: Isolation,
 }
@@ -100,6 +103,44 @@ pub(super) async fn prepare(config: &KernelConfig) -> Result<Prepared> {
                 .map_err(|e| KernelError::io("making the kernel's private tmp", e))?,
         )
     };
+    let environment = environment_of(&resolved);
+    let homes = homes(&env);
+    let overlay = config.sandbox.session_installs() && crate::sandbox::support().overlay.is_ok();
+    let session_dir = match &config.session_dir {
+        _ if !(overlay || config.sandbox.confines_writes()) => None,
+        Some(dir) => Some(dir.clone()),
+        None => {
+            let (environment, homes) = (environment.clone(), homes.clone());
+            let made = tokio::task::spawn_blocking(move || {
+                SessionDir::create(environment.as_deref(), &homes)
+            })
+            .await
+            .map_err(|e| {
+                KernelError::io("making the session's directory", std::io::Error::other(e))
+            })?
+            .map_err(|e| KernelError::io("making the session's directory", e))?;
+            Some(Arc::new(made))
+        }
+    };
+    if let (Some(dir), true) = (&session_dir, config.sandbox.confines_writes()) {
+        // The home directory's caches are read-only to the kernel: matplotlib would warn
+        // and rebuild its font list in a temporary directory at every import, pip would
+        // warn and cache nothing.
+        for (key, sub) in [("MPLCONFIGDIR", "matplotlib"), ("PIP_CACHE_DIR", "pip")] {
+            env.entry(key.into())
+                .or_insert_with(|| dir.cache().join(sub).display().to_string());
+        }
+        // Where the home directory has no cache to read from (a fresh machine, CI), every
+        // tool's cache goes to the session's too (fontconfig's, which matplotlib's first
+        // plot asks for, would complain that no cache is writable).
+        let home_cache = env
+            .get("HOME")
+            .map(|h| std::path::Path::new(h).join(".cache"));
+        if home_cache.is_some_and(|c| !c.exists()) {
+            env.entry("XDG_CACHE_HOME".into())
+                .or_insert_with(|| dir.cache().join("xdg").display().to_string());
+        }
+    }
     let (sandbox, isolation) = {
         let target = Target {
             runner_base: Some(&files.base),
@@ -107,6 +148,13 @@ pub(super) async fn prepare(config: &KernelConfig) -> Result<Prepared> {
             keep: kept_for_kernel(&resolved, &env),
             hide: config.artifacts_dir.iter().cloned().collect(),
             memory_limit_bytes: config.memory_limit_bytes,
+            homes,
+            environment,
+            installs: session_dir.as_ref().filter(|_| overlay).map(|d| d.layers()),
+            writable: session_dir
+                .iter()
+                .map(|d| d.cache().to_path_buf())
+                .collect(),
             ..Target::new(&config.cwd)
         };
         Plan::prepare(&config.sandbox, &target)?
@@ -125,9 +173,45 @@ pub(super) async fn prepare(config: &KernelConfig) -> Result<Prepared> {
         trace,
         bytecode,
         private_tmp,
+        session_dir,
         sandbox,
         isolation,
     })
+}
+
+/// The interpreter's environment, where it installs: a venv's root, else the prefix its
+/// `bin/python` lies in (its standard library and `site-packages` with it).
+pub(super) fn environment_of(resolved: &Resolved) -> Option<PathBuf> {
+    let root = match &resolved.venv {
+        Some(venv) => venv.clone(),
+        None => resolved.path.parent()?.parent()?.to_path_buf(),
+    };
+    std::fs::canonicalize(root)
+        .ok()
+        .filter(|p| p != std::path::Path::new("/"))
+}
+
+/// The home directories whose credential stores a kernel must not read: the one its
+/// `HOME` names and the account's own, where they differ.
+pub(super) fn homes(env: &BTreeMap<String, String>) -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = env
+        .get("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .into_iter()
+        .collect();
+    #[cfg(unix)]
+    if let Ok(Some(user)) = nix::unistd::User::from_uid(nix::unistd::getuid()) {
+        homes.push(user.dir);
+    }
+    let mut real: Vec<PathBuf> = homes
+        .into_iter()
+        .filter(|h| h != std::path::Path::new("/"))
+        .map(|h| std::fs::canonicalize(&h).unwrap_or(h))
+        .collect();
+    real.sort();
+    real.dedup();
+    real
 }
 
 /// `<PREFIX>PYTHON_IPC_TRACE=1` in the host's environment: every frame goes to stderr.

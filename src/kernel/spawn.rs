@@ -26,6 +26,7 @@ use crate::start::env::EnvFilter;
 use crate::start::host_dir::HostDir;
 use crate::start::launcher::Launcher;
 use crate::start::python::{self, Resolved};
+use crate::start::session_dir::SessionDir;
 
 /// A kernel's process, started, before the connection is opened over it.
 pub(super) struct Started {
@@ -46,6 +47,8 @@ pub(super) struct Parts {
     pub(super) isolation: Isolation,
     /// Removed once the kernel is reaped.
     pub(super) private_tmp: Option<HostDir>,
+    /// Its session's directory, held until the kernel is reaped.
+    pub(super) session_dir: Option<Arc<SessionDir>>,
     /// What of the host the kernel's view shows.
     pub(super) reach: Reach,
     pub(super) resolved: Resolved,
@@ -62,6 +65,7 @@ impl Parts {
             trace: prepared.trace,
             isolation: prepared.isolation,
             private_tmp: prepared.private_tmp,
+            session_dir: prepared.session_dir,
             reach: prepared.sandbox.reach().clone(),
             resolved: prepared.resolved,
             prelude: prepared.files.prelude,
@@ -170,9 +174,13 @@ pub(super) async fn fork(config: &KernelConfig, prepared: &Prepared) -> Result<O
         sandbox,
         ..
     } = prepared;
+    // A session that installed something may have replaced what the zygote imported
+    // from the environment: its kernels import from their own view of it.
+    let installed = config.session_dir.as_ref().is_some_and(|d| !d.is_empty());
     let forkable = !config.preload.is_empty()
         && config.zygote
         && config.max_processes.is_none()
+        && !installed
         && python::version_at_least(&resolved.version, (3, 9));
     if !forkable {
         return Ok(None);
@@ -290,6 +298,7 @@ pub(super) fn launch(config: &KernelConfig, launcher: &Launcher) -> Result<Parts
             missing: Vec::new(),
         },
         private_tmp: None,
+        session_dir: None,
         reach: Reach::default(),
         resolved: Resolved {
             path: PathBuf::from(&interpreter),

@@ -198,6 +198,7 @@ impl Kernel {
             trace,
             isolation,
             private_tmp,
+            session_dir,
             reach,
             resolved,
             prelude,
@@ -205,6 +206,17 @@ impl Kernel {
         } = parts;
         let pid = process.pid();
         let tmp_removed = private_tmp.map(|tmp| tmp.remove_when_reaped(exit.clone()));
+        // The kernel's own hold on its session's directory ends when it is reaped (the
+        // session holds it for its later kernels); the object keeps only a reference its
+        // owner can claim while the kernel lives (a pool's spare).
+        let session_dir_ref = session_dir.as_ref().map(Arc::downgrade);
+        if let Some(session_dir) = session_dir {
+            let mut reaped = exit.clone();
+            tokio::spawn(async move {
+                let _ = reaped.wait_for(Option::is_some).await;
+                let _ = tokio::task::spawn_blocking(move || drop(session_dir)).await;
+            });
+        }
         let Pipes {
             stdin,
             stdout,
@@ -281,6 +293,7 @@ impl Kernel {
             far,
             kv_home: Mutex::new(None),
             tmp_removed,
+            session_dir: session_dir_ref,
             reach,
             start_mode,
             preloaded,

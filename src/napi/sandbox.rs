@@ -1,21 +1,42 @@
 //! `KernelOptions.sandbox` and the `isolation` reports.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use napi::bindgen_prelude::Either;
 use napi_derive::napi;
 
 use crate::error::KernelError;
-use crate::sandbox::{Isolation, SandboxConfig};
+use crate::sandbox::{
+    Hidden, Installs, Isolation, Network, Policy, SandboxConfig, Writable, DEFAULT_HIDDEN,
+};
 
 #[napi(object, object_to_js = false)]
 pub struct SandboxOptions {
     /// `false`: no network but loopback (a network namespace of its own). @default true
     pub network: Option<bool>,
-    /// Confine writes to the kernel's cwd, a private temporary directory (`TMPDIR`),
-    /// `/dev` and these directories (relative ones against cwd); reads stay allowed.
-    /// @default undefined (writes anywhere the user may write, except the runner files)
-    pub writable: Option<Vec<String>>,
+    /// Where a cell may write. By default: the kernel's cwd (its `.git` read-only), its
+    /// private temporary directory (`TMPDIR`), its own `/dev/shm` and ptys, and its
+    /// session's installs (see `installs`). Directories listed here are added (relative
+    /// ones against cwd); `'all'` lets it write wherever the host's user may (but the
+    /// machine's own controls and the runner files). Reads are not confined (see
+    /// `hidden`). @default []
+    #[napi(ts_type = "string[] | 'all'")]
+    pub writable: Option<Either<Vec<String>, String>>,
+    /// Files and directories a cell sees empty and read-only: by default the usual
+    /// credential stores beneath the home directory (`defaultHiddenPaths()`: ssh, gnupg,
+    /// the clouds', kube, docker, netrc, npmrc, pypirc, git credentials, gh, cargo
+    /// credentials, password stores and keyrings, browser profiles, ...). A list replaces
+    /// them (relative entries and `~/...` beneath the home directory, absolute ones as
+    /// they are): `[...defaultHiddenPaths(), '.myapp']` adds one, `[]` hides nothing.
+    pub hidden: Option<Vec<String>>,
+    /// Where `%pip install` (or anything a cell writes into the interpreter's
+    /// environment) goes. `'session'`: an overlay of the environment that belongs to the
+    /// session (a pool's session, or a bare kernel), kept across `reset` and restarts,
+    /// removed with it, seen by no other session. `'shared'`: the environment itself,
+    /// made writable, so what a cell installs runs in every later kernel.
+    /// @default 'session' ('shared' with `writable: 'all'`)
+    #[napi(ts_type = "'session' | 'shared'")]
+    pub installs: Option<String>,
 }
 
 /// What a kernel runs under (`kernel.isolation`) or would on this machine (`check`).
@@ -44,18 +65,67 @@ pub(super) fn sandbox_config(
     option: Option<Either<String, SandboxOptions>>,
     cwd: &Path,
 ) -> Result<SandboxConfig, KernelError> {
-    match option {
-        None => Ok(SandboxConfig::default()),
-        Some(Either::A(word)) if word == "off" => Ok(SandboxConfig::Off),
-        Some(Either::A(word)) => Err(KernelError::InvalidArgument {
-            name: "sandbox",
-            reason: format!("must be 'off' or {{ network?, writable? }}, got '{word}'"),
-        }),
-        Some(Either::B(options)) => Ok(SandboxConfig::On {
-            network: options.network.unwrap_or(true),
-            writable: options
-                .writable
-                .map(|dirs| dirs.iter().map(|d| cwd.join(d)).collect()),
-        }),
-    }
+    let invalid =
+        |name: &'static str, reason: String| KernelError::InvalidArgument { name, reason };
+    let options = match option {
+        None => return Ok(SandboxConfig::default()),
+        Some(Either::A(word)) if word == "off" => return Ok(SandboxConfig::Off),
+        Some(Either::A(word)) => {
+            return Err(invalid(
+                "sandbox",
+                format!(
+                    "must be 'off' or {{ network?, writable?, hidden?, installs? }}, got '{word}'"
+                ),
+            ))
+        }
+        Some(Either::B(options)) => options,
+    };
+    let writable = match options.writable {
+        None => Writable::Confined(Vec::new()),
+        Some(Either::A(dirs)) => Writable::Confined(dirs.iter().map(|d| cwd.join(d)).collect()),
+        Some(Either::B(word)) if word == "all" => Writable::All,
+        Some(Either::B(word)) => {
+            return Err(invalid(
+                "sandbox.writable",
+                format!("must be a list of directories or 'all', got '{word}'"),
+            ))
+        }
+    };
+    let installs = match options.installs.as_deref() {
+        None if writable == Writable::All => Installs::Shared,
+        None | Some("session") => Installs::Session,
+        Some("shared") => Installs::Shared,
+        Some(other) => {
+            return Err(invalid(
+                "sandbox.installs",
+                format!("must be 'session' or 'shared', got '{other}'"),
+            ))
+        }
+    };
+    let hidden = match options.hidden {
+        None => Hidden::Default,
+        Some(paths) => {
+            if let Some(bad) = paths.iter().find(|p| p.is_empty() || p.contains('\0')) {
+                return Err(invalid("sandbox.hidden", format!("{bad:?} is not a path")));
+            }
+            Hidden::Paths(paths.iter().map(PathBuf::from).collect())
+        }
+    };
+    Ok(SandboxConfig::On(Policy {
+        network: if options.network.unwrap_or(true) {
+            Network::Host
+        } else {
+            Network::Loopback
+        },
+        writable,
+        hidden,
+        installs,
+    }))
+}
+
+/// The credential stores a default kernel sees empty, beneath the home directory: a
+/// host that hides a directory of its own lists them with it in `sandbox.hidden`.
+#[napi]
+pub fn default_hidden_paths() -> Vec<String> {
+    DEFAULT_HIDDEN.iter().map(|p| p.to_string()).collect()
 }

@@ -47,6 +47,9 @@ pub struct Rules<'a> {
     /// kernel off the machine's controls: no writes beneath `/proc`, `/sys` or `/dev`, and
     /// no reads of `/dev` (the host's terminals), but for `devices` and [`SHARED_MEMORY`].
     pub guard_machine: bool,
+    /// Paths the kernel must not read (the credential stores, where no filesystem view
+    /// hides them): reading is granted everywhere but beneath them.
+    pub hidden: &'a [PathBuf],
     pub deny_tcp: bool,
 }
 
@@ -89,10 +92,13 @@ pub fn build(rules: &Rules<'_>) -> Result<Built, String> {
             .handle_access(AccessFs::Refer)
             .map_err(|e| e.to_string())?;
     }
-    if rules.guard_machine {
+    let guard_reads = rules.guard_machine || !rules.hidden.is_empty();
+    if guard_reads {
         ruleset = ruleset
             .handle_access(AccessFs::ReadFile)
             .map_err(|e| e.to_string())?;
+    }
+    if rules.guard_machine {
         enforced.push("machine-guarded");
     }
     if rules.deny_tcp {
@@ -108,21 +114,31 @@ pub fn build(rules: &Rules<'_>) -> Result<Built, String> {
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| format!("{}: {e}", path.display()))
     };
+    if guard_reads {
+        // Reads everywhere but beneath what is kept out of reach: the machine's /dev (its
+        // terminals) and the hidden paths. A file or directory made later right inside a
+        // directory that holds one of those is unreadable to the kernel.
+        let mut unreadable: Vec<PathBuf> = rules.hidden.to_vec();
+        if rules.guard_machine {
+            unreadable.push(PathBuf::from("/dev"));
+        }
+        for path in read_grants(&unreadable) {
+            created = rule(created, &path, AccessFs::ReadFile.into())?;
+        }
+    }
     if rules.guard_machine {
-        // Everything beneath every top-level directory but the machine's own; a top-level
-        // directory made later is read-only to the kernel.
-        for entry in std::fs::read_dir("/").map_err(|e| format!("listing /: {e}"))? {
-            let entry = entry.map_err(|e| format!("listing /: {e}"))?;
-            let path = entry.path();
-            let name = entry.file_name();
-            if !path.is_dir() || name == "dev" {
-                continue;
+        // Writes beneath every top-level directory but the machine's own (where writes
+        // are not confined anyway); a top-level directory made later is read-only.
+        if rules.writable.is_none() {
+            for entry in std::fs::read_dir("/").map_err(|e| format!("listing /: {e}"))? {
+                let entry = entry.map_err(|e| format!("listing /: {e}"))?;
+                let path = entry.path();
+                let name = entry.file_name();
+                if !path.is_dir() || name == "dev" || name == "proc" || name == "sys" {
+                    continue;
+                }
+                created = rule(created, &path, write)?;
             }
-            let mut access = AccessFs::ReadFile.into();
-            if name != "proc" && name != "sys" && rules.writable.is_none() {
-                access |= write;
-            }
-            created = rule(created, &path, access)?;
         }
         let shm = std::path::Path::new(SHARED_MEMORY);
         if shm.is_dir() {
@@ -167,6 +183,42 @@ pub fn build(rules: &Rules<'_>) -> Result<Built, String> {
         enforced,
         view_access,
     })
+}
+
+/// Where to grant reading so that everything is readable but what lies beneath
+/// `unreadable`: every entry of every directory on the way down to one of those, but
+/// that one. Symlinks need no rule of their own (Landlock judges what they lead to), nor
+/// do sockets and devices outside `/dev`.
+pub fn read_grants(unreadable: &[PathBuf]) -> Vec<PathBuf> {
+    let unreadable: Vec<PathBuf> = unreadable
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    let mut grants = Vec::new();
+    if !unreadable.iter().any(|p| p == std::path::Path::new("/")) {
+        grant_around(std::path::Path::new("/"), &unreadable, &mut grants);
+    }
+    grants
+}
+
+fn grant_around(dir: &std::path::Path, unreadable: &[PathBuf], grants: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        if kind.is_symlink() || unreadable.contains(&path) {
+            continue;
+        }
+        if kind.is_dir() && unreadable.iter().any(|u| u.starts_with(&path)) {
+            grant_around(&path, unreadable, grants);
+        } else if kind.is_dir() || kind.is_file() {
+            grants.push(path);
+        }
+    }
 }
 
 /// Grants `access` beneath `path` (a mount of the kernel's view: its own `/dev/shm`), in

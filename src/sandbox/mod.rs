@@ -47,8 +47,8 @@ mod support;
 #[cfg(target_os = "linux")]
 pub mod view;
 
-pub use config::SandboxConfig;
-use support::missing;
+pub use config::{Hidden, Installs, Network, Policy, SandboxConfig, Writable, DEFAULT_HIDDEN};
+use support::{missing, Asked};
 pub use support::{support, Support};
 
 use std::path::{Path, PathBuf};
@@ -111,14 +111,67 @@ pub struct Plan {
     /// The rights the view's own mounts get in the Landlock ruleset (writes confined).
     #[cfg(target_os = "linux")]
     landlock_view_access: u64,
+    /// The view's own mounts the kernel may write (its `/dev/shm` and ptys, the overlay
+    /// of its environment), which the host could not name in the Landlock ruleset.
+    #[cfg(target_os = "linux")]
+    view_writable: Vec<PathBuf>,
+    /// The same, ready for system calls between fork and exec.
+    #[cfg(target_os = "linux")]
+    view_writable_c: Vec<std::ffi::CString>,
     #[cfg(target_os = "linux")]
     seccomp: Option<seccomp::Filters>,
     /// What of the host the kernel's view shows.
     reach: Reach,
     /// The sandbox is on (`'off'` changes nothing of the process).
     confined: bool,
-    /// The kernel keeps the host's network (`false`: `sandbox.network = false`).
-    network: bool,
+    /// The kernel's network.
+    network: Network,
+    /// Its environment as an overlay of its session's installs.
+    overlay: Option<Overlay>,
+}
+
+/// An overlay of `lower` at the same place, its changes kept in `upper` (`work` is
+/// overlayfs's scratch directory, on the same filesystem).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overlay {
+    pub lower: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+}
+
+impl Overlay {
+    /// The mount's options; `None` when a path holds a character the option syntax
+    /// takes for a separator.
+    pub fn data(&self) -> Option<String> {
+        let paths = [&self.lower, &self.upper, &self.work];
+        let plain = paths.iter().all(|p| {
+            p.to_str()
+                .is_some_and(|s| !s.contains([',', ':', '\\', '\n']))
+        });
+        plain.then(|| {
+            // userxattr: the overlay's own metadata in user.* attributes, as a mount in a
+            // user namespace must keep it.
+            format!(
+                "lowerdir={},upperdir={},workdir={},userxattr",
+                self.lower.display(),
+                self.upper.display(),
+                self.work.display()
+            )
+        })
+    }
+}
+
+/// The view's own mounts the kernel may write to where writes are confined.
+#[cfg(target_os = "linux")]
+const VIEW_MOUNTS: [&str; 2] = ["/dev/shm", "/dev/pts"];
+
+/// The session's installs directory, as the overlay of an environment takes it: `upper`
+/// holds what changed, `work` is overlayfs's scratch space, `root` holds both.
+#[derive(Debug, Clone)]
+pub struct InstallLayers {
+    pub root: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
 }
 
 /// What [`Plan::prepare`] needs to know about the kernel.
@@ -137,6 +190,17 @@ pub struct Target<'a> {
     pub memory_limit_bytes: Option<u64>,
     /// A zygote: the host's view but for the runner, read-only (its kernels make theirs).
     pub zygote: bool,
+    /// The home directories beneath which `sandbox.hidden` names the credential stores:
+    /// the kernel's `HOME` and the account's own.
+    pub homes: Vec<PathBuf>,
+    /// The interpreter's environment (a venv's root, else its prefix): an overlay of the
+    /// session's installs, or writable with `installs: 'shared'`.
+    pub environment: Option<PathBuf>,
+    /// The session's installs directory; none for a one-shot helper.
+    pub installs: Option<&'a InstallLayers>,
+    /// Host directories the kernel writes besides those of the policy (its session's
+    /// caches).
+    pub writable: Vec<PathBuf>,
 }
 
 impl<'a> Target<'a> {
@@ -150,6 +214,10 @@ impl<'a> Target<'a> {
             hide: Vec::new(),
             memory_limit_bytes: None,
             zygote: false,
+            homes: Vec::new(),
+            environment: None,
+            installs: None,
+            writable: Vec::new(),
         }
     }
 }
@@ -182,17 +250,23 @@ impl Plan {
             #[cfg(target_os = "linux")]
             landlock_view_access: 0,
             #[cfg(target_os = "linux")]
+            view_writable: Vec::new(),
+            #[cfg(target_os = "linux")]
+            view_writable_c: Vec::new(),
+            #[cfg(target_os = "linux")]
             seccomp: None,
             reach: Reach::default(),
             confined: false,
-            network: true,
+            network: Network::Host,
+            overlay: None,
         };
-        let SandboxConfig::On { network, writable } = config else {
+        let SandboxConfig::On(policy) = config else {
             isolation.mode = "off".into();
             return Ok((plan, isolation));
         };
         plan.confined = true;
-        plan.network = *network;
+        plan.network = policy.network.clone();
+        let offline = policy.network != Network::Host;
         let refuse = |what: &str, needs: &str| {
             KernelError::Sandbox {
             reason: format!(
@@ -202,22 +276,82 @@ impl Plan {
             ),
         }
         };
-        if writable.is_some() && support.landlock_abi < 1 {
-            return Err(refuse("sandbox.writable", "Landlock"));
+        let view_possible = support.namespaces.is_ok() && support.view;
+        let extra_writable = match &policy.writable {
+            Writable::Confined(extra) => Some(extra),
+            Writable::All => None,
+        };
+        // The defaults degrade to what the machine gives (and say so); an option asked
+        // for in so many words holds or is refused.
+        if extra_writable.is_some_and(|extra| !extra.is_empty())
+            && !view_possible
+            && support.landlock_abi < 1
+        {
+            return Err(refuse(
+                "sandbox.writable",
+                "a filesystem view (user namespaces, Linux 5.12) or Landlock",
+            ));
         }
-        if !network && support.namespaces.is_err() && support.landlock_abi < 4 {
+        if matches!(&policy.hidden, Hidden::Paths(p) if !p.is_empty())
+            && !view_possible
+            && support.landlock_abi < 1
+        {
+            return Err(refuse(
+                "sandbox.hidden",
+                "a filesystem view (user namespaces, Linux 5.12) or Landlock",
+            ));
+        }
+        if policy.network == Network::Loopback
+            && support.namespaces.is_err()
+            && support.landlock_abi < 4
+        {
             return Err(refuse(
                 "sandbox.network = false",
                 "user namespaces or Landlock ABI 4",
             ));
         }
-        for dir in writable.iter().flatten() {
+        for dir in extra_writable.into_iter().flatten() {
             if let Err(e) = std::fs::read_dir(dir) {
                 return Err(KernelError::Sandbox {
                     reason: format!("writable path {}: {e}", dir.display()),
                 });
             }
         }
+        let environment = target.environment.as_deref();
+        // The kernel's cwd, the directories asked for and, with shared installs, the
+        // environment: where writes are confined to (`None`: not confined).
+        let writable_dirs: Option<Vec<PathBuf>> = extra_writable.map(|extra| {
+            let mut dirs: Vec<PathBuf> = std::iter::once(target.cwd.to_path_buf())
+                .chain(extra.iter().cloned())
+                .chain(target.writable.iter().cloned())
+                .collect();
+            if policy.installs == Installs::Shared {
+                dirs.extend(environment.map(Path::to_path_buf));
+            }
+            dirs
+        });
+        // Hooks and config written there run outside the sandbox, at the next commit.
+        let git = target.cwd.join(".git");
+        let git_read_only =
+            (writable_dirs.is_some() && std::fs::symlink_metadata(&git).is_ok()).then_some(git);
+        let hidden: Vec<PathBuf> = policy
+            .hidden
+            .paths(&target.homes)
+            .into_iter()
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .collect();
+        let overlay = match (policy.installs, target.installs, environment) {
+            (Installs::Session, Some(layers), Some(env)) if support.overlay.is_ok() => {
+                let holds_workspace = writable_dirs.iter().flatten().any(|w| w.starts_with(env));
+                let overlay = Overlay {
+                    lower: env.to_path_buf(),
+                    upper: layers.upper.clone(),
+                    work: layers.work.clone(),
+                };
+                (!holds_workspace && overlay.data().is_some()).then_some(overlay)
+            }
+            _ => None,
+        };
         #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut modes: Vec<&str> = Vec::new();
         #[cfg(target_os = "linux")]
@@ -227,29 +361,33 @@ impl Plan {
                 .map(|name| Path::new("/dev").join(name))
                 .filter(|p| p.exists())
                 .collect();
-            // The kernel's cwd and the directories asked for (where writes are confined).
-            let writable_dirs: Option<Vec<PathBuf>> = writable.as_ref().map(|extra| {
-                std::iter::once(target.cwd.to_path_buf())
-                    .chain(extra.iter().cloned())
-                    .collect()
-            });
             // A zygote's kernels each build their view from what the zygote sees.
-            let view = support.namespaces.is_ok() && support.view && !target.zygote;
+            let view = view_possible && !target.zygote;
             if support.namespaces.is_ok() {
                 let mut reach = Reach::default();
                 let steps = if view {
                     let mut hide = target.hide.clone();
                     hide.extend(host_runtime_dirs());
+                    hide.extend(
+                        target
+                            .installs
+                            .iter()
+                            .flat_map(|layers| [layers.upper.clone(), layers.work.clone()]),
+                    );
+                    let mut read_only: Vec<PathBuf> = target
+                        .runner_base
+                        .map(Path::to_path_buf)
+                        .into_iter()
+                        .collect();
+                    read_only.extend(git_read_only.clone());
                     view::steps(&view::ViewSpec {
                         writable: writable_dirs.clone(),
-                        read_only: target
-                            .runner_base
-                            .map(Path::to_path_buf)
-                            .into_iter()
-                            .collect(),
+                        read_only,
                         private_tmp: target.private_tmp.map(Path::to_path_buf),
                         keep: target.keep.clone(),
                         hide,
+                        conceal: hidden.clone(),
+                        overlay: overlay.clone(),
                         shm_bytes: target.memory_limit_bytes,
                         cwd: target.cwd.to_path_buf(),
                     })
@@ -267,7 +405,7 @@ impl Plan {
                         .map_err(|e| KernelError::Sandbox {
                             reason: format!("preparing the kernel's filesystem view: {e}"),
                         })?;
-                let ns = namespaces::NamespacePlan::new(*network, prepared).map_err(|e| {
+                let ns = namespaces::NamespacePlan::new(!offline, prepared).map_err(|e| {
                     KernelError::Sandbox {
                         reason: format!("preparing namespaces: {e}"),
                     }
@@ -289,19 +427,34 @@ impl Plan {
                         "host-sockets-hidden",
                         "private-tmp",
                     ]);
+                    if writable_dirs.is_some() {
+                        isolation.enforced.push("writes-confined");
+                    }
+                    if git_read_only.is_some() {
+                        isolation.enforced.push("git-read-only");
+                    }
+                    if !hidden.is_empty() || matches!(policy.hidden, Hidden::Default) {
+                        isolation.enforced.push("credentials-hidden");
+                    }
+                    if policy.installs == Installs::Session && support.overlay.is_ok() {
+                        isolation.enforced.push("session-installs");
+                    }
+                    plan.overlay = overlay.clone();
                 }
-                if !network {
+                if offline {
                     isolation.enforced.push("network-namespace");
                 }
             }
             // Without a view of its own, Landlock keeps the kernel off /proc, /sys and
-            // /dev (root hosts: sysctls, cgroup limits, devices, the host's terminals).
+            // /dev (root hosts: sysctls, cgroup limits, devices, the host's terminals),
+            // and hides the credential stores by granting reads around them.
             let guard_machine = !view;
             // ABI 1 cannot allow moving a file into another directory (`Refer` came with
             // ABI 2), which would break pip and atomic saves: use it only where
             // nothing else holds the kernel, or where writes are confined anyway.
             let landlock_usable = support.landlock_abi >= 2
-                || (support.landlock_abi == 1 && (plan.namespaces.is_none() || writable.is_some()));
+                || (support.landlock_abi == 1
+                    && (plan.namespaces.is_none() || writable_dirs.is_some()));
             if landlock_usable {
                 // Where no view is built, Landlock's guard grants the host's /dev/shm.
                 let landlock_writable = writable_dirs.as_ref().map(|dirs| {
@@ -309,25 +462,63 @@ impl Plan {
                     dirs.extend(target.private_tmp.map(Path::to_path_buf));
                     dirs
                 });
+                // A hidden path beneath a directory the kernel writes cannot be hidden by
+                // granting reads around it: what the kernel writes next to it would be
+                // unreadable.
+                let (landlock_hidden, readable): (Vec<PathBuf>, Vec<PathBuf>) = if view {
+                    (Vec::new(), Vec::new())
+                } else {
+                    hidden.iter().cloned().partition(|h| {
+                        !landlock_writable
+                            .iter()
+                            .flatten()
+                            .any(|w| h.starts_with(w) && h != w)
+                    })
+                };
                 let rules = landlock_rules::Rules {
                     abi: support.landlock_abi,
                     writable: landlock_writable.as_deref(),
                     devices: &devices,
                     guard_machine,
-                    deny_tcp: !network && plan.namespaces.is_none(),
+                    hidden: &landlock_hidden,
+                    deny_tcp: offline && plan.namespaces.is_none(),
                 };
                 let built =
                     landlock_rules::build(&rules).map_err(|reason| KernelError::Sandbox {
                         reason: format!("preparing Landlock: {reason}"),
                     })?;
                 plan.landlock = Some(built.fd);
-                plan.landlock_view_access = if view { built.view_access } else { 0 };
+                if view {
+                    plan.landlock_view_access = built.view_access;
+                    if built.view_access != 0 {
+                        plan.view_writable = VIEW_MOUNTS.iter().map(PathBuf::from).collect();
+                        plan.view_writable
+                            .extend(overlay.as_ref().map(|o| o.lower.clone()));
+                        plan.view_writable_c = plan
+                            .view_writable
+                            .iter()
+                            .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
+                            .collect::<std::result::Result<_, _>>()
+                            .map_err(|_| KernelError::Sandbox {
+                                reason: "a writable path holds a NUL byte".into(),
+                            })?;
+                    }
+                }
                 modes.push("landlock");
                 isolation.enforced.extend(built.enforced);
+                if !view && !landlock_hidden.is_empty() {
+                    isolation.enforced.push("credentials-hidden");
+                }
+                if !readable.is_empty() {
+                    isolation.missing.push(format!(
+                        "{} stay readable: without a filesystem view of its own, Landlock cannot hide a path inside a directory the kernel writes",
+                        readable.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                    ));
+                }
             }
             if support.seccomp.is_ok() {
                 let extra = seccomp::Extra {
-                    sockets: !network && plan.namespaces.is_none(),
+                    sockets: offline && plan.namespaces.is_none(),
                 };
                 plan.seccomp =
                     Some(
@@ -345,13 +536,23 @@ impl Plan {
             }
         }
         #[cfg(not(target_os = "linux"))]
-        let _ = target;
+        let _ = (target, &hidden, &git_read_only, &overlay);
+        let mut seen = std::collections::HashSet::new();
+        isolation.enforced.retain(|name| seen.insert(*name));
         isolation.mode = if modes.is_empty() {
             "none".into()
         } else {
             modes.join("+")
         };
-        isolation.missing = missing(support, *network, writable.is_some());
+        let asked = Asked {
+            network: !offline,
+            writes_confined: writable_dirs.is_some(),
+            hides: !hidden.is_empty() || matches!(policy.hidden, Hidden::Default),
+            session_installs: policy.installs == Installs::Session,
+        };
+        let mut lacking = missing(support, &asked);
+        lacking.append(&mut isolation.missing);
+        isolation.missing = lacking;
         Ok((plan, isolation))
     }
 
@@ -367,7 +568,12 @@ impl Plan {
             let landlock = self.landlock.as_ref().map(|fd| fd.as_raw_fd());
             if let Some(ns) = &self.namespaces {
                 // Never returns on success: the kernel is exec'd from there.
-                return ns.enter(landlock, self.landlock_view_access, self.seccomp.as_ref());
+                return ns.enter(
+                    landlock,
+                    self.landlock_view_access,
+                    &self.view_writable_c,
+                    self.seccomp.as_ref(),
+                );
             }
             nix::unistd::setsid().map_err(std::io::Error::from)?;
             if !self.confined {
@@ -427,11 +633,14 @@ impl Plan {
             Plan {
                 landlock: None,
                 landlock_view_access: 0,
+                view_writable: Vec::new(),
+                view_writable_c: Vec::new(),
                 namespaces,
                 seccomp: None,
                 reach: self.reach,
                 confined: self.confined,
                 network: self.network,
+                overlay: None,
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -448,9 +657,14 @@ impl Plan {
         #[cfg(target_os = "linux")]
         if self.confined {
             return Some(ForkedSandbox {
-                network: self.network,
+                network: self.network == Network::Host,
                 view: self.namespaces.as_ref().map(|ns| ns.view().to_json()),
                 landlock_view_access: self.landlock_view_access,
+                view_writable: self
+                    .view_writable
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect(),
                 seccomp: self.seccomp.as_ref().map(|f| f.to_hex()),
                 keyctl: nix::libc::SYS_keyctl,
             });
@@ -523,17 +737,20 @@ mod tests {
     fn a_missing_writable_path_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let target = target_in(dir.path());
-        let config = SandboxConfig::On {
-            network: true,
-            writable: Some(vec![dir.path().join("absent")]),
-        };
+        let config = SandboxConfig::On(Policy {
+            writable: Writable::Confined(vec![dir.path().join("absent")]),
+            ..Policy::default()
+        });
         let err = Plan::prepare(&config, &target).err().unwrap();
         assert_eq!(err.code(), "ERR_SANDBOX");
-        // Without Landlock the option itself is refused, which is as clear.
-        let expected = if support().landlock_abi >= 1 {
+        // Where nothing can confine writes the option itself is refused, which is as
+        // clear.
+        let confinable =
+            support().landlock_abi >= 1 || (support().namespaces.is_ok() && support().view);
+        let expected = if confinable {
             "absent"
         } else {
-            "needs Landlock"
+            "needs a filesystem view"
         };
         assert!(err.to_string().contains(expected), "{err}");
     }

@@ -159,6 +159,7 @@ impl NamespacePlan {
         &self,
         landlock: Option<libc::c_int>,
         landlock_view_access: u64,
+        view_writable: &[CString],
         seccomp: Option<&super::seccomp::Filters>,
     ) -> io::Result<()> {
         if self.exec.get().is_none() {
@@ -176,6 +177,7 @@ impl NamespacePlan {
             plan: self,
             landlock: landlock.unwrap_or(-1),
             landlock_view_access,
+            view_writable,
             seccomp,
         };
         let top = self.stack.as_ptr().add(self.stack.len()) as usize & !15;
@@ -267,13 +269,13 @@ impl NamespacePlan {
 struct GArgs<'a> {
     plan: &'a NamespacePlan,
     landlock: libc::c_int,
-    /// Granted beneath the view's own `/dev/shm` and `/dev/pts` (writes confined).
+    /// Granted beneath `view_writable` (writes confined).
     landlock_view_access: u64,
+    /// The view's own mounts the kernel writes, which the host could not name in the
+    /// Landlock ruleset (its `/dev/shm` and ptys, the overlay of its environment).
+    view_writable: &'a [CString],
     seccomp: Option<&'a super::seccomp::Filters>,
 }
-
-/// The view's own mounts, which the host could not name in the Landlock ruleset.
-const VIEW_MOUNTS: [&std::ffi::CStr; 2] = [c"/dev/shm", c"/dev/pts"];
 
 /// What G was doing when it failed, for the error message.
 const G_STEPS: [&str; 8] = [
@@ -332,7 +334,7 @@ extern "C" fn kernel_main(arg: *mut libc::c_void) -> libc::c_int {
             return fail(3);
         }
         if args.landlock >= 0 && args.landlock_view_access != 0 {
-            for mount in VIEW_MOUNTS {
+            for mount in args.view_writable {
                 if super::landlock_rules::allow_beneath(
                     args.landlock,
                     mount,
@@ -457,20 +459,43 @@ pub fn probe() -> std::result::Result<Probe, String> {
         "mounting a /proc of its own",
         "",
     ];
+    // An overlay as a session's installs make: its layers in the host's temporary
+    // directory, where those live (overlayfs wants user extended attributes there).
+    let layers = OverlayProbe::new();
     // SAFETY: the child uses system calls only and ends with _exit.
     let pid = unsafe { raw_fork() }.map_err(|e| format!("fork: {e}"))?;
     if pid == 0 {
         unsafe {
-            let step = probe_child(&plan);
+            let step = probe_child(&plan, layers.as_ref().ok());
             libc::_exit(step);
         }
     }
     let mut status = 0;
     // SAFETY: waiting for the child we just forked.
     unsafe { libc::waitpid(pid, &mut status, 0) };
+    let overlay = |works: bool| {
+        match &layers {
+        Err(e) => Err(format!("its layers could not be made: {e}")),
+        Ok(layers) if !works => Err(format!(
+            "an overlay with its layers in {} could not be mounted (overlayfs in a user namespace needs Linux 5.11, and a filesystem with user extended attributes there: tmpfs before Linux 6.6 has none; set TMPDIR to a directory on another filesystem)",
+            layers.base_display()
+        )),
+        Ok(_) => Ok(()),
+    }
+    };
     match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
-        Some(0) => Ok(Probe { view: true }),
-        Some(NO_MOUNT_SETATTR) => Ok(Probe { view: false }),
+        Some(0) => Ok(Probe {
+            view: true,
+            overlay: overlay(true),
+        }),
+        Some(NO_OVERLAY) => Ok(Probe {
+            view: true,
+            overlay: overlay(false),
+        }),
+        Some(NO_MOUNT_SETATTR) => Ok(Probe {
+            view: false,
+            overlay: Err("no filesystem view (Linux < 5.12)".into()),
+        }),
         Some(step @ 1..=4) => Err(format!(
             "{} failed (unprivileged user namespaces are not available)",
             STEPS[step as usize]
@@ -483,12 +508,63 @@ pub fn probe() -> std::result::Result<Probe, String> {
 pub struct Probe {
     /// Whether a filesystem view can be built: `mount_setattr` (Linux 5.12) answers.
     pub view: bool,
+    /// Whether an environment can be overlaid with a session's installs; else why not.
+    pub overlay: std::result::Result<(), String>,
 }
 
 /// The probe's exit status when everything works but `mount_setattr` is missing.
 const NO_MOUNT_SETATTR: i32 = 5;
+/// ... when everything works but an overlay cannot be mounted.
+const NO_OVERLAY: i32 = 6;
 
-unsafe fn probe_child(plan: &NamespacePlan) -> i32 {
+/// The layers of the probe's overlay, made before the fork.
+struct OverlayProbe {
+    dir: tempfile::TempDir,
+    target: CString,
+    data: CString,
+}
+
+impl OverlayProbe {
+    fn new() -> io::Result<OverlayProbe> {
+        let dir = tempfile::Builder::new()
+            .prefix("pykernel-probe-")
+            .tempdir()?;
+        for layer in ["lower", "upper", "work"] {
+            std::fs::create_dir(dir.path().join(layer))?;
+        }
+        let overlay = super::Overlay {
+            lower: dir.path().join("lower"),
+            upper: dir.path().join("upper"),
+            work: dir.path().join("work"),
+        };
+        let data = overlay
+            .data()
+            .ok_or_else(|| io::Error::other("the temporary directory's path holds ',' or ':'"))?;
+        let c = |s: &[u8]| CString::new(s).map_err(|_| io::Error::other("NUL in a path"));
+        Ok(OverlayProbe {
+            target: c(overlay.lower.as_os_str().as_encoded_bytes())?,
+            data: c(data.as_bytes())?,
+            dir,
+        })
+    }
+
+    fn base_display(&self) -> String {
+        self.dir
+            .path()
+            .parent()
+            .map_or_else(String::new, |p| p.display().to_string())
+    }
+}
+
+impl Drop for OverlayProbe {
+    fn drop(&mut self) {
+        // overlayfs leaves its scratch directory without permissions: a user that is not
+        // root cannot remove it until it may list it again.
+        let _ = crate::store::safe_fs::remove_tree(self.dir.path());
+    }
+}
+
+unsafe fn probe_child(plan: &NamespacePlan, overlay: Option<&OverlayProbe>) -> i32 {
     if plan
         .unshare_as_ourselves(plan.flags | libc::CLONE_NEWNET)
         .is_err()
@@ -519,6 +595,22 @@ unsafe fn probe_child(plan: &NamespacePlan) -> i32 {
     libc::waitpid(pid, &mut status, 0);
     match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
         Some(0) if no_view => NO_MOUNT_SETATTR,
+        Some(0) => {
+            let mounted = overlay.is_some_and(|o| {
+                libc::mount(
+                    c"overlay".as_ptr(),
+                    o.target.as_ptr(),
+                    c"overlay".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    o.data.as_ptr().cast(),
+                ) == 0
+            });
+            if mounted {
+                0
+            } else {
+                NO_OVERLAY
+            }
+        }
         Some(code) => code,
         None => 4,
     }

@@ -16,6 +16,18 @@ pub struct Support {
     pub landlock_abi: i32,
     /// Seccomp filters can be built for this architecture; else why not.
     pub seccomp: std::result::Result<(), String>,
+    /// An environment can be overlaid with a session's installs in the view; else why not.
+    pub overlay: std::result::Result<(), String>,
+}
+
+/// What a kernel's policy asks for, as far as what it lacks depends on it.
+pub(super) struct Asked {
+    /// It keeps the host's network.
+    pub network: bool,
+    pub writes_confined: bool,
+    /// It hides credential stores (the default list, or a list of the host's).
+    pub hides: bool,
+    pub session_installs: bool,
 }
 
 /// Probed once per process: a throwaway child tries the namespaces for real.
@@ -32,6 +44,10 @@ pub fn support() -> &'static Support {
             };
             Support {
                 view: probe.as_ref().is_ok_and(|p| p.view),
+                overlay: match &probe {
+                    Ok(p) => p.overlay.clone(),
+                    Err(_) => Err("no user namespaces".into()),
+                },
                 namespaces: probe.map(|_| ()),
                 landlock_abi: landlock_rules::abi(),
                 seccomp: seccomp::filters(seccomp::Extra { sockets: false }).map(|_| ()),
@@ -44,13 +60,16 @@ pub fn support() -> &'static Support {
                 view: false,
                 landlock_abi: 0,
                 seccomp: Err("not Linux".into()),
+                overlay: Err("not Linux".into()),
             }
         }
     })
 }
 
 /// The default protections this machine cannot give, in words a user can act on.
-pub(super) fn missing(support: &Support, network: bool, writable: bool) -> Vec<String> {
+pub(super) fn missing(support: &Support, asked: &Asked) -> Vec<String> {
+    let network = asked.network;
+    let writable = asked.writes_confined;
     let mut missing = Vec::new();
     let guarded = support.landlock_abi >= 1;
     if let Err(why) = &support.namespaces {
@@ -113,6 +132,24 @@ pub(super) fn missing(support: &Support, network: bool, writable: bool) -> Vec<S
                 "the bounding set stays full (a process that is not root cannot empty it without a user namespace); with no_new_privs nothing can be gained from it".into(),
             );
         }
+        if writable && guarded {
+            missing.push(
+                "the cwd's .git is writable (hooks and config written there run outside the sandbox at the next git command): Landlock cannot make part of a writable directory read-only".into(),
+            );
+        } else if writable {
+            missing.push(
+                "writes are not confined: without a filesystem view or Landlock the kernel writes wherever the host's user may (the home directory's dotfiles, the environment, the cwd's .git)".into(),
+            );
+        }
+        if asked.hides && guarded {
+            missing.push(
+                "the hidden credential stores are unreadable but not empty: their names still list (Landlock refuses reading what is in them; a filesystem view shows them empty)".into(),
+            );
+        } else if asked.hides {
+            missing.push(
+                "the credential stores under the home directory (~/.ssh, ~/.aws, ...) are readable: hiding them needs a filesystem view or Landlock".into(),
+            );
+        }
         if guarded {
             missing.push(
                 "no pseudo-terminals (pty.openpty, pexpect): Landlock keeps the host's terminals, and with them /dev/ptmx, out of reach".into(),
@@ -121,6 +158,15 @@ pub(super) fn missing(support: &Support, network: bool, writable: bool) -> Vec<S
             missing.push(
                 "no Landlock either: the host's terminals (/dev/pts), and as root sysctls (/proc/sys), cgroup limits and devices, are open to the kernel".into(),
             );
+        }
+    }
+    if asked.session_installs {
+        if let Err(why) = &support.overlay {
+            missing.push(if writable {
+                format!("no session installs ({why}): the environment is read-only to the kernel, so %pip install fails; sandbox.installs = 'shared' makes it writable (what a cell installs then runs in every later kernel)")
+            } else {
+                format!("no session installs ({why}): %pip install writes the shared environment, which every later kernel runs")
+            });
         }
     }
     if let Err(why) = &support.seccomp {
@@ -155,12 +201,37 @@ mod tests {
             } else {
                 Err("no filter".into())
             },
+            overlay: if namespaces && view {
+                Ok(())
+            } else {
+                Err("no view".into())
+            },
+        };
+        let asked = |network: bool, writes_confined: bool| Asked {
+            network,
+            writes_confined,
+            hides: true,
+            session_installs: true,
         };
         assert_eq!(
-            missing(&support(true, true, 7, true), true, false),
+            missing(&support(true, true, 7, true), &asked(true, false)),
             Vec::<String>::new()
         );
-        let no_userns = missing(&support(false, false, 7, true), true, false).join("\n");
+        let no_userns = missing(&support(false, false, 7, true), &asked(true, false)).join("\n");
+        let confined = missing(&support(false, false, 7, true), &asked(true, true)).join("\n");
+        for lost in [
+            ".git is writable",
+            "unreadable but not empty",
+            "no session installs (no view): the environment is read-only",
+        ] {
+            assert!(confined.contains(lost), "{lost} not in:\n{confined}");
+        }
+        let unguarded = missing(&support(false, false, 0, true), &asked(true, true)).join("\n");
+        assert!(unguarded.contains("writes are not confined"), "{unguarded}");
+        assert!(
+            unguarded.contains("~/.ssh, ~/.aws, ...) are readable"),
+            "{unguarded}"
+        );
         for lost in [
             "no PID namespace",
             "metadata outside the writable directories",
@@ -172,7 +243,7 @@ mod tests {
         ] {
             assert!(no_userns.contains(lost), "{lost} not in:\n{no_userns}");
         }
-        let offline = missing(&support(false, false, 7, true), false, true).join("\n");
+        let offline = missing(&support(false, false, 7, true), &asked(false, true)).join("\n");
         assert!(
             offline.contains("every socket but socketpair is refused"),
             "{offline}"
@@ -181,10 +252,10 @@ mod tests {
             offline.contains("is readable by the kernel (kv itself"),
             "{offline}"
         );
-        let old_linux = missing(&support(true, false, 7, true), true, false).join("\n");
+        let old_linux = missing(&support(true, false, 7, true), &asked(true, false)).join("\n");
         assert!(old_linux.contains("mount_setattr"), "{old_linux}");
         // Its network namespace keeps no socket file away, and refuses no socket.
-        let old_offline = missing(&support(true, false, 7, true), false, false).join("\n");
+        let old_offline = missing(&support(true, false, 7, true), &asked(false, false)).join("\n");
         assert!(
             old_offline.contains("with sandbox.network = false too"),
             "{old_offline}"
@@ -194,7 +265,7 @@ mod tests {
             "{old_offline}"
         );
         assert!(!old_linux.contains("no PID namespace"), "{old_linux}");
-        let bare = missing(&support(false, false, 0, false), true, false).join("\n");
+        let bare = missing(&support(false, false, 0, false), &asked(true, false)).join("\n");
         assert!(bare.contains("no Landlock either"), "{bare}");
         assert!(bare.contains("no seccomp filter (no filter)"), "{bare}");
     }

@@ -59,8 +59,15 @@ pub struct ViewSpec {
     pub private_tmp: Option<PathBuf>,
     /// Host directories the kernel needs where they are (its cwd, its interpreter).
     pub keep: Vec<PathBuf>,
-    /// Host directories replaced by an empty read-only tmpfs.
+    /// Host directories replaced by an empty read-only tmpfs (unless they hold what the
+    /// kernel needs).
     pub hide: Vec<PathBuf>,
+    /// Host directories and files the kernel sees empty and read-only, wherever they are
+    /// (the credential stores): an empty tmpfs over a directory, `/dev/null` over a file.
+    pub conceal: Vec<PathBuf>,
+    /// The interpreter's environment as an overlay whose changes go to the session's own
+    /// directory: what a cell installs (or scribbles) there is its session's alone.
+    pub overlay: Option<super::Overlay>,
     /// The size of the kernel's `/dev/shm`; tmpfs's default (half the RAM) when `None`.
     pub shm_bytes: Option<u64>,
     /// Where the kernel starts: the process's cwd must be taken again on top of the view.
@@ -171,6 +178,21 @@ pub fn steps(spec: &ViewSpec) -> io::Result<(Vec<Step>, super::Reach)> {
     // A private /tmp only while nothing the kernel needs is /tmp itself (a cwd of /tmp
     // keeps the host's).
     let private_tmp = private_tmp.filter(|_| !needed.iter().any(|p| tmp.starts_with(p)));
+    // Mounted first, so every later step (the read-only tree, the binds, the copies of
+    // paths kept under /tmp) takes the overlay along where the environment is.
+    if let Some(overlay) = &spec.overlay {
+        let data = overlay.data().ok_or_else(|| {
+            io::Error::other(
+                "the environment's path holds ',', ':' or '\\', which an overlay cannot name",
+            )
+        })?;
+        steps.push(Step::Mount {
+            fstype: "overlay",
+            target: overlay.lower.clone(),
+            flags: libc::MS_NOSUID | libc::MS_NODEV,
+            data,
+        });
+    }
     match &spec.writable {
         Some(_) => steps.push(Step::ReadOnlyTree("/".into())),
         None => steps.push(Step::ReadOnlyTree("/sys".into())),
@@ -184,6 +206,11 @@ pub fn steps(spec: &ViewSpec) -> io::Result<(Vec<Step>, super::Reach)> {
             target: dir.clone(),
         });
         steps.push(Step::Writable(dir.clone()));
+    }
+    if let (Some(overlay), Some(_)) = (&spec.overlay, &spec.writable) {
+        // The environment's top mount (within a writable directory's bind, if it lies in
+        // one): writes there go to the session's own layer.
+        steps.push(Step::Writable(overlay.lower.clone()));
     }
     for dir in &spec.read_only {
         steps.push(Step::Bind {
@@ -292,16 +319,40 @@ pub fn steps(spec: &ViewSpec) -> io::Result<(Vec<Step>, super::Reach)> {
         target: "/dev".into(),
         flags: libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
     });
-    // Hidden: what holds nothing the kernel needs.
+    // Hidden: what holds nothing the kernel needs. A path the private /tmp covers is
+    // gone already, unless it lies in a path kept there.
+    let gone_with_tmp = |path: &Path| {
+        private_tmp.is_some()
+            && is_under(path, tmp)
+            && !kept_under_tmp.iter().any(|(_, kept)| is_under(path, kept))
+    };
+    let holds_needed = |path: &Path| needed.iter().any(|p| is_under(p, path));
     let mut hidden = Vec::new();
     for dir in &spec.hide {
-        let covered = private_tmp.is_some() && is_under(dir, tmp);
-        let holds_needed = needed.iter().any(|p| is_under(p, dir) || is_under(dir, p));
-        if covered || holds_needed || !dir.is_dir() {
+        if gone_with_tmp(dir) || holds_needed(dir) || !dir.is_dir() {
             continue;
         }
         steps.push(empty(dir));
         hidden.push(dir.clone());
+    }
+    // The credential stores: empty and read-only where they are, in a writable
+    // directory too (the cwd may be the home directory).
+    for path in &spec.conceal {
+        if gone_with_tmp(path) || holds_needed(path) || hidden.iter().any(|h| is_under(path, h)) {
+            continue;
+        }
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => steps.push(empty(path)),
+            Ok(meta) if meta.is_file() => {
+                steps.push(Step::Bind {
+                    source: "/dev/null".into(),
+                    target: path.clone(),
+                });
+                steps.push(Step::ReadOnlyTree(path.clone()));
+            }
+            _ => continue,
+        }
+        hidden.push(path.clone());
     }
     for masked in MASKED.iter().filter(|m| m.starts_with("/sys/")) {
         steps.extend(mask(Path::new(masked)));

@@ -357,6 +357,10 @@ impl PooledKernel for FakeKernel {
         true
     }
 
+    fn session_dir(&self) -> Option<Arc<crate::start::session_dir::SessionDir>> {
+        None
+    }
+
     fn not_preloaded(&self, modules: &[String]) -> Vec<String> {
         modules.to_vec()
     }

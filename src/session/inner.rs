@@ -155,6 +155,7 @@ impl<K: PooledKernel> PoolInner<K> {
             resets: Mutex::default(),
             running: Mutex::default(),
             lost_while_idle: Mutex::new(evicted),
+            dir: Mutex::default(),
         });
         sessions.insert(key, session.clone());
         let place = session.turns.join();

@@ -18,6 +18,7 @@ use crate::kernel::fifo::Place;
 use crate::kernel::{Kernel, KernelConfig, ShutdownOutcome};
 use crate::process::exit::ExitInfo;
 use crate::start::python::Resolved;
+use crate::start::session_dir::SessionDir;
 
 /// What the pool asks of one of its kernels; each method means what [`Kernel`]'s of the
 /// same name does. Cells run on it through the executor ([`RunsCells`]).
@@ -44,6 +45,9 @@ pub trait PooledKernel: RunsCells + Send + Sync + Sized + 'static {
     fn resolved(&self) -> &Resolved;
     /// Whether the host's `path` is in its filesystem view.
     fn sees(&self, path: &Path) -> bool;
+    /// The session directory it was started with (its installs and caches), while it
+    /// lives: a spare's becomes the session's that claims it.
+    fn session_dir(&self) -> Option<Arc<SessionDir>>;
     fn not_preloaded(&self, modules: &[String]) -> Vec<String>;
     /// Imports `modules` ahead of the first cell; `Ok` holds the ones that failed.
     fn preload(
@@ -123,6 +127,10 @@ impl PooledKernel for Kernel {
 
     fn sees(&self, path: &Path) -> bool {
         Kernel::sees(self, path)
+    }
+
+    fn session_dir(&self) -> Option<Arc<SessionDir>> {
+        Kernel::session_dir(self)
     }
 
     fn not_preloaded(&self, modules: &[String]) -> Vec<String> {

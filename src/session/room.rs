@@ -258,6 +258,10 @@ impl<K: PooledKernel> PoolInner<K> {
         if config.launcher != pool.launcher {
             return None;
         }
+        // A spare's environment shows none of what the session installed.
+        if config.session_dir.as_ref().is_some_and(|d| !d.is_empty()) {
+            return None;
+        }
         let mut spares = self.spares.lock().unwrap();
         let index = if config.interpreter == pool.interpreter
             && config.cwd == pool.cwd

@@ -466,10 +466,21 @@ async fn start_kernel<K: PooledKernel>(
         return Ok(None);
     };
     tracing::info!(key = %session.key, "starting kernel");
-    let config = until_deadline(&config, deadline);
+    let mut config = until_deadline(&config, deadline);
+    config.session_dir = session.dir.lock().unwrap().clone();
     let Some(live) = pool.new_kernel(&config, room, abort, load).await? else {
         return Ok(None);
     };
+    {
+        // A session that has installed nothing yet takes its kernel's directory (a
+        // claimed spare's own); later kernels get the session's.
+        let mut dir = session.dir.lock().unwrap();
+        if dir.as_ref().is_none_or(|d| d.is_empty()) {
+            if let Some(started_with) = live.kernel.session_dir() {
+                *dir = Some(started_with);
+            }
+        }
+    }
     let kernel = live.kernel.clone();
     *session.kernel.lock().unwrap() = Some(live);
     session.had_kernel.store(true, Ordering::SeqCst);

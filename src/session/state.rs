@@ -14,6 +14,7 @@ use crate::session::key::SessionKey;
 use crate::session::live::LiveKernel;
 use crate::session::pooled::PooledKernel;
 use crate::session::site::Site;
+use crate::start::session_dir::SessionDir;
 
 /// A session as `sessions` reports it.
 #[derive(Debug, Clone)]
@@ -45,6 +46,9 @@ pub(super) struct Session<K> {
     pub(super) running: Mutex<Option<Arc<AbortHandle>>>,
     /// Told to the next call: the kernel was lost while idle.
     pub(super) lost_while_idle: Mutex<Option<String>>,
+    /// What its kernels installed and cached, kept across resets and restarts: taken
+    /// from its first kernel, removed once the session and its kernels are gone.
+    pub(super) dir: Mutex<Option<Arc<SessionDir>>>,
 }
 
 /// Resets asked for while an earlier one is pending or its call still runs are done once

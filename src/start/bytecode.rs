@@ -149,7 +149,7 @@ fn build(
     // repository's own venv); it writes nothing.
     let config = match sandbox {
         SandboxConfig::Off => SandboxConfig::Off,
-        SandboxConfig::On { .. } => SandboxConfig::default(),
+        SandboxConfig::On(_) => SandboxConfig::default(),
     };
     let (plan, _) = Plan::prepare(
         &config,

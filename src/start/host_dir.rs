@@ -1,6 +1,6 @@
 //! Directories the host makes for its kernels in its temporary directory: a kernel's
 //! private TMPDIR ([`PRIVATE_TMP`], inside its filesystem view its `/tmp`, see
-//! `sandbox/view.rs`).
+//! `sandbox/view.rs`), and what a session keeps for its kernels ([`SESSION`], see `session_dir.rs`).
 //!
 //! Made 0700, named for the kind and the host process (`pykernel-tmp-<host pid>-<random>`),
 //! so no other user reads one and a later host can tell whose it is. Removed once the
@@ -25,6 +25,8 @@ use crate::process::exit::ExitInfo;
 
 /// A kernel's private temporary directory.
 pub const PRIVATE_TMP: &str = "pykernel-tmp-";
+/// What a session keeps for its kernels (see `session_dir.rs`).
+pub const SESSION: &str = "pykernel-session-";
 
 /// Directories of kernels still alive, for the host's exit.
 static LIVE: Mutex<Option<HashMap<u64, PathBuf>>> = Mutex::new(None);
@@ -103,7 +105,7 @@ impl Drop for HostDir {
 fn remove(dir: &Path, patience: Duration) {
     let started = Instant::now();
     loop {
-        match std::fs::remove_dir_all(dir) {
+        match crate::store::safe_fs::remove_tree(dir) {
             Ok(()) => return,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return,
             Err(e) if started.elapsed() >= patience => {

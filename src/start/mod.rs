@@ -9,5 +9,6 @@ pub mod host_dir;
 pub mod launcher;
 pub mod python;
 pub mod runner_files;
+pub mod session_dir;
 #[cfg(target_os = "linux")]
 pub mod zygote;

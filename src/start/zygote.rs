@@ -38,12 +38,20 @@ use tokio::sync::{oneshot, watch};
 
 use crate::process::exit::ExitInfo;
 use crate::process::reaper::KernelProcess;
-use crate::sandbox::{Plan, SandboxConfig, Target};
+use crate::sandbox::{Plan, Policy, SandboxConfig, Target};
 use crate::start::command::{build_command, LaunchSpec};
 use crate::wire::zygote::{ForkedSandbox, FromZygote, ToZygote};
 
 /// Variables that may differ between kernels of one zygote: each fork sets its own.
-const PER_KERNEL_VARIABLES: &[&str] = &["TMPDIR", "TMP", "TEMP"];
+const PER_KERNEL_VARIABLES: &[&str] = &[
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    // A session's caches (see `session_dir.rs`).
+    "MPLCONFIGDIR",
+    "PIP_CACHE_DIR",
+    "XDG_CACHE_HOME",
+];
 /// Zygotes one process keeps; a new one replaces one without kernels, or is not made.
 const MAX_ZYGOTES: usize = 4;
 /// The longest message either side sends (a fork request carries the environment).
@@ -79,10 +87,10 @@ impl ZygoteKey {
         // the network is shared changes the zygote (its network namespace).
         let sandbox = match sandbox {
             SandboxConfig::Off => SandboxConfig::Off,
-            SandboxConfig::On { network, .. } => SandboxConfig::On {
-                network: *network,
-                writable: None,
-            },
+            SandboxConfig::On(policy) => SandboxConfig::On(Policy {
+                network: policy.network.clone(),
+                ..Policy::default()
+            }),
         };
         ZygoteKey {
             python: python.to_path_buf(),
@@ -682,6 +690,7 @@ pub async fn for_kernel(start: ZygoteStart, wait: Duration) -> Option<Arc<Zygote
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::{Network, Writable};
 
     #[test]
     fn kernels_that_differ_only_in_their_own_parts_share_a_zygote() {
@@ -691,9 +700,11 @@ mod tests {
                 ("TMPDIR".to_string(), tmp.to_string()),
             ])
         };
-        let writable = |dirs: Vec<&str>| SandboxConfig::On {
-            network: true,
-            writable: Some(dirs.into_iter().map(PathBuf::from).collect()),
+        let writable = |dirs: Vec<&str>| {
+            SandboxConfig::On(Policy {
+                writable: Writable::Confined(dirs.into_iter().map(PathBuf::from).collect()),
+                ..Policy::default()
+            })
         };
         let key = |env: &BTreeMap<String, String>, sandbox: &SandboxConfig, preload: &[&str]| {
             let preload: Vec<String> = preload.iter().map(|s| s.to_string()).collect();
@@ -705,17 +716,21 @@ mod tests {
                 &preload,
             )
         };
-        let a = key(&env("/tmp/a"), &writable(vec!["/x"]), &["pandas"]);
+        let mut per_kernel = env("/tmp/a");
+        per_kernel.insert("MPLCONFIGDIR".into(), "/tmp/s/cache/matplotlib".into());
+        let a = key(&per_kernel, &writable(vec!["/x"]), &["pandas"]);
         // Its own TMPDIR and writable directories (its own Landlock ruleset) are a
         // kernel's: the same zygote serves both.
         assert_eq!(a, key(&env("/tmp/b"), &writable(vec!["/y"]), &["pandas"]));
         assert_eq!(a.env.get("TMPDIR"), None);
+        assert_eq!(a.env.get("MPLCONFIGDIR"), None);
         // What the zygote itself depends on is not.
         assert_ne!(a, key(&env("/tmp/a"), &writable(vec!["/x"]), &["numpy"]));
-        let offline = SandboxConfig::On {
-            network: false,
-            writable: None,
-        };
+        let offline = SandboxConfig::On(Policy {
+            network: Network::Loopback,
+            writable: Writable::All,
+            ..Policy::default()
+        });
         assert_ne!(a, key(&env("/tmp/a"), &offline, &["pandas"]));
         assert_ne!(a, key(&env("/tmp/a"), &SandboxConfig::Off, &["pandas"]));
         let mut other = env("/tmp/a");

@@ -192,10 +192,56 @@ pub fn check_rename_target(what: &'static str, path: &Path) -> Result<(), Refusa
     }
 }
 
+/// Removes `dir` and everything beneath it, never following a symlink. A directory of
+/// ours that cannot be listed or emptied (overlayfs leaves its scratch directory with no
+/// permissions) is given them back first; what still cannot be removed is left.
+pub fn remove_tree(dir: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(dir) {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            open_up(dir);
+            fs::remove_dir_all(dir)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// Makes every directory of ours beneath `dir` (itself included) ours to list and empty.
+fn open_up(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = fs::symlink_metadata(dir) else {
+        return;
+    };
+    if !meta.is_dir() || meta.uid() != our_uid() {
+        return;
+    }
+    if meta.permissions().mode() & 0o700 != 0o700 {
+        let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+    }
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        open_up(&entry.path());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_tree_with_a_directory_nobody_may_list_is_removed() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("layers");
+        let scratch = root.join("work/work");
+        fs::create_dir_all(&scratch).unwrap();
+        fs::write(scratch.join("file"), "x").unwrap();
+        std::os::unix::fs::symlink("/", root.join("link")).unwrap();
+        fs::set_permissions(&scratch, fs::Permissions::from_mode(0)).unwrap();
+        remove_tree(&root).unwrap();
+        assert!(!root.exists());
+        assert!(Path::new("/").exists());
+        remove_tree(&root).unwrap();
+    }
 
     #[test]
     fn a_missing_directory_is_created_private_with_its_parents() {

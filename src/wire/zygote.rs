@@ -42,6 +42,8 @@ pub struct ForkedSandbox {
     pub view: Option<Value>,
     /// The rights its view's own mounts get in its Landlock ruleset.
     pub landlock_view_access: u64,
+    /// Those mounts (its `/dev/shm` and ptys, the overlay of its environment).
+    pub view_writable: Vec<String>,
     /// Its seccomp programs, each as hex, installed in order.
     pub seccomp: Option<Vec<String>>,
     /// `keyctl`'s number on this architecture (the other calls the zygote makes have
@@ -106,6 +108,7 @@ mod tests {
                 network: false,
                 view: None,
                 landlock_view_access: 3,
+                view_writable: vec!["/dev/shm".into()],
                 seccomp: Some(vec!["00".into()]),
                 keyctl: 250,
             }),
@@ -115,7 +118,7 @@ mod tests {
             serde_json::json!({
                 "op": "fork", "id": 7, "env": {"A": "1"}, "cwd": "/w",
                 "memoryLimit": 1 << 30, "arenaMax": null, "landlock": true,
-                "sandbox": {"network": false, "view": null, "landlockViewAccess": 3,
+                "sandbox": {"network": false, "view": null, "landlockViewAccess": 3, "viewWritable": ["/dev/shm"],
                             "seccomp": ["00"], "keyctl": 250},
             })
         );
