@@ -510,6 +510,11 @@ export interface IsolationInfo {
   enforced: Array<string>
   /** Default protections this machine cannot give, each with what it leaves open. */
   missing: Array<string>
+  /**
+   * Where the machine refuses user namespaces (most of `missing` then): why, and what
+   * its administrator can do about it.
+   */
+  userNamespaces?: UserNamespacesRefused | undefined
 }
 
 export interface KernelOptions {
@@ -878,4 +883,14 @@ export interface TruncationInfo {
   artifactId?: string | undefined
   /** Why the full output could not be kept, when `artifactsDir` was given (also a notice). */
   artifactError?: string | undefined
+}
+
+export interface UserNamespacesRefused {
+  /**
+   * The cause, e.g. Ubuntu's AppArmor restriction, a sysctl, a container's seccomp
+   * profile.
+   */
+  cause: string
+  /** What to do, a step each (the one that fits, or alternatives). */
+  fix: Array<string>
 }

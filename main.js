@@ -179,6 +179,7 @@ const evalBackends = totalAsync(binding.evalBackends, 'evalBackends')
 const resolvePython = totalAsync(binding.resolvePython, 'resolvePython')
 const clampLine = totalSync(binding.clampLine, 'clampLine')
 const collapsedPreview = totalSync(binding.collapsedPreview, 'collapsedPreview')
+const defaultHiddenPaths = totalSync(binding.defaultHiddenPaths, 'defaultHiddenPaths')
 const filterEnv = totalSync(binding.filterEnv, 'filterEnv')
 const readArtifact = totalAsync(binding.readArtifact, 'readArtifact')
 const renderBundle = totalSync(binding.renderBundle, 'renderBundle')
@@ -203,6 +204,7 @@ module.exports = {
   resolvePython,
   clampLine,
   collapsedPreview,
+  defaultHiddenPaths,
   filterEnv,
   readArtifact,
   renderBundle,

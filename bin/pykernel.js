@@ -529,6 +529,10 @@ async function cmdCheck(addon, opts) {
   const isolation = availability.isolation
   out.line(`sandbox:     ${isolation.mode}${isolation.enforced.length ? ` (${isolation.enforced.join(', ')})` : ''}`)
   for (const gap of isolation.missing) out.line(`  not enforced: ${gap}`)
+  if (isolation.userNamespaces) {
+    out.line(`user namespaces: refused: ${isolation.userNamespaces.cause}`)
+    for (const step of isolation.userNamespaces.fix) out.line(`  to allow them: ${step.replace(/\n/g, '\n  ')}`)
+  }
   if (availability.ok) {
     out.line(`kernel:      ok${availability.path ? ` (${availability.path})` : ''}`)
   } else if (resolved || availability.reason !== (resolveError && resolveError.message)) {

@@ -396,6 +396,31 @@ test('check reports the interpreter and its source', async () => {
   assert.match(r.stdout, /^source: +explicit$/m)
 })
 
+test('check names why a machine refuses user namespaces and how to allow them, beside what a kernel loses', async () => {
+  // A seccomp filter refuses new user namespaces, as Docker's default profile does.
+  const launcher = path.join(__dirname, '..', 'helpers', 'host-launcher.py')
+  const seccomp = await new Promise((resolve) => {
+    execFile('python3', [launcher, '--no-userns', '--', process.execPath, bin, 'check', ...pythonArgs], { timeout: 60000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? err.code : 0, stdout, stderr }),
+    )
+  })
+  assert.equal(seccomp.code, 0, seccomp.stderr)
+  assert.match(seccomp.stdout, /^sandbox: +landlock /m)
+  assert.match(seccomp.stdout, /^ {2}not enforced: no session installs/m)
+  assert.match(seccomp.stdout, /^user namespaces: refused: a seccomp filter refuses them/m)
+  assert.match(seccomp.stdout, /^ {2}to allow them: run the container with a seccomp profile that allows unshare/m)
+  assert.match(seccomp.stdout, /^ {2}to allow them: or keep the container as the sandbox/m)
+  const off = await cli(['check', ...pythonArgs], { env: { ...process.env, PYKERNEL_SANDBOX_NAMESPACES: '0' } })
+  assert.equal(off.code, 0, off.stderr)
+  assert.match(off.stdout, /^user namespaces: refused: PYKERNEL_SANDBOX_NAMESPACES=0 .*\n {2}to allow them: unset PYKERNEL_SANDBOX_NAMESPACES$/m)
+  const json = await cli(['check', '--json', ...pythonArgs], { env: { ...process.env, PYKERNEL_SANDBOX_NAMESPACES: '0' } })
+  const report = JSON.parse(json.stdout)
+  assert.deepEqual(report.availability.isolation.userNamespaces.fix, ['unset PYKERNEL_SANDBOX_NAMESPACES'])
+  // Where they are given, nothing is said of them.
+  const given = await cli(['check', ...pythonArgs])
+  assert.doesNotMatch(given.stdout, /user namespaces/)
+})
+
 test('check with an unusable interpreter exits 1', async () => {
   const r = await cli(['check', '--python', '/nonexistent/python3'])
   assert.equal(r.code, 1)

@@ -62,12 +62,13 @@ function sharedAddon() {
  * launcher saw of the terminal and the keyring (`{pty, keys}`).
  *
  * host: { user?: {name,uid,gid}, noUserns?: boolean, key?: 'NAME=VALUE', pty?: boolean };
- * `runtime`: the JavaScript runtime that runs the fixture (Node's, or Bun's).
+ * `runtime`: the JavaScript runtime that runs the fixture (Node's, or Bun's); `fixture`:
+ * another host program reading the same plan file (`plan` adds to what it holds).
  */
-function runEdgeHost(host, runs, { timeoutMs = 120_000, env = {}, runtime = process.execPath } = {}) {
+function runEdgeHost(host, runs, { timeoutMs = 120_000, env = {}, runtime = process.execPath, fixture = FIXTURE, plan = {} } = {}) {
   const dir = sharedDir(host.user, 'pykernel-edge-')
   const planFile = path.join(dir, 'plan.json')
-  fs.writeFileSync(planFile, JSON.stringify({ addon: sharedAddon(), runs }))
+  fs.writeFileSync(planFile, JSON.stringify({ addon: sharedAddon(), runs, ...plan }))
   fs.chmodSync(planFile, 0o644)
   const reportFile = path.join(dir, 'launcher.json')
   const args = [LAUNCHER]
@@ -75,7 +76,7 @@ function runEdgeHost(host, runs, { timeoutMs = 120_000, env = {}, runtime = proc
   if (host.noUserns) args.push('--no-userns')
   if (host.key) args.push('--key', host.key)
   if (host.pty) args.push('--pty')
-  args.push('--report', reportFile, '--', runtime, FIXTURE, planFile)
+  args.push('--report', reportFile, '--', runtime, fixture, planFile)
   const childEnv = { ...process.env, ...env }
   for (const key of Object.keys(childEnv)) if (key.startsWith('PYKERNEL_TEST_')) delete childEnv[key]
   // The user's own runner directory and temporary files, as its own host would have.

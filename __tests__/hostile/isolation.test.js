@@ -254,12 +254,13 @@ test('disposeOwner() leaves no process of the session behind, whatever it did to
 })
 
 test('kernel.isolation and checkPythonKernelAvailability say what is enforced; sandbox: "off" turns it off', async (t) => {
-  const kernel = await startKernel()
+  // In a directory without .git (its read-only .git is the kernel's own business).
+  const kernel = await startKernel({ cwd: tempDir() })
   t.after(() => kernel.shutdown())
   const { isolation } = kernel
   assert.equal(kernel.startMode, zygote ? 'zygote' : 'spawn', 'the kernel started the way this run tests')
   assert.equal(isolation.mode, 'namespaces+landlock', JSON.stringify(isolation))
-  for (const p of ['pid-namespace', 'own-proc', 'runner-read-only', 'capabilities-dropped', 'signal-scope', 'filesystem-view', 'own-dev', 'private-tmp', 'seccomp', 'own-keyring']) assert.ok(isolation.enforced.includes(p), p)
+  for (const p of ['pid-namespace', 'own-proc', 'runner-read-only', 'capabilities-dropped', 'signal-scope', 'filesystem-view', 'own-dev', 'private-tmp', 'seccomp', 'own-keyring', 'writes-confined', 'credentials-hidden', 'session-installs']) assert.ok(isolation.enforced.includes(p), p)
   assert.deepEqual(isolation.missing, [])
   const check = await addon.checkPythonKernelAvailability({ interpreter: python })
   assert.deepEqual(check.isolation, isolation)
@@ -408,7 +409,8 @@ test('a pool that confines writes never hands a session a spare made for another
 
 test('a repository\'s own .venv/bin/python, run by discovery, is probed inside the sandbox', async () => {
   const cwd = tempDir()
-  const report = path.join(tempDir(), 'probe-saw')
+  // In its cwd: the probe, confined, may write nowhere else.
+  const report = path.join(cwd, 'probe-saw')
   fs.mkdirSync(path.join(cwd, '.venv', 'bin'), { recursive: true })
   fs.writeFileSync(path.join(cwd, '.venv', 'pyvenv.cfg'), 'home = /usr/bin\n')
   // The "interpreter" a cloned repository ships: it looks around, then passes the probe.
@@ -437,12 +439,17 @@ os.makedirs(os.path.join(tmp, 'sub'))
 open(os.path.join(tmp, 'sub', 'g'), 'w').write('y')
 os.replace(os.path.join(tmp, 'sub', 'g'), os.path.join(tmp, 'g'))
 os.link(os.path.join(tmp, 'g'), os.path.join(tmp, 'sub', 'h'))
-cache = os.path.expanduser('~/.cache/pykernel-sandbox-test')
-os.makedirs(cache, exist_ok=True); open(os.path.join(cache, 'c'), 'w').write('z'); shutil.rmtree(cache)
+# The caches tools write go to the session's own (the home directory's are read-only).
+for var in ('MPLCONFIGDIR', 'PIP_CACHE_DIR'):
+    cache = os.path.join(os.environ[var], 'pykernel-sandbox-test')
+    os.makedirs(cache, exist_ok=True); open(os.path.join(cache, 'c'), 'w').write('z'); shutil.rmtree(cache)
 print(sorted(os.listdir('.')), sorted(os.listdir(tmp)))
+import matplotlib.pyplot as plt
+plt.plot([1, 2])
 `)
   assert.equal(r.status, 'ok', JSON.stringify(r.error))
   assert.match(r.stdout, /\['a', 'f.txt'\] \['g', 'sub'\]/, r.stdout)
+  assert.equal(r.stderr, '', 'matplotlib finds its config and cache writable: no warning')
 })
 
 test('a repository\'s python that floods its output while probed cannot bloat the host', async () => {

@@ -238,15 +238,18 @@ test('the probe runs once per candidate, cwd and shim variables in a process (a 
   const root = tempDir()
   const shims = path.join(root, 'shims')
   fs.mkdirSync(shims)
-  const calls = path.join(root, 'calls')
-  // A shim that counts its runs, as a pyenv shim would cost one.
+  // A shim that counts its runs, as a pyenv shim would cost one: in the directory it runs
+  // in, the one a probe (confined) may write.
   for (const name of ['python', 'python3']) {
-    fs.writeFileSync(path.join(shims, name), `#!/bin/sh\necho "$PWD" >> ${JSON.stringify(calls)}\nexec ${JSON.stringify(realPython())} "$@"\n`, { mode: 0o755 })
+    fs.writeFileSync(path.join(shims, name), `#!/bin/sh\necho "$PWD" >> calls\nexec ${JSON.stringify(realPython())} "$@"\n`, { mode: 0o755 })
   }
   const baseEnv = { ...process.env, HOME: root, PATH: `${shims}:/usr/bin:/bin` }
   delete baseEnv.VIRTUAL_ENV
   delete baseEnv.CONDA_PREFIX
-  const runs = () => (fs.existsSync(calls) ? fs.readFileSync(calls, 'utf8').trim().split('\n').length : 0)
+  const elsewhere = path.join(root, 'elsewhere')
+  fs.mkdirSync(elsewhere)
+  const count = (file) => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').length : 0)
+  const runs = () => count(path.join(root, 'calls')) + count(path.join(elsewhere, 'calls'))
   const a = await addon.resolvePython({ cwd: root, baseEnv })
   assert.equal(a.path, realPython())
   assert.equal(runs(), 1, 'probed once')
@@ -254,8 +257,6 @@ test('the probe runs once per candidate, cwd and shim variables in a process (a 
   const kernel = await addon.Kernel.start({ cwd: root, baseEnv })
   await kernel.shutdown()
   assert.equal(runs(), 1, 'the second resolve and the kernel start used the cached probe')
-  const elsewhere = path.join(root, 'elsewhere')
-  fs.mkdirSync(elsewhere)
   await addon.resolvePython({ cwd: elsewhere, baseEnv })
   assert.equal(runs(), 2, 'another cwd (a shim may pick another Python there) is probed again')
   await addon.resolvePython({ cwd: root, baseEnv: { ...baseEnv, PYENV_VERSION: '3.11' } })

@@ -62,7 +62,7 @@ test('a runner that never becomes ready times out and is killed', async () => {
   const marker = `pykernel-stuck-${path.basename(dir)}`
   const exe = fakeInterpreter(dir, `echo started > ${dir}/started; echo "stuck loading" >&2; exec sh -c 'sleep 30; : ${marker}'`)
   const started = Date.now()
-  await assert.rejects(addon.Kernel.start({ interpreter: exe, startupTimeoutMs: 500 }), (err) => {
+  await assert.rejects(addon.Kernel.start({ interpreter: exe, startupTimeoutMs: 500, sandbox: { writable: [dir] } }), (err) => {
     assert.equal(err.code, 'ERR_KERNEL_START_TIMEOUT')
     assert.match(err.message, /within 500 ms/)
     assert.match(err.message, /stuck loading/)

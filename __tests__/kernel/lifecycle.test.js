@@ -17,7 +17,7 @@ test('Kernel.start: an already aborted signal starts nothing; one aborted during
   const marker = `pykernel-abort-${path.basename(dir)}`
   const exe = fakeInterpreter(dir, `${NO_COMPILE}echo started > ${dir}/started; exec sh -c 'sleep 30; : ${marker}'`)
   const controller = new AbortController()
-  const starting = addon.Kernel.start({ interpreter: exe, startupTimeoutMs: 60_000, signal: controller.signal })
+  const starting = addon.Kernel.start({ interpreter: exe, startupTimeoutMs: 60_000, signal: controller.signal, sandbox: { writable: [dir] } })
   assert.ok(await waitFor(() => fs.existsSync(path.join(dir, 'started'))), 'the runner started')
   const abortedAt = Date.now()
   controller.abort()

@@ -227,17 +227,33 @@ print(json.dumps(found))
   assert.equal(await value(victim, '1 + 1'), '2', 'the sibling is untouched')
 })
 
-test('%pip upgrade of a preloaded package takes effect, in the kernel and in kernels forked later', async (t) => {
+test('%pip upgrade of a preloaded package takes effect in its session\'s kernel; other sessions keep the environment\'s version and the zygote', async (t) => {
+  const dist = pipDistribution(t, { name: 'pkzyg-own-dist', module: 'pkzygown', prefix: 'pk-zygote-own-pip-' })
+  dist.install('1')
+  const first = await start(t, { cwd: dist.dir, preload: ['pkzygown'] })
+  assert.equal(first.startMode, 'zygote')
+  const up = await first.execute(dist.pipLine('2', { quiet: true }), { timeoutMs: 120_000 })
+  assert.equal(up.status, 'ok', JSON.stringify(up.error))
+  assert.equal(await value(first, 'import pkzygown\npkzygown.__version__'), "'2'")
+  // What the session installed is its own: the shared environment, and so the zygote,
+  // did not change.
+  const later = await start(t, { cwd: dist.dir, preload: ['pkzygown'] })
+  assert.equal(later.startMode, 'zygote')
+  assert.equal(parentOf(later.pid), parentOf(first.pid), 'the same zygote')
+  assert.equal(await value(later, "import sys\nsys.modules['pkzygown'].__version__"), "'1'")
+})
+
+test('with installs: \'shared\', a %pip upgrade of a preloaded package reaches kernels forked later, from a new zygote', async (t) => {
   const dist = pipDistribution(t, { name: 'pkzyg-dist', module: 'pkzyg', prefix: 'pk-zygote-pip-' })
   dist.install('1')
-  const first = await start(t, { cwd: dist.dir, preload: ['pkzyg'] })
+  const first = await start(t, { cwd: dist.dir, preload: ['pkzyg'], sandbox: { installs: 'shared' } })
   assert.equal(first.startMode, 'zygote')
   assert.equal(await value(first, "import sys\nsys.modules['pkzyg'].__version__"), "'1'")
   const up = await first.execute(dist.pipLine('2', { quiet: true }), { timeoutMs: 120_000 })
   assert.equal(up.status, 'ok', JSON.stringify(up.error))
   assert.equal(await value(first, 'import pkzyg\npkzyg.__version__'), "'2'")
   // The zygote imported version 1: a kernel forked from it now would start stale.
-  const later = await start(t, { cwd: dist.dir, preload: ['pkzyg'] })
+  const later = await start(t, { cwd: dist.dir, preload: ['pkzyg'], sandbox: { installs: 'shared' } })
   assert.equal(later.startMode, 'zygote')
   assert.notEqual(parentOf(later.pid), parentOf(first.pid), 'a new zygote')
   assert.equal(await value(later, "import sys\nsys.modules['pkzyg'].__version__"), "'2'")

@@ -521,18 +521,17 @@ test('prewarm: a spare with the pool settings is initialized before the claim, a
 })
 
 test('prewarm: a new session starts on the spare kernel, configured for it, and a new spare follows', async (t) => {
-  const pool = new KernelPool({ kernel })
+  const cwd = viewedDir()
+  t.after(() => require('node:fs').rmSync(cwd, { recursive: true, force: true }))
+  const pool = new KernelPool({ kernel: { ...kernel, cwd } })
   t.after(() => pool.disposeAll())
   assert.ok(await waitFor(() => pool.spares.length === 1, { timeoutMs: 5000 }))
   const [spare] = pool.spares
-  // A spare whose view does not show the session's cwd (under the host's /tmp, which its
-  // view replaces) is not handed to it: the session gets a kernel of its own.
+  // A spare writes only the pool's cwd: a session elsewhere gets a kernel of its own.
   const hidden = await pool.execute({ sessionId: 'elsewhere', cwd: tempDir(), cells: [cell('1')] })
   assert.equal(hidden.exitCode, 0, hidden.output)
   assert.notEqual(sessionPid(pool, 'elsewhere'), spare)
   assert.deepEqual(pool.spares, [spare], 'the spare waits for a session it fits')
-  const cwd = viewedDir()
-  t.after(() => require('node:fs').rmSync(cwd, { recursive: true, force: true }))
   const r = await pool.execute({ sessionId: 'warm', cwd, cells: [cell(`import os; (${NS}, os.getcwd())`)] })
   assert.equal(value(r), `(${quoted(pidNamespace(spare))}, '${require('node:fs').realpathSync(cwd)}')`)
   assert.equal(sessionPid(pool, 'warm'), spare)

@@ -294,8 +294,7 @@ pub(super) fn launch(config: &KernelConfig, launcher: &Launcher) -> Result<Parts
         trace,
         isolation: Isolation {
             mode: "launcher".into(),
-            enforced: Vec::new(),
-            missing: Vec::new(),
+            ..Isolation::default()
         },
         private_tmp: None,
         session_dir: None,

@@ -140,6 +140,7 @@ pub fn check_python_kernel_availability<'env>(
                     mode: "none".into(),
                     enforced: vec![],
                     missing: vec![e.to_string()],
+                    user_namespaces: None,
                 },
             );
         let resolved = match opts {

@@ -48,6 +48,18 @@ pub struct IsolationInfo {
     pub enforced: Vec<String>,
     /// Default protections this machine cannot give, each with what it leaves open.
     pub missing: Vec<String>,
+    /// Where the machine refuses user namespaces (most of `missing` then): why, and what
+    /// its administrator can do about it.
+    pub user_namespaces: Option<UserNamespacesRefused>,
+}
+
+#[napi(object)]
+pub struct UserNamespacesRefused {
+    /// The cause, e.g. Ubuntu's AppArmor restriction, a sysctl, a container's seccomp
+    /// profile.
+    pub cause: String,
+    /// What to do, a step each (the one that fits, or alternatives).
+    pub fix: Vec<String>,
 }
 
 impl From<&Isolation> for IsolationInfo {
@@ -56,6 +68,10 @@ impl From<&Isolation> for IsolationInfo {
             mode: i.mode.clone(),
             enforced: i.enforced.iter().map(|s| s.to_string()).collect(),
             missing: i.missing.clone(),
+            user_namespaces: i.namespaces_refused.as_ref().map(|d| UserNamespacesRefused {
+                cause: d.cause.clone(),
+                fix: d.fix.clone(),
+            }),
         }
     }
 }

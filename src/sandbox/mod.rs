@@ -44,6 +44,7 @@ mod privileges;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
 mod support;
+pub mod userns_diagnosis;
 #[cfg(target_os = "linux")]
 pub mod view;
 
@@ -87,6 +88,8 @@ pub struct Isolation {
     pub mode: String,
     pub enforced: Vec<&'static str>,
     pub missing: Vec<String>,
+    /// Where user namespaces are refused: why, and how to allow them.
+    pub namespaces_refused: Option<userns_diagnosis::Diagnosis>,
 }
 
 /// What a kernel started with the default sandbox gets on this machine.
@@ -98,6 +101,7 @@ pub fn default_isolation() -> Isolation {
             mode: "none".into(),
             enforced: vec![],
             missing: vec![e.to_string()],
+            namespaces_refused: None,
         },
     }
 }
@@ -553,6 +557,7 @@ impl Plan {
         let mut lacking = missing(support, &asked);
         lacking.append(&mut isolation.missing);
         isolation.missing = lacking;
+        isolation.namespaces_refused = support.namespaces_refused.clone();
         Ok((plan, isolation))
     }
 

@@ -18,6 +18,9 @@ pub struct Support {
     pub seccomp: std::result::Result<(), String>,
     /// An environment can be overlaid with a session's installs in the view; else why not.
     pub overlay: std::result::Result<(), String>,
+    /// Where user namespaces are refused: why, and what the machine's administrator can
+    /// do about it.
+    pub namespaces_refused: Option<super::userns_diagnosis::Diagnosis>,
 }
 
 /// What a kernel's policy asks for, as far as what it lacks depends on it.
@@ -37,12 +40,23 @@ pub fn support() -> &'static Support {
         #[cfg(target_os = "linux")]
         {
             // What a machine without unprivileged user namespaces gives, on this one.
-            let probe = if std::env::var("PYKERNEL_SANDBOX_NAMESPACES").as_deref() == Ok("0") {
+            let turned_off = std::env::var("PYKERNEL_SANDBOX_NAMESPACES").as_deref() == Ok("0");
+            let probe = if turned_off {
                 Err("turned off by PYKERNEL_SANDBOX_NAMESPACES=0".to_string())
             } else {
                 namespaces::probe()
             };
+            let namespaces_refused = probe.as_ref().err().map(|probe_error| {
+                use super::userns_diagnosis::{diagnose, Facts};
+                let facts = Facts {
+                    turned_off,
+                    host_program: std::fs::read_link("/proc/self/exe").ok(),
+                    probe_error: probe_error.clone(),
+                };
+                diagnose(std::path::Path::new("/proc"), std::path::Path::new("/"), &facts)
+            });
             Support {
+                namespaces_refused,
                 view: probe.as_ref().is_ok_and(|p| p.view),
                 overlay: match &probe {
                     Ok(p) => p.overlay.clone(),
@@ -61,6 +75,7 @@ pub fn support() -> &'static Support {
                 landlock_abi: 0,
                 seccomp: Err("not Linux".into()),
                 overlay: Err("not Linux".into()),
+                namespaces_refused: None,
             }
         }
     })
@@ -206,6 +221,7 @@ mod tests {
             } else {
                 Err("no view".into())
             },
+            namespaces_refused: None,
         };
         let asked = |network: bool, writes_confined: bool| Asked {
             network,
