@@ -32,6 +32,7 @@
 //! with less than the defaults says what it lacks ([`Isolation::missing`]); an option the
 //! machine cannot enforce is refused, never silently dropped.
 
+pub mod allow_list;
 #[cfg(target_os = "linux")]
 mod landlock_rules;
 #[cfg(target_os = "linux")]
