@@ -97,16 +97,6 @@ impl RemoteHost {
         check_name(host).ok()?;
         Some(RemoteHost::Name(host.to_ascii_lowercase()))
     }
-
-    /// What to hand a resolver, or a socket address: the name, or the address without
-    /// brackets.
-    pub fn to_resolve(&self) -> String {
-        match self {
-            RemoteHost::Name(name) => name.clone(),
-            RemoteHost::V4(v4) => v4.to_string(),
-            RemoteHost::V6(v6) => v6.to_string(),
-        }
-    }
 }
 
 impl fmt::Display for RemoteHost {
@@ -514,7 +504,6 @@ mod tests {
         assert_eq!(shown("127.0.0.1"), Some("127.0.0.1".into()));
         assert_eq!(shown("[0:0::1]"), Some("[::1]".into()));
         assert_eq!(shown("::1"), Some("[::1]".into()));
-        assert_eq!(RemoteHost::parse("[::1]").unwrap().to_resolve(), "::1");
         for garbage in [
             "",
             ".",
