@@ -33,6 +33,7 @@
 //! machine cannot enforce is refused, never silently dropped.
 
 pub mod allow_list;
+pub mod egress_proxy;
 #[cfg(target_os = "linux")]
 mod landlock_rules;
 #[cfg(target_os = "linux")]
