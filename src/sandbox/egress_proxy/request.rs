@@ -58,8 +58,11 @@ pub(super) fn parse(head: &[u8]) -> Result<Request, String> {
         .split(|&b| b == b'\n')
         .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
     let request_line = lines.next().unwrap_or_default();
+    // A control character (a stray CR) in the line would reach the origin in its own.
     let request_line = std::str::from_utf8(request_line)
-        .map_err(|_| format!("the request line {} is not text", shown(request_line)))?;
+        .ok()
+        .filter(|line| !line.bytes().any(|b| b.is_ascii_control()))
+        .ok_or_else(|| format!("the request line {} is not text", shown(request_line)))?;
     let mut parts = request_line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -437,8 +440,14 @@ mod tests {
             let why = refused(head);
             assert!(why.contains(fault), "{head:?}: {why}");
         }
-        let why = parse(b"GET \xff HTTP/1.1\r\n\r\n").unwrap_err();
-        assert!(why.contains("is not text"), "{why}");
+        for line in [
+            &b"GET \xff HTTP/1.1\r\n\r\n"[..],
+            b"GET http://a/\rX HTTP/1.1\r\n\r\n",
+            b"GET http://a/\tX HTTP/1.1\r\n\r\n",
+        ] {
+            let why = parse(line).unwrap_err();
+            assert!(why.contains("is not text"), "{why}");
+        }
     }
 
     #[test]
