@@ -390,6 +390,39 @@ async fn a_refused_upstream_is_a_502_not_a_denial() {
     assert!(proxy.denied().is_empty());
 }
 
+/// Linux drops a connection attempt while the listener's accept queue is full, so one to
+/// a listener with room for one, and one already waiting, goes unanswered.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn an_upstream_that_does_not_answer_in_time_is_a_502() {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let full = socket.listen(0).unwrap();
+    let port = full.local_addr().unwrap().port();
+    let _waiting = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let limits = Limits {
+        connect_time: Duration::from_millis(300),
+        ..Limits::DEFAULT
+    };
+    let proxy = proxy_with(&entries(&[&format!("127.0.0.1:{port}")]), limits).await;
+    let answer = ask(
+        &proxy,
+        format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(
+        answer.starts_with("HTTP/1.1 502 Bad Gateway\r\n"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains(&format!(
+            "could not connect to 127.0.0.1:{port}: no connection within 0.3 s"
+        )),
+        "{answer}"
+    );
+    assert!(proxy.denied().is_empty());
+}
+
 #[tokio::test]
 async fn what_is_not_a_proxy_request_gets_a_400() {
     let proxy = proxy(&entries(&["localhost"])).await;
