@@ -32,7 +32,9 @@
 //! with less than the defaults says what it lacks ([`Isolation::missing`]); an option the
 //! machine cannot enforce is refused, never silently dropped.
 
+pub mod allow_list;
 mod config;
+pub mod egress_proxy;
 #[cfg(target_os = "linux")]
 mod landlock_rules;
 #[cfg(target_os = "linux")]
