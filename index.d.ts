@@ -604,6 +604,15 @@ export interface KvStoreOptions {
   envPrefix?: string | undefined
 }
 
+/** `sandbox.network` as an allow list. */
+export interface NetworkAllowList {
+  /**
+   * Host names (exact, or `*.suffix` for the names beneath it) and addresses, each
+   * with an optional `:port`.
+   */
+  allow: Array<string>
+}
+
 export interface OutputBuilderOptions {
   /** When the text is cut, the full sanitized text is written to `<artifactsDir>/<id>.txt`. */
   artifactsDir?: string | undefined
@@ -789,8 +798,15 @@ export interface ResolvePythonOptions {
 }
 
 export interface SandboxOptions {
-  /** `false`: no network but loopback (a network namespace of its own). @default true */
-  network?: boolean | undefined
+  /**
+   * `true`: the host's network. `false`: none but loopback (a network namespace of its
+   * own). `{ allow: [...] }`: loopback, and HTTP and HTTPS through a proxy of the host's
+   * that admits only the listed host names (`pypi.org`, `*.pythonhosted.org` for any
+   * name beneath it, an address, each with `:port` for a port other than 80 and 443);
+   * the kernel's `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` point at it. Needs user
+   * namespaces (`ERR_SANDBOX` without). @default true
+   */
+  network?: boolean | NetworkAllowList | undefined
   /**
    * Where a cell may write. By default: the kernel's cwd (its `.git` read-only), its
    * private temporary directory (`TMPDIR`), its own `/dev/shm` and ptys, and its

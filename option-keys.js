@@ -80,10 +80,13 @@ module.exports = {
       "deadlineMs": null,
     },
     "SandboxOptions": {
-      "network": null,
+      "network": "NetworkAllowList",
       "writable": null,
       "hidden": null,
       "installs": null,
+    },
+    "NetworkAllowList": {
+      "allow": null,
     },
     "ExecuteOptions": {
       "timeoutMs": null,

@@ -311,12 +311,15 @@ class _Zygote:
         """Turns this forked child into a kernel: its pipes, place, variables, limits,
         namespaces and sandbox.  Returns in the kernel process."""
         stdin, stdout, stderr = fds[:3]
-        landlock = fds[3] if request.get("landlock") and len(fds) > 3 else -1
+        rest = list(fds[3:])
+        landlock = rest.pop(0) if request.get("landlock") and rest else -1
+        sandbox = request.get("sandbox") or {}
+        proxy = rest.pop(0) if sandbox.get("proxyPort") and rest else -1
         # fd 0 becomes the kernel's stdin: the socket object must not close it later.
         self.control.detach()
         for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
             os.dup2(fd, target)
-        keep = {0, 1, 2, report_w, landlock}
+        keep = {0, 1, 2, report_w, landlock, proxy}
         for fd in _open_fds():
             if fd not in keep:
                 try:
@@ -336,10 +339,9 @@ class _Zygote:
         if request.get("arenaMax"):
             # What MALLOC_ARENA_MAX does at exec, for a process that was never exec'd.
             self.libc.mallopt(_M_ARENA_MAX, int(request["arenaMax"]))
-        sandbox = request.get("sandbox") or {}
         if self.namespaces:
             # The plan says whether the kernel keeps the host's network (none: off).
-            self.enter_namespaces(bool(sandbox.get("network", True)), landlock, sandbox, report_w)
+            self.enter_namespaces(bool(sandbox.get("network", True)), landlock, sandbox, report_w, proxy)
         else:
             os.setsid()
             if request.get("sandbox"):      # none with the sandbox off: nothing changes
@@ -347,6 +349,8 @@ class _Zygote:
             os.write(report_w, ("pid:%d\n" % os.getpid()).encode())
         if landlock >= 0:
             os.close(landlock)
+        if proxy >= 0:
+            os.close(proxy)
         os.close(report_w)
         if self.namespaces:
             self.init_of_namespace()    # returns in the kernel, PID 2
@@ -354,7 +358,7 @@ class _Zygote:
         # fork; numpy's global generator does not.
         _reseed()
 
-    def enter_namespaces(self, network, landlock, sandbox, report_w):
+    def enter_namespaces(self, network, landlock, sandbox, report_w, proxy):
         libc = self.libc
         uid, gid = os.getuid(), os.getgid()
         flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC
@@ -382,6 +386,8 @@ class _Zygote:
                                    None), "mounting the kernel's /proc")
         if not network:
             _loopback_up()
+        if proxy >= 0:
+            _send_proxy_listener(proxy, int(sandbox["proxyPort"]))
         self.confine(landlock, sandbox)
 
     def confine(self, landlock, sandbox):
@@ -564,6 +570,21 @@ def _loopback_up():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         flags = struct.unpack("16sH", fcntl.ioctl(s, _SIOCGIFFLAGS, struct.pack("16sH", b"lo", 0)))[1]
         fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | _IFF_UP))
+
+
+def _send_proxy_listener(channel, port):
+    """Listens on 127.0.0.1:*port* in the kernel's own network namespace and sends the
+    listener to the host, which serves it as the kernel's proxy (the host's
+    ``src/sandbox/egress_proxy.rs``): no port of the host's is opened."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(128)
+        with socket.socket(fileno=os.dup(channel)) as to_host:
+            socket.send_fds(to_host, [b"l"], [listener.fileno()])
+    finally:
+        listener.close()
 
 
 def _open_fds():

@@ -16,6 +16,7 @@ use super::config::{
     AbortHandle, CallOrigin, Caller, ExecuteRequest, DEFAULT_SHUTDOWN_GRACE, INTERRUPT_ESCALATION,
 };
 use super::connection::{fold_waiting_text, open_route, RunningGuard, FRAME_WRITE_WAIT};
+use super::egress::CellRefusals;
 use super::end_cause::EndCause;
 use super::host_calls::{kv_call, KV_CALL};
 use super::Kernel;
@@ -132,6 +133,7 @@ impl Kernel {
         // the reply is written: the clock restarts (and `resumed` is reported) before anything
         // the cell does after the call, as this branch is polled before the frames.
         let (call_done_tx, mut call_done_rx) = mpsc::unbounded_channel::<()>();
+        let mut refusals = CellRefusals::open(self.denials.as_ref()).await;
         // Set once the cell is to be stopped; the kernel is killed if it is still running then.
         let mut escalation: Option<Instant> = None;
         let mut killed = false;
@@ -156,6 +158,12 @@ impl Kernel {
                 }
                 _ = async { abort.as_ref().unwrap().aborted().await },
                     if abort.is_some() && escalation.is_none() => true,
+                Some(denied) = refusals.next() => {
+                    if let Some(status) = refusals.status(denied) {
+                        on_event(collector.host_status(status));
+                    }
+                    false
+                }
                 _ = sleep_until(escalation.unwrap_or_else(Instant::now)),
                     if escalation.is_some() && !killed => {
                     // The cell ignored the interrupt (C code, SIG_IGN): end the kernel.
@@ -213,6 +221,9 @@ impl Kernel {
                 escalation = Some(Instant::now() + INTERRUPT_ESCALATION);
                 self.interrupt_request(&id).await;
             }
+        }
+        for status in refusals.rest() {
+            on_event(collector.host_status(status));
         }
         // A call a thread left in flight: the pause ends with the cell, so a UI is not left
         // showing a stopped clock.

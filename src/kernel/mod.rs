@@ -12,11 +12,13 @@
 //! reader over the pipes), `execute` (a cell, its budget, its bridge calls, interrupts),
 //! `end_cause` (what ended a kernel, set once where it happens), `ending` (shutdown,
 //! and the report of a kernel that died), `far_side` (a launched kernel's signals and
-//! link), `host_calls` (the kv store answered by the host), `watchdog` (a cell's time
-//! budget) and `fifo` (executes in arrival order).
+//! link), `host_calls` (the kv store answered by the host), `egress` (what a cell hears
+//! of its kernel's proxy), `watchdog` (a cell's time budget) and `fifo` (executes in
+//! arrival order).
 
 mod config;
 mod connection;
+mod egress;
 mod end_cause;
 mod ending;
 mod execute;
@@ -94,6 +96,12 @@ pub struct Kernel {
     tmp_removed: Option<watch::Receiver<bool>>,
     /// What of the host the kernel's filesystem view shows.
     reach: Reach,
+    /// Refusals of its proxy (an allow list), taken by the cell running when they come.
+    denials: Option<
+        tokio::sync::Mutex<
+            tokio::sync::mpsc::UnboundedReceiver<crate::sandbox::egress_proxy::Denied>,
+        >,
+    >,
     /// Its session's directory, while the kernel lives.
     session_dir: Option<std::sync::Weak<crate::start::session_dir::SessionDir>>,
     start_mode: StartMode,

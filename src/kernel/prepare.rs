@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use super::config::KernelConfig;
 use crate::error::{KernelError, Result};
-use crate::sandbox::{Isolation, Plan, Target};
+use crate::sandbox::egress_proxy;
+use crate::sandbox::{Isolation, Network, Plan, Target};
 use crate::start::bytecode::Bundle;
 use crate::start::env::EnvFilter;
 use crate::start::host_dir::{HostDir, PRIVATE_TMP};
@@ -74,6 +75,25 @@ pub(super) async fn prepare(config: &KernelConfig) -> Result<Prepared> {
         // thread: an idle kernel would take ~300 MiB of the limit before a cell runs.
         env.entry("MALLOC_ARENA_MAX".into())
             .or_insert_with(|| "2".into());
+    }
+    if let Some(Network::Allow(_)) = config.sandbox.policy().map(|p| &p.network) {
+        // The kernel's only way out: its proxy, in its own network namespace. The host's
+        // exceptions would send requests around it (to the kernel's own loopback, where
+        // nothing answers for the host's `localhost`).
+        let proxy = format!("http://127.0.0.1:{}", egress_proxy::KERNEL_PORT);
+        for key in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
+            env.insert(key.into(), proxy.clone());
+        }
+        for key in ["NO_PROXY", "no_proxy"] {
+            env.remove(key);
+        }
     }
     check_variables(&env, config)?;
     let trace = ipc_trace(&base_env, config);

@@ -20,6 +20,7 @@ use crate::process::exit::ExitInfo;
 use crate::process::limit::Census;
 use crate::process::pids_cgroup::PidsCgroup;
 use crate::process::reaper::KernelProcess;
+use crate::sandbox::allow_list::AllowList;
 use crate::sandbox::{Isolation, Reach, SandboxConfig};
 use crate::start::command::{build_command, LaunchSpec};
 use crate::start::env::EnvFilter;
@@ -49,6 +50,8 @@ pub(super) struct Parts {
     pub(super) private_tmp: Option<HostDir>,
     /// Its session's directory, held until the kernel is reaped.
     pub(super) session_dir: Option<Arc<SessionDir>>,
+    /// With an allow list: its proxy's list and the listener in its namespace.
+    pub(super) egress: Option<(AllowList, std::net::TcpListener)>,
     /// What of the host the kernel's view shows.
     pub(super) reach: Reach,
     pub(super) resolved: Resolved,
@@ -59,8 +62,13 @@ pub(super) struct Parts {
 
 impl Parts {
     /// A local kernel: what was prepared for it, and its process.
-    pub(super) fn local(prepared: Prepared, started: Started) -> Parts {
+    pub(super) fn local(
+        prepared: Prepared,
+        started: Started,
+        egress: Option<(AllowList, std::net::TcpListener)>,
+    ) -> Parts {
         Parts {
+            egress,
             started,
             trace: prepared.trace,
             isolation: prepared.isolation,
@@ -210,6 +218,7 @@ pub(super) async fn fork(config: &KernelConfig, prepared: &Prepared) -> Result<O
             memory_limit_bytes: config.memory_limit_bytes,
             landlock: sandbox.landlock_fd(),
             sandbox: sandbox.for_forked_kernel(),
+            proxy: sandbox.proxy_channel_fd(),
         };
         match zygote.fork(request, config.startup_timeout).await {
             Ok(forked) => {
@@ -298,6 +307,7 @@ pub(super) fn launch(config: &KernelConfig, launcher: &Launcher) -> Result<Parts
         },
         private_tmp: None,
         session_dir: None,
+        egress: None,
         reach: Reach::default(),
         resolved: Resolved {
             path: PathBuf::from(&interpreter),

@@ -24,6 +24,8 @@ use super::spawn::{self, Parts, Started};
 use super::Kernel;
 use crate::error::{KernelError, Result};
 use crate::kernel::fifo::Fifo;
+use crate::sandbox::allow_list::AllowList;
+use crate::sandbox::egress_proxy::{self, Denied};
 use crate::start::launcher::PAYLOAD;
 use crate::start::python::Resolved;
 use crate::wire::protocol::{HostFrame, RunnerFrame};
@@ -138,7 +140,7 @@ impl Kernel {
         let parts = match &config.launcher {
             Some(launcher) => spawn::launch(config, launcher)?,
             None => {
-                let prepared = prepare::prepare(config).await?;
+                let mut prepared = prepare::prepare(config).await?;
                 #[cfg(target_os = "linux")]
                 let forked = spawn::fork(config, &prepared).await?;
                 #[cfg(not(target_os = "linux"))]
@@ -147,7 +149,16 @@ impl Kernel {
                     Some(started) => started,
                     None => spawn::spawn(config, &prepared)?,
                 };
-                Parts::local(prepared, started)
+                // Sent by the kernel's set-up before it ran anything of its own.
+                let egress = prepared.sandbox.take_egress().transpose().map_err(|e| {
+                    started
+                        .process
+                        .signal_group(nix::sys::signal::Signal::SIGKILL);
+                    KernelError::Sandbox {
+                        reason: format!("starting the kernel's proxy: {e}"),
+                    }
+                })?;
+                Parts::local(prepared, started, egress)
             }
         };
         Ok(Kernel::connect(config, parts))
@@ -199,6 +210,7 @@ impl Kernel {
             isolation,
             private_tmp,
             session_dir,
+            egress,
             reach,
             resolved,
             prelude,
@@ -209,6 +221,7 @@ impl Kernel {
         // The kernel's own hold on its session's directory ends when it is reaped (the
         // session holds it for its later kernels); the object keeps only a reference its
         // owner can claim while the kernel lives (a pool's spare).
+        let denials = egress.map(|(allow, listener)| serve_proxy(allow, listener, exit.clone()));
         let session_dir_ref = session_dir.as_ref().map(Arc::downgrade);
         if let Some(session_dir) = session_dir {
             let mut reaped = exit.clone();
@@ -294,6 +307,7 @@ impl Kernel {
             kv_home: Mutex::new(None),
             tmp_removed,
             session_dir: session_dir_ref,
+            denials,
             reach,
             start_mode,
             preloaded,
@@ -390,4 +404,29 @@ impl Kernel {
             kv_via_host: config.kv_path().is_some(),
         }
     }
+}
+
+/// Serves a kernel's proxy on the listener its set-up sent, until the kernel is reaped;
+/// returns where its refusals arrive (each cell reports those made while it ran).
+fn serve_proxy(
+    allow: AllowList,
+    listener: std::net::TcpListener,
+    mut reaped: watch::Receiver<Option<crate::process::exit::ExitInfo>>,
+) -> tokio::sync::Mutex<mpsc::UnboundedReceiver<Denied>> {
+    let (told, denials) = mpsc::unbounded_channel();
+    let on_denied = Arc::new(move |denied: Denied| {
+        let _ = told.send(denied);
+    });
+    match tokio::net::TcpListener::from_std(listener) {
+        Ok(listener) => {
+            let proxy = tokio::spawn(egress_proxy::serve(listener, Arc::new(allow), on_denied));
+            tokio::spawn(async move {
+                let _ = reaped.wait_for(Option::is_some).await;
+                proxy.abort();
+            });
+        }
+        // Nothing listens then: the kernel's clients are refused at once, never hang.
+        Err(e) => tracing::warn!("the kernel's proxy cannot be served: {e}"),
+    }
+    tokio::sync::Mutex::new(denials)
 }

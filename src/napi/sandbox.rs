@@ -6,14 +6,20 @@ use napi::bindgen_prelude::Either;
 use napi_derive::napi;
 
 use crate::error::KernelError;
+use crate::sandbox::allow_list::AllowList;
 use crate::sandbox::{
     Hidden, Installs, Isolation, Network, Policy, SandboxConfig, Writable, DEFAULT_HIDDEN,
 };
 
 #[napi(object, object_to_js = false)]
 pub struct SandboxOptions {
-    /// `false`: no network but loopback (a network namespace of its own). @default true
-    pub network: Option<bool>,
+    /// `true`: the host's network. `false`: none but loopback (a network namespace of its
+    /// own). `{ allow: [...] }`: loopback, and HTTP and HTTPS through a proxy of the host's
+    /// that admits only the listed host names (`pypi.org`, `*.pythonhosted.org` for any
+    /// name beneath it, an address, each with `:port` for a port other than 80 and 443);
+    /// the kernel's `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` point at it. Needs user
+    /// namespaces (`ERR_SANDBOX` without). @default true
+    pub network: Option<Either<bool, NetworkAllowList>>,
     /// Where a cell may write. By default: the kernel's cwd (its `.git` read-only), its
     /// private temporary directory (`TMPDIR`), its own `/dev/shm` and ptys, and its
     /// session's installs (see `installs`). Directories listed here are added (relative
@@ -37,6 +43,14 @@ pub struct SandboxOptions {
     /// @default 'session' ('shared' with `writable: 'all'`)
     #[napi(ts_type = "'session' | 'shared'")]
     pub installs: Option<String>,
+}
+
+/// `sandbox.network` as an allow list.
+#[napi(object, object_to_js = false)]
+pub struct NetworkAllowList {
+    /// Host names (exact, or `*.suffix` for the names beneath it) and addresses, each
+    /// with an optional `:port`.
+    pub allow: Vec<String>,
 }
 
 /// What a kernel runs under (`kernel.isolation`) or would on this machine (`check`).
@@ -68,10 +82,13 @@ impl From<&Isolation> for IsolationInfo {
             mode: i.mode.clone(),
             enforced: i.enforced.iter().map(|s| s.to_string()).collect(),
             missing: i.missing.clone(),
-            user_namespaces: i.namespaces_refused.as_ref().map(|d| UserNamespacesRefused {
-                cause: d.cause.clone(),
-                fix: d.fix.clone(),
-            }),
+            user_namespaces: i
+                .namespaces_refused
+                .as_ref()
+                .map(|d| UserNamespacesRefused {
+                    cause: d.cause.clone(),
+                    fix: d.fix.clone(),
+                }),
         }
     }
 }
@@ -127,12 +144,16 @@ pub(super) fn sandbox_config(
             Hidden::Paths(paths.iter().map(PathBuf::from).collect())
         }
     };
+    let network = match options.network {
+        None | Some(Either::A(true)) => Network::Host,
+        Some(Either::A(false)) => Network::Loopback,
+        Some(Either::B(list)) => Network::Allow(
+            AllowList::parse(&list.allow)
+                .map_err(|reason| invalid("sandbox.network.allow", reason))?,
+        ),
+    };
     Ok(SandboxConfig::On(Policy {
-        network: if options.network.unwrap_or(true) {
-            Network::Host
-        } else {
-            Network::Loopback
-        },
+        network,
         writable,
         hidden,
         installs,

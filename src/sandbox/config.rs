@@ -8,6 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::allow_list::AllowList;
+
 /// `KernelOptions.sandbox`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SandboxConfig {
@@ -32,6 +34,16 @@ pub enum Network {
     Host,
     /// A network namespace of its own with only loopback up (`false`).
     Loopback,
+    /// Loopback only, and HTTP(S) through a proxy of the host's that reaches only the
+    /// listed hosts (`{ allow: [...] }`, see `egress_proxy.rs`).
+    Allow(AllowList),
+}
+
+impl Network {
+    /// Whether the kernel keeps the host's network.
+    pub fn is_host(&self) -> bool {
+        matches!(self, Network::Host)
+    }
 }
 
 /// `sandbox.writable`.

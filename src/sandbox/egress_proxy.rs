@@ -31,6 +31,10 @@
 
 mod request;
 
+/// Where the proxy listens inside a kernel's network namespace (squid's port, the usual
+/// one for a proxy): the namespace is the kernel's own, so the port is free.
+pub const KERNEL_PORT: u16 = 3128;
+
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -58,6 +58,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{KernelError, Result};
 use crate::wire::zygote::ForkedSandbox;
+use allow_list::AllowList;
 
 /// What of the host a kernel's filesystem view shows: the host checks a path against it
 /// before it hands one to the kernel (a request's cwd, a spare's new session).
@@ -134,6 +135,10 @@ pub struct Plan {
     network: Network,
     /// Its environment as an overlay of its session's installs.
     overlay: Option<Overlay>,
+    /// With an allow list, the channel its set-up sends its proxy's listener on (the
+    /// host's end, the kernel's end).
+    #[cfg(target_os = "linux")]
+    proxy_channel: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
 }
 
 /// An overlay of `lower` at the same place, its changes kept in `upper` (`work` is
@@ -265,6 +270,8 @@ impl Plan {
             confined: false,
             network: Network::Host,
             overlay: None,
+            #[cfg(target_os = "linux")]
+            proxy_channel: None,
         };
         let SandboxConfig::On(policy) = config else {
             isolation.mode = "off".into();
@@ -305,6 +312,14 @@ impl Plan {
             return Err(refuse(
                 "sandbox.hidden",
                 "a filesystem view (user namespaces, Linux 5.12) or Landlock",
+            ));
+        }
+        if matches!(policy.network, Network::Allow(_)) && support.namespaces.is_err() {
+            // Without a network namespace nothing would keep a cell from going around the
+            // proxy: never silently open.
+            return Err(refuse(
+                "sandbox.network = { allow }",
+                "user namespaces (a network namespace of the kernel's own, left only through the host's proxy)",
             ));
         }
         if policy.network == Network::Loopback
@@ -417,6 +432,21 @@ impl Plan {
                     }
                 })?;
                 plan.namespaces = Some(ns);
+                if matches!(policy.network, Network::Allow(_)) && !target.zygote {
+                    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+                    plan.proxy_channel = Some(
+                        socketpair(
+                            AddressFamily::Unix,
+                            SockType::SeqPacket,
+                            None,
+                            SockFlag::SOCK_CLOEXEC,
+                        )
+                        .map_err(|e| KernelError::Sandbox {
+                            reason: format!("preparing the kernel's proxy: {e}"),
+                        })?,
+                    );
+                    isolation.enforced.push("network-allow-list");
+                }
                 modes.push("namespaces");
                 isolation.enforced.extend([
                     "user-namespace",
@@ -580,6 +610,9 @@ impl Plan {
                     self.landlock_view_access,
                     &self.view_writable_c,
                     self.seccomp.as_ref(),
+                    self.proxy_channel
+                        .as_ref()
+                        .map(|(_, kernel)| kernel.as_raw_fd()),
                 );
             }
             nix::unistd::setsid().map_err(std::io::Error::from)?;
@@ -648,6 +681,7 @@ impl Plan {
                 confined: self.confined,
                 network: self.network,
                 overlay: None,
+                proxy_channel: None,
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -664,7 +698,11 @@ impl Plan {
         #[cfg(target_os = "linux")]
         if self.confined {
             return Some(ForkedSandbox {
-                network: self.network == Network::Host,
+                network: self.network.is_host(),
+                proxy_port: self
+                    .proxy_channel
+                    .is_some()
+                    .then_some(egress_proxy::KERNEL_PORT),
                 view: self.namespaces.as_ref().map(|ns| ns.view().to_json()),
                 landlock_view_access: self.landlock_view_access,
                 view_writable: self
@@ -685,6 +723,39 @@ impl Plan {
         {
             use std::os::fd::AsRawFd;
             self.landlock.as_ref().map(|fd| fd.as_raw_fd())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    }
+
+    /// The kernel's end of its proxy's channel, for a kernel that sends the listener
+    /// itself (forked by a zygote).
+    pub fn proxy_channel_fd(&self) -> Option<std::os::fd::RawFd> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            self.proxy_channel
+                .as_ref()
+                .map(|(_, kernel)| kernel.as_raw_fd())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    }
+
+    /// Once the kernel started: its proxy's allow list and the listener its set-up sent
+    /// (the host serves it); `None` without an allow list.
+    pub fn take_egress(&mut self) -> Option<std::io::Result<(AllowList, std::net::TcpListener)>> {
+        #[cfg(target_os = "linux")]
+        {
+            let Network::Allow(allow) = &self.network else {
+                return None;
+            };
+            let (host, _) = self.proxy_channel.take()?;
+            Some(receive_listener(&host).map(|listener| (allow.clone(), listener)))
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -717,6 +788,41 @@ impl Plan {
             false
         }
     }
+}
+
+/// The listener a kernel's set-up sent on `channel` (it did before the kernel started).
+#[cfg(target_os = "linux")]
+fn receive_listener(channel: &std::os::fd::OwnedFd) -> std::io::Result<std::net::TcpListener> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixAddr};
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!(std::os::fd::RawFd);
+    let msg = recvmsg::<UnixAddr>(
+        channel.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .map_err(|e| {
+        std::io::Error::other(format!("the kernel's proxy listener did not arrive: {e}"))
+    })?;
+    for cmsg in msg.cmsgs().map_err(std::io::Error::other)? {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            if let Some(&fd) = fds.first() {
+                // SAFETY: the descriptor was just received and is ours alone.
+                let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+                for extra in &fds[1..] {
+                    let _ = nix::unistd::close(*extra);
+                }
+                listener.set_nonblocking(true)?;
+                return Ok(listener);
+            }
+        }
+    }
+    Err(std::io::Error::other(
+        "the kernel's set-up sent no proxy listener",
+    ))
 }
 
 #[cfg(test)]

@@ -161,6 +161,7 @@ impl NamespacePlan {
         landlock_view_access: u64,
         view_writable: &[CString],
         seccomp: Option<&super::seccomp::Filters>,
+        proxy: Option<libc::c_int>,
     ) -> io::Result<()> {
         if self.exec.get().is_none() {
             return Err(io::Error::other("the sandbox was given no command"));
@@ -168,6 +169,9 @@ impl NamespacePlan {
         self.unshare_as_ourselves(self.flags)?;
         if self.loopback_up {
             loopback_up()?;
+        }
+        if let Some(channel) = proxy {
+            send_proxy_listener(channel)?;
         }
         // Blocked in C and, inherited, in G until G has reset every handler.
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -420,6 +424,60 @@ unsafe fn loopback_up() -> io::Result<()> {
     let result = libc::ioctl(sock, libc::SIOCSIFFLAGS as _, &req);
     libc::close(sock);
     check(result)
+}
+
+/// Listens on 127.0.0.1:[`KERNEL_PORT`](super::egress_proxy::KERNEL_PORT) in the
+/// caller's (new) network namespace and sends the listener over `channel` to the host,
+/// which serves it: the kernel's proxy, with no port of the host's opened.
+///
+/// # Safety
+/// Between fork and exec: plain system calls over memory on the stack.
+pub unsafe fn send_proxy_listener(channel: libc::c_int) -> io::Result<()> {
+    let sock = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+    check(sock)?;
+    let result = (|| {
+        let one: libc::c_int = 1;
+        check(libc::setsockopt(
+            sock,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ))?;
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_port = super::egress_proxy::KERNEL_PORT.to_be();
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        check(libc::bind(
+            sock,
+            (&addr as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        ))?;
+        check(libc::listen(sock, 128))?;
+        // One byte of data, the listener beside it (SCM_RIGHTS).
+        let mut byte = [b'l'];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let mut control = [0u64; 8];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), sock);
+        if libc::sendmsg(channel, &msg, 0) != 1 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    })();
+    libc::close(sock);
+    result
 }
 
 unsafe fn write_file(path: &[u8], bytes: &[u8]) -> io::Result<()> {

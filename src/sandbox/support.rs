@@ -53,7 +53,11 @@ pub fn support() -> &'static Support {
                     host_program: std::fs::read_link("/proc/self/exe").ok(),
                     probe_error: probe_error.clone(),
                 };
-                diagnose(std::path::Path::new("/proc"), std::path::Path::new("/"), &facts)
+                diagnose(
+                    std::path::Path::new("/proc"),
+                    std::path::Path::new("/"),
+                    &facts,
+                )
             });
             Support {
                 namespaces_refused,

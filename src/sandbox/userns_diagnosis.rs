@@ -38,8 +38,7 @@ pub fn diagnose(proc_root: &Path, root: &Path, facts: &Facts) -> Diagnosis {
     };
     if facts.turned_off {
         return Diagnosis {
-            cause: "PYKERNEL_SANDBOX_NAMESPACES=0 in the host's environment turns them off"
-                .into(),
+            cause: "PYKERNEL_SANDBOX_NAMESPACES=0 in the host's environment turns them off".into(),
             fix: vec!["unset PYKERNEL_SANDBOX_NAMESPACES".into()],
         };
     }
@@ -100,7 +99,8 @@ pub fn diagnose(proc_root: &Path, root: &Path, facts: &Facts) -> Diagnosis {
     Diagnosis {
         cause: facts.probe_error.clone(),
         fix: vec![
-            "see the `not enforced` lines: the kernel runs confined by Landlock and seccomp alone".into(),
+            "see the `not enforced` lines: the kernel runs confined by Landlock and seccomp alone"
+                .into(),
         ],
     }
 }
@@ -145,27 +145,42 @@ mod tests {
         let ubuntu = machine(&[("sys/kernel/apparmor_restrict_unprivileged_userns", "1\n")]);
         let d = diagnose_on(&ubuntu, &facts);
         assert!(d.cause.contains("AppArmor"), "{d:?}");
-        assert!(d.fix[0].contains("profile pykernel-host /opt/node/bin/node"), "{d:?}");
+        assert!(
+            d.fix[0].contains("profile pykernel-host /opt/node/bin/node"),
+            "{d:?}"
+        );
         assert!(d.fix[0].contains("userns,"), "{d:?}");
-        assert!(d.fix[1].contains("apparmor_restrict_unprivileged_userns=0"), "{d:?}");
+        assert!(
+            d.fix[1].contains("apparmor_restrict_unprivileged_userns=0"),
+            "{d:?}"
+        );
 
         let debian = machine(&[
             ("sys/kernel/apparmor_restrict_unprivileged_userns", "0\n"),
             ("sys/kernel/unprivileged_userns_clone", "0\n"),
         ]);
         let d = diagnose_on(&debian, &facts);
-        assert!(d.fix[0].contains("kernel.unprivileged_userns_clone=1"), "{d:?}");
+        assert!(
+            d.fix[0].contains("kernel.unprivileged_userns_clone=1"),
+            "{d:?}"
+        );
 
         let rhel = machine(&[("sys/user/max_user_namespaces", "0\n")]);
         assert!(diagnose_on(&rhel, &facts).fix[0].contains("user.max_user_namespaces=15000"));
 
         let docker = machine(&[
-            ("self/status", "Name:\tnode\nSeccomp:\t2\nSeccomp_filters:\t1\n"),
+            (
+                "self/status",
+                "Name:\tnode\nSeccomp:\t2\nSeccomp_filters:\t1\n",
+            ),
             ("1/cgroup", "0::/system.slice/docker-abc.scope\n"),
         ]);
         let d = diagnose_on(&docker, &facts);
         assert!(d.cause.contains("this is a container"), "{d:?}");
-        assert!(d.fix.iter().any(|f| f.contains("--security-opt seccomp")), "{d:?}");
+        assert!(
+            d.fix.iter().any(|f| f.contains("--security-opt seccomp")),
+            "{d:?}"
+        );
 
         let unknown = machine(&[("self/status", "Seccomp:\t0\n")]);
         assert_eq!(diagnose_on(&unknown, &facts).cause, "unshare failed");

@@ -38,7 +38,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::process::exit::ExitInfo;
 use crate::process::reaper::KernelProcess;
-use crate::sandbox::{Plan, Policy, SandboxConfig, Target};
+use crate::sandbox::{Network, Plan, Policy, SandboxConfig, Target};
 use crate::start::command::{build_command, LaunchSpec};
 use crate::wire::zygote::{ForkedSandbox, FromZygote, ToZygote};
 
@@ -88,7 +88,11 @@ impl ZygoteKey {
         let sandbox = match sandbox {
             SandboxConfig::Off => SandboxConfig::Off,
             SandboxConfig::On(policy) => SandboxConfig::On(Policy {
-                network: policy.network.clone(),
+                // The zygote needs no proxy of its own: it is offline too.
+                network: match policy.network {
+                    Network::Host => Network::Host,
+                    Network::Loopback | Network::Allow(_) => Network::Loopback,
+                },
                 ..Policy::default()
             }),
         };
@@ -160,6 +164,8 @@ pub struct ForkRequest<'a> {
     pub landlock: Option<RawFd>,
     /// What the kernel applies itself: its view, its seccomp filters (`Plan::for_forked_kernel`).
     pub sandbox: Option<ForkedSandbox>,
+    /// The kernel's end of the channel its proxy's listener goes to the host on.
+    pub proxy: Option<RawFd>,
 }
 
 /// Everything needed to start a zygote for `key`.
@@ -384,6 +390,7 @@ impl Zygote {
             stderr_w.as_raw_fd(),
         ];
         fds.extend(request.landlock);
+        fds.extend(request.proxy);
         let (tx, rx) = oneshot::channel();
         self.waiters.lock().unwrap().insert(id, Waiter::Fork(tx));
         if let Err(e) = self.send(&message, &fds) {
@@ -690,7 +697,7 @@ pub async fn for_kernel(start: ZygoteStart, wait: Duration) -> Option<Arc<Zygote
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::{Network, Writable};
+    use crate::sandbox::Writable;
 
     #[test]
     fn kernels_that_differ_only_in_their_own_parts_share_a_zygote() {

@@ -38,6 +38,9 @@ pub enum ToZygote<'a> {
 pub struct ForkedSandbox {
     /// The kernel keeps the host's network; `false`: a network namespace of its own.
     pub network: bool,
+    /// With an allow list: the port its proxy's listener takes in its namespace (the
+    /// listener goes to the host over the descriptor after the request's others).
+    pub proxy_port: Option<u16>,
     /// Its view's mount steps, where it has a view.
     pub view: Option<Value>,
     /// The rights its view's own mounts get in its Landlock ruleset.
@@ -106,6 +109,7 @@ mod tests {
             landlock: true,
             sandbox: Some(ForkedSandbox {
                 network: false,
+                proxy_port: None,
                 view: None,
                 landlock_view_access: 3,
                 view_writable: vec!["/dev/shm".into()],
@@ -118,7 +122,7 @@ mod tests {
             serde_json::json!({
                 "op": "fork", "id": 7, "env": {"A": "1"}, "cwd": "/w",
                 "memoryLimit": 1 << 30, "arenaMax": null, "landlock": true,
-                "sandbox": {"network": false, "view": null, "landlockViewAccess": 3, "viewWritable": ["/dev/shm"],
+                "sandbox": {"network": false, "proxyPort": null, "view": null, "landlockViewAccess": 3, "viewWritable": ["/dev/shm"],
                             "seccomp": ["00"], "keyctl": 250},
             })
         );
