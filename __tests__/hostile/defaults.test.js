@@ -17,8 +17,9 @@ const assert = require('node:assert/strict')
 const crypto = require('node:crypto')
 const fs = require('node:fs')
 const path = require('node:path')
-const { execFileSync } = require('node:child_process')
-const { isRoot, testUser, systemPython, sharedDir, runEdgeHost } = require('../helpers/hosts')
+const { isRoot, testUser, sharedDir, runEdgeHost } = require('../helpers/hosts')
+const { writeWheel } = require('../helpers/wheel')
+const { own, userVenv } = require('../helpers/venvs')
 
 const zygote = process.env.PYKERNEL_TEST_ZYGOTE === '1'
 const MARK = crypto.randomBytes(4).toString('hex')
@@ -76,27 +77,6 @@ print(json.dumps({'planted_ran': getattr(builtins, 'PYKERNEL_PLANTED', None),
                   'pth_there': os.path.exists(os.path.join(site.getsitepackages()[0], 'pykernel_planted.pth'))}))
 `
 
-/** A wheel of distribution `pk-defaults` (module `pkdefaults`), written by hand (a wheel is
- *  a zip with its metadata), so nothing is built or fetched. */
-function writeWheel(dir) {
-  const file = path.join(dir, 'pk_defaults-1.0-py3-none-any.whl')
-  execFileSync(systemPython(), ['-c', `
-import zipfile, sys
-files = {
-    'pkdefaults/__init__.py': '__version__ = "1.0"\\n',
-    'pk_defaults-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\\nName: pk-defaults\\nVersion: 1.0\\n',
-    'pk_defaults-1.0.dist-info/WHEEL': 'Wheel-Version: 1.0\\nGenerator: hand\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n',
-}
-record = ''.join('%s,,\\n' % name for name in files) + 'pk_defaults-1.0.dist-info/RECORD,,\\n'
-with zipfile.ZipFile(sys.argv[1], 'w') as z:
-    for name, text in files.items():
-        z.writestr(name, text)
-    z.writestr('pk_defaults-1.0.dist-info/RECORD', record)
-`, file])
-  fs.chmodSync(file, 0o644)
-  return file
-}
-
 const user = isRoot ? testUser() : null
 if (process.env.CI && !user) throw new Error('the attack suite needs root and useradd on CI, to run hosts as an ordinary user')
 const MODES = [
@@ -105,25 +85,6 @@ const MODES = [
   { name: 'root host, no user namespaces', host: { noUserns: true } },
   { name: 'ordinary user, no user namespaces', host: { user, noUserns: true }, needsUser: true },
 ]
-
-/** `dir` and what is in it made `owner`'s (the test user's files, as its own would be). */
-function own(dir, owner) {
-  if (owner) execFileSync('chown', ['-R', `${owner.uid}:${owner.gid}`, dir])
-}
-
-/** A venv of the system's Python, with pip, that `owner` owns: the shared environment
- *  every kernel of these hosts runs (made once; its contents are checked after each mode). */
-let venvDir
-function sharedVenv() {
-  if (!venvDir) {
-    venvDir = sharedDir(null, 'pykernel-defaults-venv-', '/var/tmp')
-    execFileSync(systemPython(), ['-m', 'venv', venvDir])
-    fs.chmodSync(venvDir, 0o755)
-    own(venvDir, user)
-    process.once('exit', () => fs.rmSync(venvDir, { recursive: true, force: true }))
-  }
-  return venvDir
-}
 
 const sitePackages = (venv) => {
   const lib = path.join(venv, 'lib')
@@ -138,7 +99,7 @@ for (const mode of MODES) {
     let home, workspace, outside, venv, result, pool
 
     test.before(async () => {
-      venv = sharedVenv()
+      venv = userVenv(owner)
       home = sharedDir(owner, 'pykernel-defaults-home-', '/var/tmp')
       for (const dir of ['.ssh', '.aws', '.config/autostart']) fs.mkdirSync(path.join(home, dir), { recursive: true })
       fs.writeFileSync(path.join(home, '.ssh/id_ed25519'), SSH_KEY, { mode: 0o600 })

@@ -319,7 +319,7 @@ impl Plan {
             // proxy: never silently open.
             return Err(refuse(
                 "sandbox.network = { allow }",
-                "user namespaces (a network namespace of the kernel's own, left only through the host's proxy)",
+                "user namespaces, for a network namespace left only through the host's proxy",
             ));
         }
         if policy.network == Network::Loopback
