@@ -124,6 +124,7 @@ for (const mode of MODES) {
         { name: 'later', options: base, code: LATER },
         { name: 'shown', options: { ...base, sandbox: { hidden: [] } }, code: READ },
         { name: 'extra', options: { ...base, sandbox: { writable: [outside] } }, code: `open(${JSON.stringify(path.join(outside, 'made'))}, 'w').write('x'); print('{"extra": "done"}')` },
+        { name: 'git', options: { ...base, sandbox: { writable: ['.git'] } }, code: `open('.git/description', 'w').write('listed'); print('{"git": "done"}')` },
         { name: 'all', options: { ...base, sandbox: { writable: 'all' } }, code: `open(${JSON.stringify(path.join(home, '.bashrc'))}, 'a').write('# allowed\\n'); print('{"all": "done"}')` },
       ]
       result = await runEdgeHost(mode.host, runs)
@@ -222,7 +223,9 @@ for (const mode of MODES) {
       assert.equal(shown.aws, `[default]\n${AWS_KEY}\n`)
     })
 
-    test('writable adds a directory, and \'all\' writes where the user may', () => {
+    test('writable adds a directory (the workspace\'s .git, named), and \'all\' writes where the user may', () => {
+      assert.equal(run('git').verdict.git, 'done', JSON.stringify(run('git')))
+      assert.equal(fs.readFileSync(path.join(workspace, '.git/description'), 'utf8'), 'listed')
       assert.equal(run('extra').verdict.extra, 'done')
       assert.equal(fs.readFileSync(path.join(outside, 'made'), 'utf8'), 'x')
       assert.equal(run('all').verdict.all, 'done')

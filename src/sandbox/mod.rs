@@ -351,10 +351,13 @@ impl Plan {
             }
             dirs
         });
-        // Hooks and config written there run outside the sandbox, at the next commit.
+        // Hooks and config written there run outside the sandbox, at the next commit;
+        // unless the host lists the .git itself as writable.
         let git = target.cwd.join(".git");
+        let git_listed = extra_writable.is_some_and(|extra| extra.contains(&git));
         let git_read_only =
-            (writable_dirs.is_some() && std::fs::symlink_metadata(&git).is_ok()).then_some(git);
+            (writable_dirs.is_some() && !git_listed && std::fs::symlink_metadata(&git).is_ok())
+                .then_some(git);
         let hidden: Vec<PathBuf> = policy
             .hidden
             .paths(&target.homes)
