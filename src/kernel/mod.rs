@@ -44,7 +44,7 @@ use crate::process::exit::ExitInfo;
 use crate::process::reaper::KernelProcess;
 use crate::sandbox::{Isolation, Reach};
 use crate::start::python::Resolved;
-use crate::wire::protocol::HostFrame;
+use crate::wire::protocol::{HostFrame, SandboxPolicy};
 
 pub use self::config::{
     AbortHandle, Bridge, CallOrigin, Caller, ExecuteRequest, KernelConfig, ShutdownOutcome,
@@ -94,6 +94,8 @@ pub struct Kernel {
     tmp_removed: Option<watch::Receiver<bool>>,
     /// What of the host the kernel's filesystem view shows.
     reach: Reach,
+    /// What its sandbox confines (the runner's `init` carries it); none without one.
+    policy: Option<SandboxPolicy>,
     start_mode: StartMode,
     preloaded: Vec<String>,
 }
@@ -125,6 +127,12 @@ impl Kernel {
     /// Whether the host's `path` is in the kernel's filesystem view, where it is.
     pub fn sees(&self, path: &std::path::Path) -> bool {
         self.reach.sees(path)
+    }
+
+    /// What this kernel's sandbox confines, as its runner was told; `None` with the
+    /// sandbox off and for a launched kernel.
+    pub fn sandbox_policy(&self) -> Option<&SandboxPolicy> {
+        self.policy.as_ref()
     }
 
     /// The protections this kernel runs under, and the defaults it lacks.

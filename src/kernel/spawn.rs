@@ -26,6 +26,7 @@ use crate::start::env::EnvFilter;
 use crate::start::launcher::Launcher;
 use crate::start::private_tmp::PrivateTmp;
 use crate::start::python::{self, Resolved};
+use crate::wire::protocol::SandboxPolicy;
 
 /// A kernel's process, started, before the connection is opened over it.
 pub(super) struct Started {
@@ -48,6 +49,8 @@ pub(super) struct Parts {
     pub(super) private_tmp: Option<PrivateTmp>,
     /// What of the host the kernel's view shows.
     pub(super) reach: Reach,
+    /// What its sandbox confines, told to the runner at init; none without a sandbox.
+    pub(super) policy: Option<SandboxPolicy>,
     pub(super) resolved: Resolved,
     pub(super) prelude: PathBuf,
     /// The launcher, for a kernel started through one.
@@ -63,6 +66,7 @@ impl Parts {
             isolation: prepared.isolation,
             private_tmp: prepared.private_tmp,
             reach: prepared.sandbox.reach().clone(),
+            policy: prepared.sandbox.policy().cloned(),
             resolved: prepared.resolved,
             prelude: prepared.files.prelude,
             far: None,
@@ -291,6 +295,7 @@ pub(super) fn launch(config: &KernelConfig, launcher: &Launcher) -> Result<Parts
         },
         private_tmp: None,
         reach: Reach::default(),
+        policy: None,
         resolved: Resolved {
             path: PathBuf::from(&interpreter),
             version: String::new(),

@@ -199,6 +199,7 @@ impl Kernel {
             isolation,
             private_tmp,
             reach,
+            policy,
             resolved,
             prelude,
             far,
@@ -282,6 +283,7 @@ impl Kernel {
             kv_home: Mutex::new(None),
             tmp_removed,
             reach,
+            policy,
             start_mode,
             preloaded,
         })
@@ -375,6 +377,7 @@ impl Kernel {
             // files (nothing it may write is needed, and no other session's store is in
             // its view).
             kv_via_host: config.kv_path().is_some(),
+            sandbox: self.policy.clone(),
         }
     }
 }

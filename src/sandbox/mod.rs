@@ -38,6 +38,7 @@ mod landlock_rules;
 mod mounts;
 #[cfg(target_os = "linux")]
 mod namespaces;
+mod policy;
 #[cfg(target_os = "linux")]
 mod privileges;
 #[cfg(target_os = "linux")]
@@ -49,6 +50,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use crate::error::{KernelError, Result};
+use crate::wire::protocol::SandboxPolicy;
 use crate::wire::zygote::ForkedSandbox;
 
 /// `KernelOptions.sandbox`.
@@ -197,6 +199,8 @@ pub struct Plan {
     confined: bool,
     /// The kernel keeps the host's network (`false`: `sandbox.network = false`).
     network: bool,
+    /// What the kernel is told it may reach, to name what it is refused.
+    policy: Option<SandboxPolicy>,
 }
 
 /// What [`Plan::prepare`] needs to know about the kernel.
@@ -264,6 +268,7 @@ impl Plan {
             reach: Reach::default(),
             confined: false,
             network: true,
+            policy: None,
         };
         let SandboxConfig::On { network, writable } = config else {
             isolation.mode = "off".into();
@@ -430,6 +435,7 @@ impl Plan {
             modes.join("+")
         };
         isolation.missing = missing(support, *network, writable.is_some());
+        plan.policy = Some(policy::told(&plan, target, writable.as_deref(), *network));
         Ok((plan, isolation))
     }
 
@@ -510,6 +516,7 @@ impl Plan {
                 reach: self.reach,
                 confined: self.confined,
                 network: self.network,
+                policy: self.policy,
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -552,6 +559,12 @@ impl Plan {
     /// What of the host the kernel's view shows.
     pub fn reach(&self) -> &Reach {
         &self.reach
+    }
+
+    /// What the kernel is told its sandbox confines (`init`'s `sandbox`); `None` with the
+    /// sandbox off.
+    pub fn policy(&self) -> Option<&SandboxPolicy> {
+        self.policy.as_ref()
     }
 
     /// Where a kernel started with this plan sees its private temporary directory: `/tmp`
