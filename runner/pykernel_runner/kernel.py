@@ -559,7 +559,10 @@ class Kernel:
                 outcome.last_frame = None
             self._show_open_figures(run, outcome)
         if refusals is not None:
-            refusals.end_cell(self.emit_status)
+            try:
+                refusals.end_cell(self.emit_status)
+            except Exception as exc:    # a report lost, never the kernel
+                diag("reporting the sandbox's refusals failed: %s" % safe_str(exc))
         if run in interrupts.interrupted_runs:
             self._abort_calls(run)
         # One drain for the output before the result (nothing of the cell ran since)

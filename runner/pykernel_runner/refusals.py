@@ -221,14 +221,17 @@ def note_error(exc):
     from) is reported when the policy explains it."""
     if _cell is None:
         return
-    seen = 0
-    while exc is not None and seen < 5:
-        if isinstance(exc, OSError) and exc.errno in _EXPLAINED_ERRNOS:
-            for name in (exc.filename, exc.filename2):
-                if name is not None and not isinstance(name, int):
-                    _explain(name, exc.errno)
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
+    try:
+        for _ in range(5):
+            if exc is None:
+                break
+            if isinstance(exc, OSError) and exc.errno in _EXPLAINED_ERRNOS:
+                for name in (exc.filename, exc.filename2):
+                    if name is not None and not isinstance(name, int):
+                        _explain(name, exc.errno)
+            exc = exc.__cause__ or exc.__context__
+    except Exception:
+        pass    # an exception whose attributes raise: nothing to report
 
 
 def shell_scanner():
@@ -398,8 +401,8 @@ def _explain(path, code):
     """Report *path*, named by an error with errno *code*, when the policy
     explains that error."""
     report = _cell
-    if report is None or _policy is None:
-        return
+    if report is None or _policy is None or code not in _EXPLAINED_ERRNOS:
+        return      # EEXIST, ENOTEMPTY, ...: not the sandbox's doing
     try:
         real = _real_path(path)
         if not real:
