@@ -132,6 +132,7 @@ import sys
 lines = !mkdir ${outside}/by-mkdir 2>&1
 print(lines)
 !{sys.executable} -c "open('${outside}/by-python', 'w')"
+!{sys.executable} -c "import os; os.mkdir('${outside}')"
 `,
   )
   assert.deepEqual(refusals, [
@@ -140,6 +141,7 @@ print(lines)
     { denied: 'write', path: `${outside}/by-python` },
   ])
   assert.match(result.output, /cannot touch .*Read-only file system/)
+  assert.match(result.output, /FileExistsError: \[Errno 17\]/, 'a directory that is there: nothing refused')
   assert.equal(noticeLines(result.output).length, 3, result.output)
 })
 
