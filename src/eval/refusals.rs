@@ -15,9 +15,12 @@ use crate::wire::protocol::{NetworkPolicy, SandboxPolicy};
 /// The most refusal lines one request's text carries; the rest are counted in one more.
 pub const MAX_REFUSAL_NOTICES: usize = 10;
 
-/// About the longest a refusal line may be (the brackets aside): a path or a host name past
-/// it is shortened in the middle.
+/// The longest a refusal line may be (the brackets aside): a path or a host name that would
+/// take it past is shortened in the middle.
 const NOTICE_CHARS: usize = 250;
+
+/// The most of a write's line its path takes: the rest says where writes go.
+const NAME_CHARS: usize = 100;
 
 /// One refusal, as a runner's status event reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,52 +64,57 @@ impl Refusal {
 }
 
 /// The notice for `refusal` (without its brackets): what was refused, why, and which
-/// option of the host's would allow it. Under [`NOTICE_CHARS`] whatever the path; `None`
+/// option of the host's would allow it. Within [`NOTICE_CHARS`] whatever the path; `None`
 /// for [`Refusal::More`], which is counted instead.
 pub fn refusal_notice(refusal: &Refusal, policy: Option<&SandboxPolicy>) -> Option<String> {
     let notice = match refusal {
         Refusal::Write { path } => {
             let path = clean(path);
+            let head = format!(
+                "sandbox: writing {} was refused; ",
+                shorten(&path, NAME_CHARS)
+            );
+            let tail = ": the host can allow more with sandbox.writable";
+            let room = room_beside(&[&head, tail]);
             let read_only = policy.and_then(|p| beneath_any(&path, &p.read_only));
             let rule = match (read_only, policy.and_then(|p| p.writable.as_deref())) {
-                (Some(dir), _) => format!(
-                    "{} is read-only in this kernel",
-                    shorten(&clean(dir), NOTICE_CHARS / 4)
-                ),
-                (None, Some(dirs)) => format!(
-                    "this kernel writes only beneath {}",
-                    listed(dirs, NOTICE_CHARS / 2)
-                ),
+                (Some(dir), _) => {
+                    let words = " is read-only in this kernel";
+                    let dir = shorten(&clean(dir), room.saturating_sub(words.len()));
+                    format!("{dir}{words}")
+                }
+                (None, Some(dirs)) => {
+                    let words = "this kernel writes only beneath ";
+                    format!("{words}{}", listed(dirs, room.saturating_sub(words.len())))
+                }
                 (None, None) => "this kernel's sandbox keeps it read-only".to_string(),
             };
-            let tail = format!("; {rule}: the host can allow more with sandbox.writable");
-            format!(
-                "sandbox: writing {} was refused{tail}",
-                shorten(&path, budget(&tail, 40))
-            )
+            format!("{head}{rule}{tail}")
         }
         Refusal::Read { path } => {
             let path = clean(path);
             let shown = policy
                 .and_then(|p| beneath_any(&path, &p.hidden))
                 .map_or(path.clone(), |entry| clean(entry));
-            let tail = "; the host can show it by leaving it out of sandbox.hidden";
-            format!(
-                "sandbox: {} is hidden from this kernel{tail}",
-                shorten(&shown, budget(tail, 40))
-            )
+            let (head, tail) = (
+                "sandbox: ",
+                " is hidden from this kernel; the host can show it by leaving it out of sandbox.hidden",
+            );
+            let shown = shorten(&shown, room_beside(&[head, tail]));
+            format!("{head}{shown}{tail}")
         }
         Refusal::Connect { host } => {
-            let host = clean(host);
-            let tail = match policy.map(|p| p.network) {
-                Some(NetworkPolicy::Allow) => "; this kernel reaches only the hosts of sandbox.network.allow through its HTTP(S) proxy; direct connections have no route: the host can allow more with sandbox.network.allow".to_string(),
-                Some(NetworkPolicy::Loopback) => "; this kernel has no network (loopback only): the host can allow it with sandbox.network".to_string(),
-                Some(NetworkPolicy::Open) | None => "; this kernel's network has no route for it: the host can allow it with sandbox.network".to_string(),
+            let why = match policy.map(|p| p.network) {
+                Some(NetworkPolicy::Allow) => "this kernel reaches only the hosts of sandbox.network.allow through its HTTP(S) proxy; direct connections have no route: the host can add it to that list",
+                Some(NetworkPolicy::Loopback) => "this kernel has no network (loopback only): the host can allow it with sandbox.network",
+                Some(NetworkPolicy::Open) | None => "this kernel's network has no route for it: the host can allow it with sandbox.network",
             };
-            format!(
-                "sandbox: the connection to {} was refused{tail}",
-                shorten(&host, budget(&tail, 24))
-            )
+            let (head, tail) = (
+                "sandbox: the connection to ",
+                format!(" was refused; {why}"),
+            );
+            let host = shorten(&clean(host), room_beside(&[head, &tail]));
+            format!("{head}{host}{tail}")
         }
         Refusal::More { .. } => return None,
     };
@@ -179,21 +187,11 @@ fn beneath_any<'a>(path: &str, entries: &'a [String]) -> Option<&'a String> {
         .find(|entry| Path::new(path).starts_with(Path::new(entry.as_str())))
 }
 
-/// `dirs` as a list in words (`/a, /b and /c`), within about `chars`: what does not fit
-/// is counted (`and 3 more`).
+/// `dirs` as a list in words (`/a, /b and /c`) within `chars`: as many as fit whole, the
+/// rest counted (`/a and 3 more`), the first shortened if even it does not fit.
 fn listed(dirs: &[String], chars: usize) -> String {
-    let dirs: Vec<String> = dirs.iter().map(|d| shorten(&clean(d), chars / 2)).collect();
-    let mut shown = 0;
-    let mut length = 0;
-    for dir in &dirs {
-        if shown > 0 && length + dir.len() + 2 > chars {
-            break;
-        }
-        length += dir.len() + 2;
-        shown += 1;
-    }
-    match (&dirs[..shown], dirs.len() - shown) {
-        ([], _) => "no directory".to_string(),
+    let dirs: Vec<String> = dirs.iter().map(|d| clean(d)).collect();
+    let words = |some: &[String], rest: usize| match (some, rest) {
         ([only], 0) => only.clone(),
         (some, 0) => format!(
             "{} and {}",
@@ -201,15 +199,33 @@ fn listed(dirs: &[String], chars: usize) -> String {
             some[some.len() - 1]
         ),
         (some, rest) => format!("{} and {rest} more", some.join(", ")),
+    };
+    if dirs.is_empty() {
+        return "no directory".to_string();
     }
+    for shown in (1..=dirs.len()).rev() {
+        let text = words(&dirs[..shown], dirs.len() - shown);
+        if text.chars().count() <= chars {
+            return text;
+        }
+    }
+    let rest = dirs.len() - 1;
+    let counted = if rest > 0 {
+        format!(" and {rest} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "{}{counted}",
+        shorten(&dirs[0], chars.saturating_sub(counted.len()))
+    )
 }
 
-/// What is left of the line's length for a path, the rest of the line being `tail` and
-/// some 40 characters of its own words; never under `floor`.
-fn budget(tail: &str, floor: usize) -> usize {
-    NOTICE_CHARS
-        .saturating_sub(tail.chars().count() + 40)
-        .max(floor)
+/// What is left of a notice for a path or host name beside `parts`, never under a few
+/// characters (a name shortened to nothing says nothing).
+fn room_beside(parts: &[&str]) -> usize {
+    let taken: usize = parts.iter().map(|p| p.chars().count()).sum();
+    NOTICE_CHARS.saturating_sub(taken).max(12)
 }
 
 /// `text` with its middle replaced by `…` when it is longer than `chars`.
@@ -289,7 +305,7 @@ mod tests {
         );
         assert_eq!(
             notice(connect(), NetworkPolicy::Allow),
-            "sandbox: the connection to 10.1.2.3:443 was refused; this kernel reaches only the hosts of sandbox.network.allow through its HTTP(S) proxy; direct connections have no route: the host can allow more with sandbox.network.allow"
+            "sandbox: the connection to 10.1.2.3:443 was refused; this kernel reaches only the hosts of sandbox.network.allow through its HTTP(S) proxy; direct connections have no route: the host can add it to that list"
         );
         assert_eq!(refusal_notice(&Refusal::More { count: 3 }, None), None);
     }
@@ -333,7 +349,19 @@ mod tests {
             listed.contains(" more: the host can allow more"),
             "{listed}"
         );
-        assert!(connect.ends_with("sandbox.network.allow"), "{connect}");
+        assert!(connect.ends_with("add it to that list"), "{connect}");
+        // The refused path comes first: a long list of writable directories gives way.
+        let mut long = policy(NetworkPolicy::Open);
+        long.writable = Some(vec![format!("/{}", "w".repeat(300)), "/tmp".into()]);
+        let path = format!("/var/tmp/{}/file", "p".repeat(70));
+        let line = refusal_notice(&Refusal::Write { path: path.clone() }, Some(&long)).unwrap();
+        assert!(line.chars().count() <= NOTICE_CHARS, "{line}");
+        assert!(
+            line.contains(&format!("writing {path} was refused")),
+            "{line}"
+        );
+        assert!(line.contains("w…w"), "{line}");
+        assert!(line.contains(" and 1 more: the host"), "{line}");
     }
 
     #[test]
