@@ -72,7 +72,7 @@ with open('/dev/null', 'w') as f:
     f.write('nothing')
 os.makedirs('sub/dir', exist_ok=True)
 os.makedirs(${py(outside)}, exist_ok=True)  # already there: nothing was refused
-print('done')
+print(os.environ['TMPDIR'])
 `,
   )
   assert.equal(result.exitCode, 0, result.output)
@@ -81,15 +81,18 @@ print('done')
     { denied: 'write', path: `${outside}/made` },
   ])
   assert.deepEqual(
-    result.statuses.filter((s) => s.op === 'sandbox').map((s) => s.data),
+    result.statuses.filter((s) => s.op === 'sandbox' && s.data.denied).map((s) => s.data),
     refusals,
     'the result keeps the same events',
   )
+  // Its TMPDIR: /tmp in its own view, else its private directory where it is.
+  const tmp = result.output.trimEnd().split('\n').at(-1)
   const lines = noticeLines(result.output)
-  assert.equal(lines.length, 2, result.output)
-  assert.match(lines[0], new RegExp(`^\\[sandbox: writing ${outside}/f\\.txt was refused; this kernel writes only beneath ${cwd}, /tmp and /dev/shm: the host can allow more with sandbox\\.writable\\]$`))
+  assert.deepEqual(lines, [
+    `[sandbox: writing ${outside}/f.txt was refused; this kernel writes only beneath ${cwd}, ${tmp} and /dev/shm: the host can allow more with sandbox.writable]`,
+    `[sandbox: writing ${outside}/made was refused; this kernel writes only beneath ${cwd}, ${tmp} and /dev/shm: the host can allow more with sandbox.writable]`,
+  ])
   assert.ok(result.output.startsWith(`${lines[0]}\n${lines[1]}\n`), `the notices come first:\n${result.output}`)
-  assert.ok(result.output.endsWith('done\n'), result.output)
   assert.ok(!fs.existsSync(`${outside}/f.txt`))
 })
 
@@ -140,7 +143,8 @@ print(lines)
     { denied: 'write', path: `${outside}/by-mkdir` },
     { denied: 'write', path: `${outside}/by-python` },
   ])
-  assert.match(result.output, /cannot touch .*Read-only file system/)
+  // Read-only in the kernel's view; refused by Landlock where there is none.
+  assert.match(result.output, /cannot touch .*: (Read-only file system|Permission denied)/)
   assert.match(result.output, /FileExistsError: \[Errno 17\]/, 'a directory that is there: nothing refused')
   assert.equal(noticeLines(result.output).length, 3, result.output)
 })
