@@ -71,6 +71,9 @@ IPython habits that work
 - !cmd runs a shell command with its output streamed (x = !cmd keeps the lines); %%bash runs the cell as a script.
 - %pip install <pkg> installs into this Python, usable at once. Also %cd, %pwd, %ls, %env, %time, %timeit, %who, %whos, %reset, %run file.py, %load, %%capture, %%writefile.
 
+Sandbox
+- By default code writes only its working directory, its TMPDIR and, through %pip, its session's own installs; credential files under the home directory appear empty; the network is what the host allows. A refused write, read or connection is named at the top of the result, with what the host could allow.
+
 Limits
 - Nothing is interactive: input() and getpass() fail at once, and shell commands get no stdin.
 - Output is kept for the model, not a terminal: prefer printing summaries (df.head(), len(x)) to dumping everything.`

@@ -43,7 +43,7 @@ test('the schema is valid JSON Schema: it accepts typical calls and refuses malf
 })
 
 test('the description tells the model what the seeds prompt covers', () => {
-  for (const topic of [/session/i, /1\.\.3600/, /timeout/, /artifact:\/\//, /read\(/, /display\(/, /kv\./, /env\(/, /agent\(/, /completion\(/, /tool\.<name>/, /!cmd/, /%pip/, /%%bash/, /image/i, /input\(\)/, /768 bytes/]) {
+  for (const topic of [/session/i, /1\.\.3600/, /timeout/, /artifact:\/\//, /read\(/, /display\(/, /kv\./, /env\(/, /agent\(/, /completion\(/, /tool\.<name>/, /!cmd/, /%pip/, /%%bash/, /image/i, /input\(\)/, /768 bytes/, /Sandbox/, /refused write/]) {
     assert.match(tool.description, topic)
   }
 })

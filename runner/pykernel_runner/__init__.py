@@ -35,6 +35,8 @@ Imported only when first needed (``lazy``), or by the zygote:
 * ``transform``: a cell's magic lines rewritten into calls of hidden helpers;
 * ``shell``: shell children (``!cmd``, ``%%bash``, ``%pip``), streamed and capped;
 * ``magics``: the magics, and the helpers rewritten lines call;
+* ``refusals``: what the sandbox refused a cell, named to the host (a
+  sandboxed kernel's init loads it);
 * ``zygote``: ``runner.py`` as a zygote, forking kernels that share its imports.
 
 Start-up time is a product feature: only cheap modules are imported at start

@@ -103,6 +103,7 @@ class Kernel:
         self.kv_path = None
         self.kv_via_host = False
         self._prelude_path = None
+        self._refusals = None           # the refusals module, in a sandboxed kernel
 
         self._redirect_fds()
         self._patch_process()
@@ -420,6 +421,11 @@ class Kernel:
             self.env_prefix = request.get("envPrefix") or self.env_prefix
             self.kv_path = request.get("kvPath") or None
             self.kv_via_host = bool(request.get("kvViaHost"))
+            policy = request.get("sandbox")
+            if policy is not None or self._refusals is not None:
+                from . import refusals  # a kernel without a sandbox never loads it
+                refusals.install(policy, thread_run)
+                self._refusals = refusals
             sys.argv = [""]
             here = {lazy.RUNNER_DIR,    # runner.py's, the package's parent
                     os.path.dirname(os.path.dirname(os.path.realpath(__file__)))}
@@ -540,6 +546,9 @@ class Kernel:
         self._stdin_requested = False
         self.running = run
         self._main_thread.__dict__[RUN_ATTR] = run
+        refusals = self._refusals
+        if refusals is not None:
+            refusals.start_cell(run)
         outcome = self._run_cell(request, filename)
         if self._forked:
             _os_exit(0)     # a fork() in the cell returned here: end the child
@@ -549,6 +558,11 @@ class Kernel:
                 self._emit(outcome.last_frame, hold=True)
                 outcome.last_frame = None
             self._show_open_figures(run, outcome)
+        if refusals is not None:
+            try:
+                refusals.end_cell(self.emit_status)
+            except Exception as exc:    # a report lost, never the kernel
+                diag("reporting the sandbox's refusals failed: %s" % safe_str(exc))
         if run in interrupts.interrupted_runs:
             self._abort_calls(run)
         # One drain for the output before the result (nothing of the cell ran since)
@@ -639,6 +653,8 @@ class Kernel:
             outcome.last_frame = self._cells.error_frame(request.get("id"), exc)
         except BaseException as exc:
             outcome.status = "error"
+            if self._refusals is not None:
+                self._refusals.note_error(exc)
             outcome.last_frame = self._cells.error_frame(request.get("id"), exc)
         return outcome
 

@@ -13,6 +13,8 @@ import re
 import sys
 import time
 
+from . import refusals
+
 SHELL_CAP_BYTES = 1024 * 1024
 SHELL_CAP_LINES = 3000
 CAP_NOTICE = "[output truncated: shell output capped at 1 MiB / 3000 lines]\n"
@@ -180,6 +182,9 @@ def run_child(argv, capture=False, env=None):
                                     (lambda text: sys.stdout.write(text))),
         proc.stderr.fileno(): _Sink(lambda text: sys.stderr.write(text)),
     }
+    for sink in sinks.values():
+        # What the sandbox refused the child shows only in what it prints.
+        sink.scanner = refusals.shell_scanner()
     try:
         poller = select.poll()
         for fd in sinks:
@@ -219,7 +224,10 @@ def run_child(argv, capture=False, env=None):
 
 
 class _Sink:
-    """Decodes one stream's bytes (UTF-8, incrementally) into a writer."""
+    """Decodes one stream's bytes (UTF-8, incrementally) into a writer, and
+    shows the text to the scanner for sandbox refusals, if any."""
+
+    scanner = None
 
     def __init__(self, write):
         self._write = write
@@ -227,6 +235,8 @@ class _Sink:
 
     def write(self, data, final=False):
         text = self._decode(data, final)
+        if self.scanner is not None and (text or final):
+            self.scanner.feed(text, final)
         if text:
             self._write(text)
 

@@ -14,10 +14,12 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::eval::agent_text::{AgentText, AgentTextOptions};
+use crate::eval::refusals::RefusalNotices;
 use crate::kernel::fifo::Turn;
 use crate::kernel::{AbortHandle, Caller, ExecuteRequest, Kernel};
 use crate::output::{ArtifactSink, Image, OutputLimits};
 use crate::wire::events::{ExecuteOutcome, KernelEvent};
+use crate::wire::protocol::SandboxPolicy;
 
 /// What cells run on: a [`Kernel`], or a stand-in for one in the session layer's unit
 /// tests (the pool's logic around a kernel is tested without Python).
@@ -31,6 +33,11 @@ pub trait RunsCells: Sync {
         abort: Option<Arc<AbortHandle>>,
         on_event: impl FnMut(KernelEvent) + Send,
     ) -> impl Future<Output = Result<ExecuteOutcome>> + Send;
+
+    /// What the kernel's sandbox confines, which words its refusals; none by default.
+    fn sandbox_policy(&self) -> Option<&SandboxPolicy> {
+        None
+    }
 }
 
 impl RunsCells for Kernel {
@@ -42,6 +49,10 @@ impl RunsCells for Kernel {
         on_event: impl FnMut(KernelEvent) + Send,
     ) -> impl Future<Output = Result<ExecuteOutcome>> + Send {
         Kernel::execute_holding(self, turn, request, abort, on_event)
+    }
+
+    fn sandbox_policy(&self) -> Option<&SandboxPolicy> {
+        Kernel::sandbox_policy(self)
     }
 }
 
@@ -166,6 +177,8 @@ pub struct Evaluation {
     options: EvalOptions,
     result: EvalResult,
     text: AgentText,
+    /// The sandbox's refusals so far, each to be told once.
+    refusals: RefusalNotices,
 }
 
 impl Evaluation {
@@ -193,6 +206,7 @@ impl Evaluation {
             },
             options,
             text,
+            refusals: RefusalNotices::default(),
         }
     }
 
@@ -287,6 +301,8 @@ impl Evaluation {
             let outcome = outcome?;
             self.next += 1;
             let failed = !outcome.ok;
+            self.refusals
+                .add(&outcome.statuses, kernel.sandbox_policy());
             self.record(index, &outcome);
             self.result.cells.push(CellResult {
                 outcome,
@@ -342,6 +358,7 @@ impl Evaluation {
     pub fn finish(mut self) -> EvalResult {
         let total = self.cells.len();
         let mut result = self.result;
+        result.annotations.extend(self.refusals.into_notices());
         if let Some(index) = result.failed_cell {
             if total > 1 {
                 let title = self.cells[index]

@@ -46,7 +46,7 @@ use crate::process::exit::ExitInfo;
 use crate::process::reaper::KernelProcess;
 use crate::sandbox::{Isolation, Reach};
 use crate::start::python::Resolved;
-use crate::wire::protocol::HostFrame;
+use crate::wire::protocol::{HostFrame, SandboxPolicy};
 
 pub use self::config::{
     AbortHandle, Bridge, CallOrigin, Caller, ExecuteRequest, KernelConfig, ShutdownOutcome,
@@ -104,6 +104,8 @@ pub struct Kernel {
     >,
     /// Its session's directory, while the kernel lives.
     session_dir: Option<std::sync::Weak<crate::start::session_dir::SessionDir>>,
+    /// What its sandbox confines (the runner's `init` carries it); none without one.
+    policy: Option<SandboxPolicy>,
     start_mode: StartMode,
     preloaded: Vec<String>,
 }
@@ -140,6 +142,12 @@ impl Kernel {
     /// Its session's directory (installs and caches), while it lives (`None` without).
     pub fn session_dir(&self) -> Option<Arc<crate::start::session_dir::SessionDir>> {
         self.session_dir.as_ref()?.upgrade()
+    }
+
+    /// What this kernel's sandbox confines, as its runner was told; `None` with the
+    /// sandbox off and for a launched kernel.
+    pub fn sandbox_policy(&self) -> Option<&SandboxPolicy> {
+        self.policy.as_ref()
     }
 
     /// The protections this kernel runs under, and the defaults it lacks.

@@ -28,6 +28,7 @@ use crate::start::host_dir::HostDir;
 use crate::start::launcher::Launcher;
 use crate::start::python::{self, Resolved};
 use crate::start::session_dir::SessionDir;
+use crate::wire::protocol::SandboxPolicy;
 
 /// A kernel's process, started, before the connection is opened over it.
 pub(super) struct Started {
@@ -54,6 +55,8 @@ pub(super) struct Parts {
     pub(super) egress: Option<(AllowList, std::net::TcpListener)>,
     /// What of the host the kernel's view shows.
     pub(super) reach: Reach,
+    /// What its sandbox confines, told to the runner at init; none without a sandbox.
+    pub(super) policy: Option<SandboxPolicy>,
     pub(super) resolved: Resolved,
     pub(super) prelude: PathBuf,
     /// The launcher, for a kernel started through one.
@@ -75,6 +78,7 @@ impl Parts {
             private_tmp: prepared.private_tmp,
             session_dir: prepared.session_dir,
             reach: prepared.sandbox.reach().clone(),
+            policy: prepared.sandbox.policy().cloned(),
             resolved: prepared.resolved,
             prelude: prepared.files.prelude,
             far: None,
@@ -309,6 +313,7 @@ pub(super) fn launch(config: &KernelConfig, launcher: &Launcher) -> Result<Parts
         session_dir: None,
         egress: None,
         reach: Reach::default(),
+        policy: None,
         resolved: Resolved {
             path: PathBuf::from(&interpreter),
             version: String::new(),

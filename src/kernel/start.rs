@@ -212,6 +212,7 @@ impl Kernel {
             session_dir,
             egress,
             reach,
+            policy,
             resolved,
             prelude,
             far,
@@ -309,6 +310,7 @@ impl Kernel {
             session_dir: session_dir_ref,
             denials,
             reach,
+            policy,
             start_mode,
             preloaded,
         })
@@ -402,6 +404,7 @@ impl Kernel {
             // files (nothing it may write is needed, and no other session's store is in
             // its view).
             kv_via_host: config.kv_path().is_some(),
+            sandbox: self.policy.clone(),
         }
     }
 }

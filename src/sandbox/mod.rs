@@ -41,6 +41,7 @@ mod landlock_rules;
 mod mounts;
 #[cfg(target_os = "linux")]
 mod namespaces;
+mod policy;
 #[cfg(target_os = "linux")]
 mod privileges;
 #[cfg(target_os = "linux")]
@@ -57,6 +58,7 @@ pub use support::{support, Support};
 use std::path::{Path, PathBuf};
 
 use crate::error::{KernelError, Result};
+use crate::wire::protocol::SandboxPolicy;
 use crate::wire::zygote::ForkedSandbox;
 use allow_list::AllowList;
 
@@ -139,6 +141,8 @@ pub struct Plan {
     /// host's end, the kernel's end).
     #[cfg(target_os = "linux")]
     proxy_channel: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    /// What the kernel is told it may reach, to name what it is refused.
+    policy: Option<SandboxPolicy>,
 }
 
 /// An overlay of `lower` at the same place, its changes kept in `upper` (`work` is
@@ -272,6 +276,7 @@ impl Plan {
             overlay: None,
             #[cfg(target_os = "linux")]
             proxy_channel: None,
+            policy: None,
         };
         let SandboxConfig::On(policy) = config else {
             isolation.mode = "off".into();
@@ -376,6 +381,9 @@ impl Plan {
             }
             _ => None,
         };
+        // What the kernel's runner is told is hidden (to name a refused read).
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+        let mut told_hidden: Vec<PathBuf> = Vec::new();
         #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut modes: Vec<&str> = Vec::new();
         #[cfg(target_os = "linux")]
@@ -422,6 +430,7 @@ impl Plan {
                 } else {
                     view::minimal_steps(target.runner_base)
                 };
+                told_hidden = reach.hidden.clone();
                 plan.reach = reach;
                 let prepared =
                     steps
@@ -547,6 +556,7 @@ impl Plan {
                 isolation.enforced.extend(built.enforced);
                 if !view && !landlock_hidden.is_empty() {
                     isolation.enforced.push("credentials-hidden");
+                    told_hidden = landlock_hidden.clone();
                 }
                 if !readable.is_empty() {
                     isolation.missing.push(format!(
@@ -593,6 +603,14 @@ impl Plan {
         lacking.append(&mut isolation.missing);
         isolation.missing = lacking;
         isolation.namespaces_refused = support.namespaces_refused.clone();
+        plan.policy = Some(policy::told(
+            &plan,
+            target,
+            writable_dirs.as_deref(),
+            git_read_only.as_ref(),
+            &told_hidden,
+            &policy.network,
+        ));
         Ok((plan, isolation))
     }
 
@@ -685,6 +703,7 @@ impl Plan {
                 network: self.network,
                 overlay: None,
                 proxy_channel: None,
+                policy: self.policy,
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -769,6 +788,12 @@ impl Plan {
     /// What of the host the kernel's view shows.
     pub fn reach(&self) -> &Reach {
         &self.reach
+    }
+
+    /// What the kernel is told its sandbox confines (`init`'s `sandbox`); `None` with the
+    /// sandbox off.
+    pub fn policy(&self) -> Option<&SandboxPolicy> {
+        self.policy.as_ref()
     }
 
     /// Where a kernel started with this plan sees its private temporary directory: `/tmp`

@@ -60,6 +60,7 @@ const FILES: &[(&str, &str)] = &[
     package_module!("transform.py"),
     package_module!("shell.py"),
     package_module!("magics.py"),
+    package_module!("refusals.py"),
     package_module!("zygote.py"),
     ("prelude.py", PRELUDE_PY),
 ];

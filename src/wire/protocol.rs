@@ -32,6 +32,10 @@ pub enum HostFrame {
         /// kernel cannot see the host's files).
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         kv_via_host: bool,
+        /// What the kernel's sandbox confines, so the runner can name what it refuses;
+        /// absent with the sandbox off and for a launched kernel.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxPolicy>,
     },
     Execute {
         id: String,
@@ -74,6 +78,37 @@ pub enum HostFrame {
     },
     /// Echoed by the far side's supervisor: the link is alive.
     Heartbeat,
+}
+
+/// What a kernel's sandbox lets it reach (`docs/protocol.md#init`), with paths as the
+/// kernel sees them: absolute and real. The runner checks what a cell did against it, to
+/// name each refusal and what the host could allow; it enforces nothing.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxPolicy {
+    /// The directories writes are confined to; `None`: writes are not confined.
+    pub writable: Option<Vec<String>>,
+    /// Read-only although beneath a writable directory.
+    pub read_only: Vec<String>,
+    /// Directories or files that appear empty or unreadable.
+    pub hidden: Vec<String>,
+    pub network: NetworkPolicy,
+    /// The host names the proxy admits, with [`NetworkPolicy::Allow`] only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+}
+
+/// What a kernel's network reaches.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkPolicy {
+    /// The host's network.
+    Open,
+    /// Loopback only (`sandbox.network: false`).
+    #[serde(rename = "none")]
+    Loopback,
+    /// HTTP(S) to the allowed host names through the host's proxy; no direct route.
+    Allow,
 }
 
 impl HostFrame {
@@ -314,6 +349,63 @@ mod tests {
         assert_eq!(v["storeHistory"], true);
         assert_eq!(v["env"]["A"], Value::Null);
         assert!(v.get("cwd").is_none());
+    }
+
+    #[test]
+    fn a_sandbox_policy_is_sent_in_its_wire_shape() {
+        let policy = SandboxPolicy {
+            writable: Some(vec!["/work".into(), "/tmp".into()]),
+            read_only: vec!["/work/.git".into()],
+            hidden: vec!["/root/.ssh".into()],
+            network: NetworkPolicy::Loopback,
+            allow: vec![],
+        };
+        let init = |sandbox| HostFrame::Init {
+            id: "init".into(),
+            cwd: "/work".into(),
+            env: BTreeMap::new(),
+            status_mime: "application/x-pykernel-status".into(),
+            prelude: None,
+            env_prefix: "PYKERNEL_".into(),
+            kv_path: None,
+            kv_via_host: false,
+            sandbox,
+        };
+        let v: Value = serde_json::from_slice(&init(Some(policy.clone())).encode()).unwrap();
+        assert_eq!(
+            v["sandbox"],
+            serde_json::json!({
+                "writable": ["/work", "/tmp"],
+                "readOnly": ["/work/.git"],
+                "hidden": ["/root/.ssh"],
+                "network": "none",
+            })
+        );
+        assert_eq!(
+            serde_json::from_value::<SandboxPolicy>(v["sandbox"].clone()).unwrap(),
+            policy
+        );
+        // Unconfined writes are said (null), never left out; no policy, no field.
+        let open = SandboxPolicy {
+            writable: None,
+            read_only: vec![],
+            hidden: vec![],
+            network: NetworkPolicy::Allow,
+            allow: vec!["pypi.org".into(), "*.pythonhosted.org".into()],
+        };
+        let v = serde_json::to_value(&open).unwrap();
+        assert_eq!(v["writable"], Value::Null);
+        assert_eq!(v["network"], "allow");
+        assert_eq!(
+            v["allow"],
+            serde_json::json!(["pypi.org", "*.pythonhosted.org"])
+        );
+        let v: Value = serde_json::from_slice(&init(None).encode()).unwrap();
+        assert!(v.get("sandbox").is_none());
+        assert_eq!(
+            serde_json::to_value(NetworkPolicy::Open).unwrap(),
+            Value::from("open")
+        );
     }
 
     #[test]
