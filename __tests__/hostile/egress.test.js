@@ -70,6 +70,7 @@ for (const mode of MODES) {
           ),
         },
         { name: 'default-ports', options: { ...base, sandbox: { network: { allow: ['localhost'] } } }, code: fetchCell([`http://${here}/simple/pk-defaults/`], []) },
+        { name: 'told', options: listed, code: fetchCell(['https://example.com/'], []), evaluate: true },
         {
           name: 'pip',
           options: listed,
@@ -126,11 +127,19 @@ for (const mode of MODES) {
       assert.equal(verdict.raw[`127.0.0.1:${index.port}`], 'ECONNREFUSED')
     })
 
-    test('each refused host is a status event of the cell, once', () => {
+    test('each refused host is a status event of the cell, once, and a line of its agent text', () => {
       const hosts = run('fetch').statuses.filter((s) => s.op === 'sandbox').map((s) => s.data)
       assert.deepEqual(hosts, [
+        // Refused by the proxy, as they came,
         { denied: 'connect', host: `127.0.0.1:${index.port}` },
         { denied: 'connect', host: 'example.com:443' },
+        // and the raw connection off the machine, by the kernel's own account (its own
+        // loopback, where nothing listened, is no refusal).
+        { denied: 'connect', host: '10.255.255.1:443' },
+      ])
+      const notices = run('told').output.split('\n').filter((l) => l.startsWith('[sandbox: '))
+      assert.deepEqual(notices, [
+        '[sandbox: the connection to example.com:443 was refused; this kernel reaches only the hosts of sandbox.network.allow through its HTTP(S) proxy; direct connections have no route: the host can add it to that list]',
       ])
       assert.ok(!index.requests.some((r) => r === '/') , 'nothing reached the index but through the listed name')
     })

@@ -85,12 +85,10 @@ print(os.environ['TMPDIR'])
     refusals,
     'the result keeps the same events',
   )
-  // Its TMPDIR: /tmp in its own view, else its private directory where it is.
-  const tmp = result.output.trimEnd().split('\n').at(-1)
   const lines = noticeLines(result.output)
   assert.deepEqual(lines, [
-    `[sandbox: writing ${outside}/f.txt was refused; this kernel writes only beneath ${cwd}, ${tmp} and /dev/shm: the host can allow more with sandbox.writable]`,
-    `[sandbox: writing ${outside}/made was refused; this kernel writes only beneath ${cwd}, ${tmp} and /dev/shm: the host can allow more with sandbox.writable]`,
+    `[sandbox: writing ${outside}/f.txt was refused; this kernel writes only beneath ${cwd} (and its own TMPDIR, caches and installs): the host can allow more with sandbox.writable]`,
+    `[sandbox: writing ${outside}/made was refused; this kernel writes only beneath ${cwd} (and its own TMPDIR, caches and installs): the host can allow more with sandbox.writable]`,
   ])
   assert.ok(result.output.startsWith(`${lines[0]}\n${lines[1]}\n`), `the notices come first:\n${result.output}`)
   assert.ok(!fs.existsSync(`${outside}/f.txt`))

@@ -143,6 +143,7 @@ const REQUIRED = {
   KernelStartOptions: { interpreter: python },
   ResolvePythonOptions: { interpreter: python },
   EvalBackendsOptions: { interpreter: python },
+  NetworkAllowList: { allow: [] },
 }
 
 /** A valid value of `shape` with `plant` (a path of keys, the last one unknown) set. */

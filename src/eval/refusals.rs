@@ -85,7 +85,17 @@ pub fn refusal_notice(refusal: &Refusal, policy: Option<&SandboxPolicy>) -> Opti
                 }
                 (None, Some(dirs)) => {
                     let words = "this kernel writes only beneath ";
-                    format!("{words}{}", listed(dirs, room.saturating_sub(words.len())))
+                    let room = room.saturating_sub(words.len());
+                    // The kernel's own directories (its TMPDIR, caches, installs) are its
+                    // business, not the model's: the workspace is named, they are not.
+                    let own = " (and its own TMPDIR, caches and installs)";
+                    let workspace = policy.map_or(0, |p| p.workspace).min(dirs.len());
+                    match room.checked_sub(own.len()) {
+                        Some(left) if workspace > 0 && left >= 12 => {
+                            format!("{words}{}{own}", listed(&dirs[..workspace], left))
+                        }
+                        _ => format!("{words}{}", listed(dirs, room)),
+                    }
                 }
                 (None, None) => "this kernel's sandbox keeps it read-only".to_string(),
             };
@@ -255,6 +265,7 @@ mod tests {
     fn policy(network: NetworkPolicy) -> SandboxPolicy {
         SandboxPolicy {
             writable: Some(vec!["/work/app".into(), "/tmp".into(), "/dev/shm".into()]),
+            workspace: 1,
             read_only: vec!["/work/app/.git".into()],
             hidden: vec!["/root/.ssh".into(), "/var/artifacts".into()],
             network,
@@ -279,7 +290,16 @@ mod tests {
             path: "/root/.bashrc".into(),
         };
         assert_eq!(
-            notice(write, NetworkPolicy::Open),
+            notice(write.clone(), NetworkPolicy::Open),
+            "sandbox: writing /root/.bashrc was refused; this kernel writes only beneath /work/app (and its own TMPDIR, caches and installs): the host can allow more with sandbox.writable"
+        );
+        // A policy that does not say which are the workspace names them all.
+        let unsorted = SandboxPolicy {
+            workspace: 0,
+            ..policy(NetworkPolicy::Open)
+        };
+        assert_eq!(
+            refusal_notice(&write, Some(&unsorted)).unwrap(),
             "sandbox: writing /root/.bashrc was refused; this kernel writes only beneath /work/app, /tmp and /dev/shm: the host can allow more with sandbox.writable"
         );
         let git = Refusal::Write {
@@ -323,6 +343,7 @@ mod tests {
         );
         let mut many = policy(NetworkPolicy::Open);
         many.writable = Some((0..50).map(|i| format!("/srv/data/volume-{i}")).collect());
+        many.workspace = 0;
         let listed = refusal_notice(
             &Refusal::Write {
                 path: "/etc/x".into(),
@@ -353,6 +374,7 @@ mod tests {
         // The refused path comes first: a long list of writable directories gives way.
         let mut long = policy(NetworkPolicy::Open);
         long.writable = Some(vec![format!("/{}", "w".repeat(300)), "/tmp".into()]);
+        long.workspace = 0;
         let path = format!("/var/tmp/{}/file", "p".repeat(70));
         let line = refusal_notice(&Refusal::Write { path: path.clone() }, Some(&long)).unwrap();
         assert!(line.chars().count() <= NOTICE_CHARS, "{line}");

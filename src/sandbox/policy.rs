@@ -28,22 +28,39 @@ pub(super) fn told(
             inside => inside,
         });
     let overlay = plan.overlay.as_ref().map(|o| real(&o.lower));
+    let dedup = |dirs: Vec<String>, seen: &mut Vec<String>| {
+        // The cwd may be listed among the writable directories too.
+        for dir in dirs {
+            if !seen.contains(&dir) {
+                seen.push(dir);
+            }
+        }
+    };
+    let mut workspace = 0;
+    let writable = writable.map(|dirs| {
+        // The workspace and what the host listed first, then the kernel's own.
+        let (own, asked): (Vec<&PathBuf>, Vec<&PathBuf>) =
+            dirs.iter().partition(|d| target.writable.contains(d));
+        let mut seen = Vec::new();
+        dedup(
+            asked.into_iter().map(|d| shown(real(d))).collect(),
+            &mut seen,
+        );
+        workspace = seen.len();
+        let own = own
+            .into_iter()
+            .map(|d| real(d))
+            .chain(tmp)
+            .chain([PathBuf::from("/dev/shm")])
+            .chain(overlay)
+            .map(shown)
+            .collect();
+        dedup(own, &mut seen);
+        seen
+    });
     SandboxPolicy {
-        writable: writable.map(|dirs| {
-            let dirs = dirs
-                .iter()
-                .map(|dir| real(dir))
-                .chain(tmp)
-                .chain(overlay)
-                .chain([PathBuf::from("/dev/shm")]);
-            // The cwd may be listed among the writable directories too.
-            dirs.map(shown).fold(Vec::new(), |mut seen, dir| {
-                if !seen.contains(&dir) {
-                    seen.push(dir);
-                }
-                seen
-            })
-        }),
+        writable,
+        workspace,
         read_only: read_only.map(|p| shown(real(p))).into_iter().collect(),
         hidden: hidden.iter().map(|p| shown(real(p))).collect(),
         network: match network {

@@ -88,6 +88,11 @@ pub enum HostFrame {
 pub struct SandboxPolicy {
     /// The directories writes are confined to; `None`: writes are not confined.
     pub writable: Option<Vec<String>>,
+    /// How many of `writable`, first, are the workspace and the directories the host
+    /// listed (the rest are the kernel's own: its TMPDIR, `/dev/shm`, its session's caches
+    /// and installs); the host's, for the wording of a refusal (0: name them all).
+    #[serde(skip)]
+    pub workspace: usize,
     /// Read-only although beneath a writable directory.
     pub read_only: Vec<String>,
     /// Directories or files that appear empty or unreadable.
@@ -355,6 +360,7 @@ mod tests {
     fn a_sandbox_policy_is_sent_in_its_wire_shape() {
         let policy = SandboxPolicy {
             writable: Some(vec!["/work".into(), "/tmp".into()]),
+            workspace: 0,
             read_only: vec!["/work/.git".into()],
             hidden: vec!["/root/.ssh".into()],
             network: NetworkPolicy::Loopback,
@@ -388,6 +394,7 @@ mod tests {
         // Unconfined writes are said (null), never left out; no policy, no field.
         let open = SandboxPolicy {
             writable: None,
+            workspace: 0,
             read_only: vec![],
             hidden: vec![],
             network: NetworkPolicy::Allow,
