@@ -164,7 +164,9 @@ async function serveMcp(addon, opts) {
   // sessions are.
   const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-mcp-'))
   // Through `--launcher` the kernels run elsewhere, in the far side's own directory.
-  const kernel = opts.launcher ? { interpreter: opts.python, launcher: opts.launcher } : { cwd: process.cwd(), interpreter: opts.python }
+  const kernel = opts.launcher
+    ? { interpreter: opts.python, launcher: opts.launcher }
+    : { cwd: process.cwd(), interpreter: opts.python, ...(opts.writable ? { sandbox: { writable: opts.writable } } : {}) }
   const pool = new addon.KernelPool({ kernel, artifactsDir })
   const server = createServer(pool, {
     timeoutSeconds: opts.timeoutMs === undefined ? undefined : opts.timeoutMs / 1000,

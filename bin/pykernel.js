@@ -21,6 +21,7 @@ const USAGE = `Usage:
                                                (Out[N]; an error does not stop it)
   pykernel check [--python <path>]             show which Python a kernel would use
   pykernel mcp [--python <path>] [--launcher <command>] [--timeout <seconds>]
+               [--writable <dir>]
                                                serve the python tool (and session
                                                tools) to an MCP client over stdio
 
@@ -30,6 +31,10 @@ Options (for run, -c and -, before the file or code: what follows it is the scri
                        ("docker exec -i box", "ssh -T gpu-1") or a JSON array;
                        --python is then the far side's (default python3)
   --timeout <seconds>  interrupt a cell (or script) that runs longer than this
+  --writable <dir>     let the kernel write this directory too (repeatable); 'all':
+                       wherever you may write. By default it writes only the working
+                       directory (its .git read-only), its TMPDIR and its own installs
+                       and caches, and sees the credential stores in your home empty
   --images-dir <dir>   where to save image/png and image/jpeg outputs
                        (default: a new pykernel-images-* folder in the temp dir)
   --json               print every event as one NDJSON line on stdout, then
@@ -134,6 +139,12 @@ function parseArgs(argv) {
         if (!value) throw new UsageError('--images-dir needs a directory')
         opts.imagesDir = path.resolve(value)
         break
+      case '--writable':
+        ;[value, i] = takeValue(name, i, inline)
+        if (!value) throw new UsageError("--writable needs a directory, or 'all'")
+        if (value === 'all' || opts.writable === 'all') opts.writable = 'all'
+        else opts.writable = [...(opts.writable || []), path.resolve(value)]
+        break
       case '--timeout': {
         ;[value, i] = takeValue(name, i, inline)
         const seconds = Number(value)
@@ -172,11 +183,29 @@ function launcherWords(value) {
   return words
 }
 
+/** A refusal of the sandbox (a status event's `data`) in words, with the flag that allows it. */
+function refusalLine(data) {
+  switch (data.denied) {
+    case 'write':
+      return `the sandbox refused writing ${data.path} (--writable <dir> allows a directory)`
+    case 'read':
+      return `${data.path} is hidden by the sandbox (a credential store of your home directory)`
+    case 'connect':
+      return `the sandbox refused a connection to ${data.host}`
+    case 'more':
+      return `the sandbox refused ${data.count} more`
+    default:
+      return `the sandbox refused: ${JSON.stringify(data)}`
+  }
+}
+
 /** Where a kernel of the CLI starts: here, or through `--launcher` (the far side's own cwd). */
 function kernelOptions(opts) {
-  return opts.launcher
-    ? { interpreter: opts.python, launcher: opts.launcher }
-    : { cwd: process.cwd(), interpreter: opts.python }
+  if (opts.launcher) {
+    if (opts.writable) throw new UsageError('--writable is for kernels here; a launched kernel is confined by what runs it')
+    return { interpreter: opts.python, launcher: opts.launcher }
+  }
+  return { cwd: process.cwd(), interpreter: opts.python, ...(opts.writable ? { sandbox: { writable: opts.writable } } : {}) }
 }
 
 // ---------------------------------------------------------------------------
@@ -319,8 +348,13 @@ function makePrinter({ json, images, repl, script }) {
           errLine(tb || `${event.ename}: ${event.evalue}`)
           break
         }
+        case 'status':
+          // What the sandbox refused, and how to allow it; other statuses have no
+          // terminal rendering.
+          if (event.op === 'sandbox' && event.data && event.data.denied) errLine(`pykernel: ${refusalLine(event.data)}`)
+          break
         default:
-          // status and clear events have no terminal rendering.
+          // clear events have no terminal rendering.
           break
       }
     },
@@ -843,8 +877,10 @@ async function main(argv) {
     case 'check':
       if (args.length) return usageError(`unexpected argument '${args[0]}'`)
       if (opts.launcher) return usageError('check looks for Python here; --launcher does not apply')
+      if (opts.writable) return usageError('check looks for Python here; --writable does not apply')
       return cmdCheck(loadAddon(), opts)
     case 'mcp':
+      if (opts.launcher && opts.writable) return usageError('--writable is for kernels here; a launched kernel is confined by what runs it')
       if (args.length) return usageError(`unexpected argument '${args[0]}'`)
       return require('./mcp.js').serveMcp(loadAddon(), opts)
     case 'help':

@@ -421,6 +421,24 @@ test('check names why a machine refuses user namespaces and how to allow them, b
   assert.doesNotMatch(given.stdout, /user namespaces/)
 })
 
+test('the sandbox\'s refusals are told on stderr with the flag that allows them; --writable adds a directory', async () => {
+  const cwd = tmpdir()
+  const elsewhere = fs.mkdtempSync(path.join('/var/tmp', 'pykernel-cli-writable-'))
+  const target = path.join(elsewhere, 'out.txt')
+  const code = `open(${JSON.stringify(target)}, 'w').write('x')`
+  const refused = await cli(['exec', code, ...pythonArgs], { cwd })
+  assert.equal(refused.code, 1)
+  assert.match(refused.stderr, /PermissionError|Read-only file system/)
+  assert.ok(refused.stderr.includes(`pykernel: the sandbox refused writing ${target} (--writable <dir> allows a directory)`), refused.stderr)
+  const allowed = await cli(['exec', code, '--writable', elsewhere, ...pythonArgs], { cwd })
+  assert.equal(allowed.code, 0, allowed.stderr)
+  assert.equal(fs.readFileSync(target, 'utf8'), 'x')
+  const launched = await cli(['exec', '1', '--writable', elsewhere, '--launcher', 'env'])
+  assert.equal(launched.code, 2)
+  assert.match(launched.stderr, /--writable is for kernels here/)
+  fs.rmSync(elsewhere, { recursive: true, force: true })
+})
+
 test('check with an unusable interpreter exits 1', async () => {
   const r = await cli(['check', '--python', '/nonexistent/python3'])
   assert.equal(r.code, 1)
