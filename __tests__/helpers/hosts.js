@@ -3,6 +3,7 @@
 // as an ordinary user the test makes, on a machine with or without user namespaces, with a
 // secret in its session keyring and a terminal a person types into
 // (`host-launcher.py`), running `hostile/fixtures/edge-host.js`.
+const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -103,4 +104,30 @@ function runEdgeHost(host, runs, { timeoutMs = 120_000, env = {}, runtime = proc
   })
 }
 
-module.exports = { isRoot, testUser, systemPython, sharedDir, sharedAddon, runEdgeHost }
+/**
+ * The hosts every attack runs on: as root and as the ordinary user (`testUser()`), each on
+ * a machine that gives user namespaces and on one that refuses them; `extra` adds more
+ * (a Bun host). `{ name, host, needsUser?, runtime? }` each. On CI, where the tests run
+ * as root with useradd, a missing user is an error, not a skip.
+ */
+function attackModes(extra = []) {
+  const user = isRoot ? testUser() : null
+  if (process.env.CI && !user) throw new Error('the attack suite needs root and useradd on CI, to run hosts as an ordinary user')
+  return [
+    { name: 'root host', host: {} },
+    ...extra,
+    { name: 'ordinary user', host: { user }, needsUser: true },
+    { name: 'root host, no user namespaces', host: { noUserns: true } },
+    { name: 'ordinary user, no user namespaces', host: { user, noUserns: true }, needsUser: true },
+  ]
+}
+
+/** A run of an edge host's report by name, asserting that its kernel started. */
+function startedRun(result, name) {
+  const entry = result.report.runs[name]
+  assert.ok(entry, `run ${name} is in the report`)
+  assert.equal(entry.startError, undefined, `${name}: the kernel started`)
+  return entry
+}
+
+module.exports = { isRoot, testUser, systemPython, sharedDir, sharedAddon, runEdgeHost, attackModes, startedRun }

@@ -17,7 +17,7 @@ const assert = require('node:assert/strict')
 const crypto = require('node:crypto')
 const fs = require('node:fs')
 const path = require('node:path')
-const { isRoot, testUser, sharedDir, runEdgeHost } = require('../helpers/hosts')
+const { isRoot, sharedDir, runEdgeHost, attackModes, startedRun } = require('../helpers/hosts')
 const { writeWheel } = require('../helpers/wheel')
 const { own, userVenv } = require('../helpers/venvs')
 
@@ -77,14 +77,7 @@ print(json.dumps({'planted_ran': getattr(builtins, 'PYKERNEL_PLANTED', None),
                   'pth_there': os.path.exists(os.path.join(site.getsitepackages()[0], 'pykernel_planted.pth'))}))
 `
 
-const user = isRoot ? testUser() : null
-if (process.env.CI && !user) throw new Error('the attack suite needs root and useradd on CI, to run hosts as an ordinary user')
-const MODES = [
-  { name: 'root host', host: {} },
-  { name: 'ordinary user', host: { user }, needsUser: true },
-  { name: 'root host, no user namespaces', host: { noUserns: true } },
-  { name: 'ordinary user, no user namespaces', host: { user, noUserns: true }, needsUser: true },
-]
+const MODES = attackModes()
 
 const sitePackages = (venv) => {
   const lib = path.join(venv, 'lib')
@@ -92,7 +85,7 @@ const sitePackages = (venv) => {
 }
 
 for (const mode of MODES) {
-  const skip = mode.needsUser && !user ? 'needs root and useradd: the test user is made with useradd' : false
+  const skip = mode.needsUser && !mode.host.user ? 'needs root and useradd: the test user is made with useradd' : false
   test.describe(isRoot ? mode.name : mode.name.replace('root host', `host as uid ${process.getuid()}`), { skip }, () => {
     const namespaces = !mode.host.noUserns
     const owner = mode.host.user
@@ -145,12 +138,7 @@ for (const mode of MODES) {
       for (const dir of [home, workspace, outside, result?.dir, pool?.dir]) if (dir) fs.rmSync(dir, { recursive: true, force: true })
     })
 
-    const run = (name) => {
-      const entry = result.report.runs[name]
-      assert.ok(entry, `run ${name} is in the report`)
-      assert.equal(entry.startError, undefined, `${name}: the kernel started`)
-      return entry
-    }
+    const run = (name) => startedRun(result, name)
     const missing = (name) => run(name).isolation.missing.join('\n')
 
     test('every kernel started the way this run tests, with the default protections it reports', () => {

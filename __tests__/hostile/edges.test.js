@@ -16,7 +16,7 @@ const fs = require('node:fs')
 const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
-const { isRoot, testUser, systemPython, sharedDir, runEdgeHost } = require('../helpers/hosts')
+const { isRoot, systemPython, sharedDir, runEdgeHost, attackModes, startedRun } = require('../helpers/hosts')
 
 const zygote = process.env.PYKERNEL_TEST_ZYGOTE === '1'
 const MARK = crypto.randomBytes(4).toString('hex')
@@ -302,17 +302,8 @@ print(json.dumps(out))
 
 // --- The hosts ---------------------------------------------------------------------
 
-const user = isRoot ? testUser() : null
-// CI runs as root with useradd: there the ordinary user's rows must run.
-if (process.env.CI && !user) throw new Error('the attack suite needs root and useradd on CI, to run hosts as an ordinary user')
 const BUN = path.resolve(__dirname, '..', '..', 'node_modules', '.bin', 'bun')
-const MODES = [
-  { name: 'root host', host: {} },
-  { name: 'root host under Bun', host: {}, runtime: BUN },
-  { name: 'ordinary user', host: { user }, needsUser: true },
-  { name: 'root host, no user namespaces', host: { noUserns: true } },
-  { name: 'ordinary user, no user namespaces', host: { user, noUserns: true }, needsUser: true },
-]
+const MODES = attackModes([{ name: 'root host under Bun', host: {}, runtime: BUN }])
 
 /** A unix socket server standing for a host service (docker.sock, an ssh agent): it
  *  records every connection. */
@@ -333,7 +324,7 @@ async function socketServer(file) {
 
 for (const mode of MODES) {
   // Not as root, the host runs as whoever runs the tests, and no other user can be made.
-  const skip = mode.needsUser && !user ? 'needs root and useradd: the test user is made with useradd' : false
+  const skip = mode.needsUser && !mode.host.user ? 'needs root and useradd: the test user is made with useradd' : false
   test.describe(isRoot ? mode.name : mode.name.replace('root host', `host as uid ${process.getuid()}`), { skip }, () => {
     const namespaces = !mode.host.noUserns
     let result
@@ -406,12 +397,7 @@ for (const mode of MODES) {
       for (const name of fs.readdirSync(os.tmpdir())) if (name.startsWith(`pykernel-tmp-${result?.report?.pid}-`)) fs.rmSync(path.join(os.tmpdir(), name), { recursive: true, force: true })
     })
 
-    const run = (name) => {
-      const entry = result.report.runs[name]
-      assert.ok(entry, `run ${name} is in the report`)
-      assert.equal(entry.startError, undefined, `${name}: the kernel started`)
-      return entry
-    }
+    const run = (name) => startedRun(result, name)
     const missing = (name) => run(name).isolation.missing.join('\n')
 
     test('every kernel started the way this run tests', () => {

@@ -12,7 +12,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { isRoot, testUser, sharedDir, runEdgeHost } = require('../helpers/hosts')
+const { isRoot, sharedDir, runEdgeHost, attackModes, startedRun } = require('../helpers/hosts')
 const { writeWheel, packageIndex } = require('../helpers/wheel')
 const { userVenv } = require('../helpers/venvs')
 
@@ -39,17 +39,10 @@ for host, port in ${JSON.stringify(raw)}:
 print(json.dumps(out))
 `
 
-const user = isRoot ? testUser() : null
-if (process.env.CI && !user) throw new Error('the attack suite needs root and useradd on CI, to run hosts as an ordinary user')
-const MODES = [
-  { name: 'root host', host: {} },
-  { name: 'ordinary user', host: { user }, needsUser: true },
-  { name: 'root host, no user namespaces', host: { noUserns: true } },
-  { name: 'ordinary user, no user namespaces', host: { user, noUserns: true }, needsUser: true },
-]
+const MODES = attackModes()
 
 for (const mode of MODES) {
-  const skip = mode.needsUser && !user ? 'needs root and useradd: the test user is made with useradd' : false
+  const skip = mode.needsUser && !mode.host.user ? 'needs root and useradd: the test user is made with useradd' : false
   test.describe(isRoot ? mode.name : mode.name.replace('root host', `host as uid ${process.getuid()}`), { skip }, () => {
     const namespaces = !mode.host.noUserns
     let index, workspace, result
