@@ -94,10 +94,13 @@ test.describe('pids cgroup removal', { skip: pidsCgroupBase() ? false : 'no writ
     const started = await kernel.execute('import subprocess\nsleepers = [subprocess.Popen(["sleep", "30"]) for _ in range(5)]')
     assert.equal(started.status, 'ok', JSON.stringify(started.error))
     const cgroup = path.join(pidsCgroupBase(), kernelCgroupOf(kernel.pid))
-    const moved = fs.readFileSync(path.join(cgroup, 'cgroup.procs'), 'utf8').trim().split('\n').map(Number)
-      .filter((pid) => fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').startsWith('sleep'))
-      .slice(0, 4)
-    assert.equal(moved.length, 4)
+    // Popen returns when exec closed the child's error pipe, which Linux does before it
+    // lays out the new program's arguments: a sleeper's cmdline can read empty a moment
+    // longer, so wait until all five read as `sleep`.
+    const sleepers = () => fs.readFileSync(path.join(cgroup, 'cgroup.procs'), 'utf8').trim().split('\n').map(Number)
+      .filter((pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').startsWith('sleep') } catch { return false } })
+    assert.ok(await waitFor(() => sleepers().length === 5), `five sleepers in the kernel's cgroup: ${sleepers().length}`)
+    const moved = sleepers().slice(0, 4)
     for (const pid of moved) fs.writeFileSync(path.join(pidsCgroupBase(), 'cgroup.procs'), String(pid))
     t.after(() => moved.forEach((pid) => { try { process.kill(pid, 'SIGKILL') } catch {} }))
     // Four more: 10 in the namespace beside the kernel, 6 in the cgroup.
