@@ -60,15 +60,20 @@ test("the shell's attributes libraries read", async (t) => {
     await value(kernel, "ip = get_ipython()\nip.colors, ip.has_trait('kernel'), ip.has_trait('nothing'), hasattr(ip.kernel, 'comm_manager')"),
     "('neutral', True, False, False)",
   )
-  // A formatter is callable, as IPython's are (plotly and others call them).
-  assert.equal(
-    await value(kernel, "class Page:\n    def _repr_html_(self): return '<i>p</i>'\nip.display_formatter.formatters['text/html'](Page())"),
-    "'<i>p</i>'",
-  )
-  assert.equal(await value(kernel, "ip.display_formatter.formatters['text/plain']({'b': 1})"), '"{\'b\': 1}"')
   // execution_count is the running cell's, as in IPython.
   const { result } = await ok(kernel, 'get_ipython().execution_count')
   assert.equal(result.result['text/plain'], String(result.executionCount))
+})
+
+test("the shell's formatters are callable, as IPython's are (plotly and others call them)", async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  const formatters = "formatters = get_ipython().display_formatter.formatters\n"
+  assert.equal(
+    await value(kernel, `${formatters}class Page:\n    def _repr_html_(self): return '<i>p</i>'\nformatters['text/html'](Page())`),
+    "'<i>p</i>'",
+  )
+  assert.equal(await value(kernel, "formatters['text/plain']({'b': 1})"), '"{\'b\': 1}"')
 })
 
 test('events: pre_run_cell and post_run_cell fire around each cell, failures reported', async (t) => {
