@@ -131,3 +131,26 @@ test('tqdm.auto and tqdm.notebook without a frontend', async (t) => {
   const notebook = await run(kernel, 'from tqdm.notebook import tqdm as nb\nnb(range(2))')
   assert.equal(notebook.result.error.ename, 'ImportError')
 })
+
+test("matplotlib_inline chosen as the backend configures itself with the shell, as in ipykernel", async (t) => {
+  const kernel = await startKernel()
+  t.after(() => kernel.shutdown())
+  // Its InlineBackend takes the shell as a traitlets parent and as its `shell`; it then
+  // registers its PNG formatter and its post_execute flush with the shell.
+  const { events } = await ok(kernel, [
+    'import matplotlib',
+    "matplotlib.use('module://matplotlib_inline.backend_inline')",
+    'import matplotlib.pyplot as plt',
+    'plt.plot([1, 2])',
+    'None',
+  ].join('\n'))
+  assert.deepEqual(
+    displays(events).map((e) => [e.bundle['text/plain'], Boolean(e.bundle['image/png'])]),
+    [['<Figure size 640x480 with 1 Axes>', true]],
+  )
+  // A figure as the result, then flushed again after the cell: twice, as ipykernel shows it.
+  const { result, events: second } = await ok(kernel, 'fig, ax = plt.subplots()\nax.plot([3, 1])\nfig')
+  assert.match(result.result['image/png'], /^iVBORw0KGgo/)
+  assert.equal(displays(second).filter((e) => e.bundle['image/png']).length, 1)
+  assert.equal(await value(kernel, 'plt.get_backend()'), "'module://matplotlib_inline.backend_inline'")
+})

@@ -650,8 +650,34 @@ def _patch_rich(module):
     module.display = display
 
 
+def _patch_interactiveshell(module):
+    """IPython's components (matplotlib_inline's InlineBackend among them)
+    take a shell only if it is an InteractiveShellABC: ours is one."""
+    module.InteractiveShellABC.register(ZMQInteractiveShell)
+
+
+def _patch_inline_config(module):
+    """matplotlib_inline's InlineBackend, made with our shell as its traitlets
+    parent (``module://matplotlib_inline.backend_inline`` chosen as the
+    backend), is made without one: our shell holds no traitlets config.  It
+    then registers its figure formatters and post_execute flush with the
+    shell, as in ipykernel."""
+    backend = module.InlineBackend
+    original = backend.instance.__func__
+
+    def instance(cls, *args, **kwargs):
+        if isinstance(kwargs.get("parent"), ZMQInteractiveShell):
+            del kwargs["parent"]
+        return original(cls, *args, **kwargs)
+
+    instance.__doc__ = original.__doc__
+    backend.instance = classmethod(instance)
+
+
 _PATCHES = {
     "IPython.core.getipython": _patch_getipython,
+    "IPython.core.interactiveshell": _patch_interactiveshell,
+    "matplotlib_inline.config": _patch_inline_config,
     "IPython.core.display_functions": _patch_display_functions,
     "IPython.core.display": _patch_display_functions,
     "plotly.io._renderers": _patch_plotly,

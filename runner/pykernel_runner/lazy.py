@@ -21,9 +21,11 @@ from .channel import diag, jsonable, safe_str
 RUNNER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PLAIN_TYPES = (str, int, float, bool, type(None))
 # Modules patched as their first import ends (ipython.patch): IPython's
-# display functions and get_ipython, plotly's show, rich's Jupyter output.
+# display functions, get_ipython and shell ABC, matplotlib_inline's config,
+# plotly's show, rich's Jupyter output.
 NOTEBOOK_MODULES = ("IPython.core.getipython", "IPython.core.display_functions",
-                    "IPython.core.display", "plotly.io._renderers",
+                    "IPython.core.display", "IPython.core.interactiveshell",
+                    "matplotlib_inline.config", "plotly.io._renderers",
                     "rich.jupyter")
 _display = None         # the display module, once something needs it
 _ipython = None         # the ipython module, likewise
