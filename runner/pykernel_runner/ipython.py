@@ -45,7 +45,10 @@ Libraries whose notebook output needs more than that:
 * rich: its Jupyter output, which it drops silently when IPython is missing,
   is a display;
 * tqdm: ``tqdm.auto`` picks its notebook bar only under ipykernel (its
-  module in ``sys.modules``), so it writes the text bar.
+  module in ``sys.modules``), so it writes the text bar;
+* matplotlib_inline (``module://matplotlib_inline.backend_inline`` chosen
+  as the backend): its InlineBackend wants a traitlets parent and an
+  InteractiveShellABC; it gets no parent, and our shell is registered as one.
 
 The runner imports this module the first time ``get_ipython()`` is called
 or one of those modules is imported; start-up pays only for the builtin.
