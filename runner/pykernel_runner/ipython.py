@@ -9,10 +9,13 @@ bundle, rich writes HTML.  They ask in two ways, and both answer here:
   snippet): a builtin in every kernel (the runner defines it), it returns
   the kernel's shell, a ``ZMQInteractiveShell``: ipykernel's class name,
   which is what these libraries compare; it has a ``kernel`` (pandas looks
-  for one), a ``config`` naming ``IPKernelApp``, ``user_ns``, ``events``,
-  ``display_pub``, a ``display_formatter`` whose formatters take printers
-  for types (``for_type``: sympy's ``init_printing``, pandas' table schema),
-  which pykernel's bundles then use, and runs magics and shell commands
+  for one), a ``config`` naming ``IPKernelApp``, ``colors`` (sympy's
+  ``init_printing`` picks its formulas' colour by it), ``user_ns``,
+  ``execution_count``, ``events`` (the kernel fires them around each cell:
+  matplotlib redraws on post_execute), ``display_pub``, a
+  ``display_formatter`` whose formatters take printers for types
+  (``for_type``: sympy's ``init_printing``, pandas' table schema), which
+  pykernel's bundles then use, and runs magics and shell commands
   (``run_line_magic``, ``run_cell_magic``, ``system``, ``getoutput``) with
   pykernel's magics;
 * IPython itself (``IPython.get_ipython()``: plotly, matplotlib, polars,
@@ -42,7 +45,10 @@ Libraries whose notebook output needs more than that:
 * rich: its Jupyter output, which it drops silently when IPython is missing,
   is a display;
 * tqdm: ``tqdm.auto`` picks its notebook bar only under ipykernel (its
-  module in ``sys.modules``), so it writes the text bar.
+  module in ``sys.modules``), so it writes the text bar;
+* matplotlib_inline (``module://matplotlib_inline.backend_inline`` chosen
+  as the backend): its InlineBackend wants a traitlets parent and an
+  InteractiveShellABC; it gets no parent, and our shell is registered as one.
 
 The runner imports this module the first time ``get_ipython()`` is called
 or one of those modules is imported; start-up pays only for the builtin.
@@ -52,17 +58,19 @@ import os
 import sys
 
 _api = None             # the runner's primitives (kernel.PreludeAPI)
+_execution_count = None     # -> the shell's execution_count
 _load_magics = None     # -> magics.Magics
 _display_module = None  # -> the display module
 _shell = None
 
 
-def setup(api, load_magics, display_module):
+def setup(api, load_magics, display_module, execution_count):
     """Give the module the runner's primitives."""
-    global _api, _load_magics, _display_module
+    global _api, _load_magics, _display_module, _execution_count
     _api = api
     _load_magics = load_magics
     _display_module = display_module
+    _execution_count = execution_count
 
 
 def shell():
@@ -71,6 +79,24 @@ def shell():
     if _shell is None:
         _shell = ZMQInteractiveShell()
     return _shell
+
+
+def shell_made():
+    return _shell is not None
+
+
+def has_printers():
+    """Whether code registered printers (or its own formatters) with the
+    shell, so that even an int or a str may be drawn differently."""
+    if _shell is None:
+        return False
+    for formatter in _shell.display_formatter.formatters.values():
+        if not isinstance(formatter, _Formatter):
+            return True
+        if formatter.type_printers or formatter.deferred_printers \
+                or formatter.singleton_printers:
+            return True
+    return False
 
 
 def _new_display_id():
@@ -83,15 +109,33 @@ class ZMQInteractiveShell:
     """What ``get_ipython()`` returns: ipykernel's shell as far as the code
     in a notebook commonly uses it."""
 
+    # IPython's default scheme; sympy's init_printing reads it for the
+    # colour of the formulas it renders as PNG.
+    colors = "neutral"
+
     def __init__(self):
         self.kernel = _Kernel()
         self.config = {"IPKernelApp": {}}
-        self.events = _Events()
+        self.events = _Events(self)
         self.display_pub = _DisplayPublisher()
         self.display_formatter = _DisplayFormatter()
+        self.last_execution_succeeded = True
+        self.last_execution_result = None
+        self.user_ns_hidden = {}
+        self.configurables = []
+        self.ast_transformers = []          # kept; the runner does not apply them
+        self.input_transformers_post = []   # likewise
+        self.input_transformers_cleanup = []
+        self.custom_exceptions = ()
 
     def __repr__(self):
         return "<pykernel shell (ZMQInteractiveShell look-alike)>"
+
+    @property
+    def execution_count(self):
+        """The running cell's number, or the next one's between cells (and
+        during a cell that does not count), as IPython's."""
+        return _execution_count()
 
     @property
     def user_ns(self):
@@ -145,6 +189,27 @@ class ZMQInteractiveShell:
         etype, value, tb = exc_tuple or sys.exc_info()
         traceback.print_exception(etype, value, tb)
 
+    def has_trait(self, name):
+        """IPython's shells are traitlets objects; libraries ask them for a
+        trait before reading it (``has_trait("kernel")``)."""
+        return name in _TRAITS and hasattr(self, name)
+
+    def set_hook(self, name, hook, priority=50, str_key=None, re_key=None):
+        """Accepted and not called: the runner has none of IPython's hooks."""
+
+    def set_custom_exc(self, exc_tuple, handler):
+        """Accepted and not called: errors are reported by the runner."""
+        self.custom_exceptions = exc_tuple
+
+    def register_magic_function(self, func, magic_kind="line", magic_name=None):
+        """Accepted and not registered: the runner's magics are its own."""
+
+    def showsyntaxerror(self, filename=None, running_compiled_code=False):
+        self.showtraceback()
+
+    def get_parent(self):
+        return None
+
     def enable_gui(self, gui=None):
         """Nothing to do: there is no GUI event loop, figures show inline."""
 
@@ -153,37 +218,143 @@ class ZMQInteractiveShell:
         return "inline", "agg"
 
 
+# What has_trait() answers for: the shell's attributes IPython declares as traits.
+_TRAITS = frozenset(("kernel", "config", "colors", "display_formatter",
+                     "display_pub", "user_ns", "execution_count",
+                     "ast_transformers", "input_transformers_post",
+                     "last_execution_succeeded", "last_execution_result",
+                     "configurables"))
+
+
 class _Kernel:
     """ipykernel's kernel object, which libraries look for (pandas: to know
-    a notebook from a terminal); it does nothing itself."""
+    a notebook from a terminal); it does nothing itself.  It has no
+    ``comm_manager``: there is no frontend to open comms with, and a
+    library that finds none falls back (ipywidgets 8 uses the ``comm``
+    package's inert comm, so a widget shows its text/plain)."""
 
     def __repr__(self):
         return "<pykernel kernel>"
 
 
-class _Events:
-    """``events.register(name, callback)``: callbacks are kept (a library
-    registers them and may unregister them later) but never called: the
-    runner has no IPython execution events."""
+# IPython's events, in the order a cell fires them (see before_cell/after_cell).
+_EVENTS = ("shell_initialized", "pre_execute", "pre_run_cell", "post_execute",
+           "post_run_cell")
 
-    def __init__(self):
-        self.callbacks = {}
+
+class _Events:
+    """``events.register(name, callback)``, as IPython's EventManager: the
+    kernel fires pre_execute and pre_run_cell(info) before each cell,
+    post_execute and post_run_cell(result) after it (matplotlib redraws on
+    post_execute; timing and logging extensions use the others)."""
+
+    def __init__(self, shell):
+        self.shell = shell
+        self.callbacks = {name: [] for name in _EVENTS}
 
     def register(self, event, function):
         if not callable(function):
             raise TypeError("Need a callable, got %r" % (function,))
-        self.callbacks.setdefault(event, []).append(function)
+        callbacks = self.callbacks[event]   # KeyError for an unknown event, as IPython
+        if function not in callbacks:
+            callbacks.append(function)
 
     def unregister(self, event, function):
-        try:
-            self.callbacks.get(event, []).remove(function)
-        except ValueError:
-            raise ValueError("Function %r is not registered as a %s callback"
-                             % (function, event)) from None
+        if function in self.callbacks[event]:
+            return self.callbacks[event].remove(function)
+        raise ValueError("Function %r is not registered as a %s callback"
+                         % (function, event))
 
     def trigger(self, event, *args, **kwargs):
-        for function in list(self.callbacks.get(event, [])):
-            function(*args, **kwargs)
+        """Call the callbacks; one that fails is reported as IPython reports
+        it (a line on stdout, its traceback) and the others still run."""
+        for function in self.callbacks[event][:]:
+            try:
+                function(*args, **kwargs)
+            except (Exception, KeyboardInterrupt):
+                print("Error in callback {} (for {}), with arguments args {},kwargs {}:"
+                      .format(function, event, args, kwargs))
+                self.shell.showtraceback()
+
+
+class ExecutionInfo:
+    """What pre_run_cell callbacks get: the cell about to run."""
+
+    def __init__(self, raw_cell, store_history, silent, shell_futures=True,
+                 cell_id=None):
+        self.raw_cell = raw_cell
+        self.store_history = store_history
+        self.silent = silent
+        self.shell_futures = shell_futures
+        self.cell_id = cell_id
+
+    def __repr__(self):
+        return ("<ExecutionInfo object at %x, raw_cell=%r store_history=%s "
+                "silent=%s shell_futures=%s cell_id=%s>"
+                % (id(self), self.raw_cell[:50], self.store_history, self.silent,
+                   self.shell_futures, self.cell_id))
+
+
+class ExecutionResult:
+    """What post_run_cell callbacks get: how the cell ended."""
+
+    def __init__(self, info):
+        self.info = info
+        self.execution_count = None
+        self.error_before_exec = None
+        self.error_in_exec = None
+        self.result = None
+
+    @property
+    def success(self):
+        return self.error_before_exec is None and self.error_in_exec is None
+
+    def raise_error(self):
+        if self.error_before_exec is not None:
+            raise self.error_before_exec
+        if self.error_in_exec is not None:
+            raise self.error_in_exec
+
+    def __repr__(self):
+        return ("<ExecutionResult object at %x, execution_count=%s "
+                "error_before_exec=%s error_in_exec=%s info=%r result=%r>"
+                % (id(self), self.execution_count, self.error_before_exec,
+                   self.error_in_exec, self.info, self.result))
+
+
+def before_cell(source, silent, store_history):
+    """Fire a cell's first events (the kernel calls this once a shell
+    exists); returns what after_cell needs."""
+    shell = _shell
+    info = ExecutionInfo(source, store_history, silent)
+    result = ExecutionResult(info)
+    if store_history:
+        result.execution_count = shell.execution_count
+    shell.events.trigger("pre_execute")
+    if not silent:
+        shell.events.trigger("pre_run_cell", info)
+    return result
+
+
+def after_cell(result, value=None, error=None, compiled=True):
+    """Fire a cell's last events (the kernel has counted the cell by then):
+    *error* is what it raised (before it ran when not *compiled*), *value*
+    its result.  *result* is None when the shell was made during the cell."""
+    shell = _shell
+    if result is None:
+        result = ExecutionResult(ExecutionInfo("", True, False))
+        result.execution_count = shell.execution_count - 1
+    if error is not None:
+        if compiled:
+            result.error_in_exec = error
+        else:
+            result.error_before_exec = error
+    result.result = value
+    shell.last_execution_succeeded = result.success
+    shell.last_execution_result = result
+    shell.events.trigger("post_execute")
+    if not result.info.silent:
+        shell.events.trigger("post_run_cell", result)
 
 
 class _DisplayPublisher:
@@ -202,6 +373,12 @@ _FORMATTED_TYPES = ("text/plain", "text/html", "text/markdown", "image/svg+xml",
                     "image/png", "application/pdf", "image/jpeg", "text/latex",
                     "application/json", "application/javascript")
 _MISSING = object()
+# The method each formatter calls on an object without a printer.
+_PRINT_METHODS = {"text/html": "_repr_html_", "text/markdown": "_repr_markdown_",
+                  "image/svg+xml": "_repr_svg_", "image/png": "_repr_png_",
+                  "application/pdf": "_repr_pdf_", "image/jpeg": "_repr_jpeg_",
+                  "text/latex": "_repr_latex_", "application/json": "_repr_json_",
+                  "application/javascript": "_repr_javascript_"}
 
 
 class _DisplayFormatter:
@@ -232,10 +409,28 @@ class _Formatter:
 
     def __init__(self, format_type):
         self.format_type = format_type
+        self.print_method = _PRINT_METHODS.get(format_type)
         self.enabled = True
         self.type_printers = {}
         self.deferred_printers = {}     # (module, name) -> printer
         self.singleton_printers = {}    # id(obj) -> printer
+
+    def __call__(self, obj):
+        """*obj* in this MIME type, as IPython's formatters answer when
+        called: its printer's data, else its ``_repr_*_`` method's, else
+        None (text/plain: the pretty text)."""
+        if not self.enabled:
+            return None
+        if self.format_type == "text/plain":
+            return _display_module().plain_text(obj)
+        try:
+            printer = self.singleton_printers.get(id(obj)) or self.printer_for(type(obj))
+            if printer is not None:
+                return printer(obj)
+            method = getattr(obj, self.print_method, None) if self.print_method else None
+            return method() if callable(method) else None
+        except Exception:
+            return None
 
     def for_type(self, typ, func=None):
         if isinstance(typ, str):
@@ -307,13 +502,22 @@ class _Formatter:
 def text_printers():
     """The text/plain printers code registered, for the pretty module: a
     function (class -> its own printer or None), or None when there are
-    none."""
+    none.  A formatter put in place of ours (``rich.pretty.install()``)
+    draws every object."""
     if _shell is None:
         return None
     formatter = _shell.display_formatter.formatters.get("text/plain")
-    if isinstance(formatter, _Formatter) and formatter.enabled \
-            and (formatter.type_printers or formatter.deferred_printers):
-        return formatter.printer_of
+    if isinstance(formatter, _Formatter):
+        if formatter.enabled and (formatter.type_printers or formatter.deferred_printers):
+            return formatter.printer_of
+        return None
+    if callable(formatter) and getattr(formatter, "enabled", True):
+        def draw(obj, p, cycle):
+            text = formatter(obj)
+            if not isinstance(text, str):
+                raise TypeError("the text/plain formatter gave no text")
+            p.text(text)
+        return lambda cls: draw
     return None
 
 
@@ -449,8 +653,34 @@ def _patch_rich(module):
     module.display = display
 
 
+def _patch_interactiveshell(module):
+    """IPython's components (matplotlib_inline's InlineBackend among them)
+    take a shell only if it is an InteractiveShellABC: ours is one."""
+    module.InteractiveShellABC.register(ZMQInteractiveShell)
+
+
+def _patch_inline_config(module):
+    """matplotlib_inline's InlineBackend, made with our shell as its traitlets
+    parent (``module://matplotlib_inline.backend_inline`` chosen as the
+    backend), is made without one: our shell holds no traitlets config.  It
+    then registers its figure formatters and post_execute flush with the
+    shell, as in ipykernel."""
+    backend = module.InlineBackend
+    original = backend.instance.__func__
+
+    def instance(cls, *args, **kwargs):
+        if isinstance(kwargs.get("parent"), ZMQInteractiveShell):
+            del kwargs["parent"]
+        return original(cls, *args, **kwargs)
+
+    instance.__doc__ = original.__doc__
+    backend.instance = classmethod(instance)
+
+
 _PATCHES = {
     "IPython.core.getipython": _patch_getipython,
+    "IPython.core.interactiveshell": _patch_interactiveshell,
+    "matplotlib_inline.config": _patch_inline_config,
     "IPython.core.display_functions": _patch_display_functions,
     "IPython.core.display": _patch_display_functions,
     "plotly.io._renderers": _patch_plotly,

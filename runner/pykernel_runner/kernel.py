@@ -632,15 +632,36 @@ class Kernel:
                 self._request_env = {}
                 self._apply_cwd_env(request, self._request_env)
                 source = request.get("code") or ""
-                body, last, show = self._cells.compile(source, filename)
-                if body is not None:
-                    self._cells.run(body)
-                if last is not None:
-                    value = self._cells.run(last)
-                    if show and value is not None and not request.get("silent"):
-                        outcome.last_frame = {"type": "result", "id": request.get("id"),
-                                              "bundle": lazy.build_bundle(value)}
-                        self._cells.remember_result(value)
+                silent = bool(request.get("silent"))
+                counts = request.get("storeHistory", True) and not silent
+                lazy.execution_count = self.execution_count + (0 if counts else 1)
+                events = lazy.shell_events()
+                cell = events.before_cell(source, silent, counts) if events else None
+                value = error = None
+                compiled = False
+                try:
+                    body, last, show = self._cells.compile(source, filename)
+                    compiled = True
+                    if body is not None:
+                        self._cells.run(body)
+                    if last is not None:
+                        value = self._cells.run(last)
+                        if show and value is not None and not silent:
+                            outcome.last_frame = {"type": "result", "id": request.get("id"),
+                                                  "bundle": lazy.build_bundle(value)}
+                            self._cells.remember_result(value)
+                        else:
+                            value = None
+                except BaseException as exc:
+                    error = exc
+                    raise
+                finally:
+                    # IPython's post_execute and post_run_cell, after the cell's
+                    # value is shown (the shell may have been made by the cell).
+                    lazy.execution_count = self.execution_count + 1
+                    events = lazy.shell_events()
+                    if events is not None:
+                        events.after_cell(cell, value, error, compiled)
             finally:
                 interrupts.interruptible = False
         except SystemExit as exc:

@@ -21,15 +21,20 @@ from .channel import diag, jsonable, safe_str
 RUNNER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PLAIN_TYPES = (str, int, float, bool, type(None))
 # Modules patched as their first import ends (ipython.patch): IPython's
-# display functions and get_ipython, plotly's show, rich's Jupyter output.
+# display functions, get_ipython and shell ABC, matplotlib_inline's config,
+# plotly's show, rich's Jupyter output.
 NOTEBOOK_MODULES = ("IPython.core.getipython", "IPython.core.display_functions",
-                    "IPython.core.display", "plotly.io._renderers",
+                    "IPython.core.display", "IPython.core.interactiveshell",
+                    "matplotlib_inline.config", "plotly.io._renderers",
                     "rich.jupyter")
 _display = None         # the display module, once something needs it
 _ipython = None         # the ipython module, likewise
 _send_display = None    # the kernel's display primitive (connect())
 _make_api = None        # -> the runner's primitives for the ipython module
 _load_magics = None     # -> magics.Magics, for the shell's magics
+# The shell's execution_count, as IPython counts: the running cell's number,
+# or the next one's (the kernel sets it around each cell).
+execution_count = 1
 
 
 def prelude_code(path):
@@ -95,7 +100,7 @@ def build_bundle(obj, raw=False):
     Never raises, except KeyboardInterrupt, so an interrupt still stops a
     slow repr.
     """
-    if raw or type(obj) not in _PLAIN_TYPES:
+    if raw or type(obj) not in _PLAIN_TYPES or _printers_registered():
         try:
             display = display_module()
         except Exception as exc:
@@ -111,6 +116,13 @@ def build_bundle(obj, raw=False):
     except BaseException as exc:
         text = "<repr failed: %s: %s>" % (type(exc).__name__, safe_str(exc))
     return {"text/plain": text}
+
+
+def _printers_registered():
+    """Whether code registered printers with the shell (sympy's
+    init_printing does, for int and float too): then plain values are
+    drawn by the display module as well."""
+    return _ipython is not None and _ipython.has_printers()
 
 
 def display_module():
@@ -132,7 +144,8 @@ def ipython_module():
     global _ipython
     if _ipython is None:
         from . import ipython
-        ipython.setup(_make_api(), _load_magics, display_module)
+        ipython.setup(_make_api(), _load_magics, display_module,
+                      lambda: execution_count)
         _ipython = ipython
     return _ipython
 
@@ -141,6 +154,15 @@ def get_ipython():
     """The kernel's shell, as IPython's get_ipython() returns in Jupyter
     (the ipython module says what it offers)."""
     return ipython_module().shell()
+
+
+def shell_events():
+    """The ipython module once a shell exists (its before_cell/after_cell
+    fire IPython's execution events), else None: a kernel whose code never
+    asked for the shell pays nothing."""
+    if _ipython is not None and _ipython.shell_made():
+        return _ipython
+    return None
 
 
 def patch_for_notebook(module):
