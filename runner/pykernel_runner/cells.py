@@ -13,7 +13,9 @@ import sys
 from .channel import safe_str
 
 _CO_COROUTINE = 0x0080      # inspect.CO_COROUTINE, without importing inspect
-_FUTURE_ANNOTATIONS = 0x1000000     # __future__.annotations.compiler_flag
+_FUTURE_MASK = None     # every __future__ feature's compiler flag, when first needed
+# A prompt of a pasted Python (`>>>`) or IPython (`In [1]:`, `...:`) session.
+_PROMPT_MARKS = (">>>", "In [", "...:")
 
 # A final expression that ran as part of an awaiting body left its value here.
 _LAST_VALUE = "_pykernel_last_value"
@@ -44,8 +46,13 @@ class Cells:
         import _ast
         source = _without_leading_indent(source)
         self.remember_source(filename, source)
+        if any(mark in source for mark in _PROMPT_MARKS):
+            from .transform import strip_prompts
+            source = strip_prompts(source) or source
         if _may_have_magics(source):
             source = self._load_magics().transform(source)
+        if _may_be_automagic(source, self.namespace):
+            source = self._load_magics().automagic(source)
         flags = self._compile_flags | _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         if _one_line_expression_candidate(source):
             # Half the cost of the general path, which builds the AST as Python
@@ -57,6 +64,7 @@ class Cells:
                 pass
         tree = compile(source, filename, "exec", flags | _ast.PyCF_ONLY_AST,
                        dont_inherit=True)
+        flags = self._take_late_futures(tree, filename, flags)
         body = last = show = None
         if tree.body and isinstance(tree.body[-1], _ast.Expr):
             node = tree.body.pop()
@@ -66,7 +74,7 @@ class Cells:
         if tree.body or last is None:
             body = compile(tree, filename, "exec", flags, dont_inherit=True)
             # `from __future__ import annotations` lasts for the session
-            self._compile_flags |= body.co_flags & _FUTURE_ANNOTATIONS
+            self._compile_flags |= body.co_flags & _future_flags(body.co_flags)
             if last is not None and (body.co_flags | last.co_flags) & _CO_COROUTINE:
                 # The cell awaits: all of it must run on the event loop, in one
                 # turn (`t = asyncio.create_task(f())` before `await t` needs a
@@ -80,6 +88,33 @@ class Cells:
                 body = compile(tree, filename, "exec", flags, dont_inherit=True)
                 last = _FROM_BODY
         return body, last, show
+
+    def _take_late_futures(self, tree, filename, flags):
+        """Take the ``from __future__`` imports out of *tree* that Python
+        would refuse where they stand (after other statements); their
+        features apply to the whole cell and the session, *flags* with them.
+
+        IPython compiles a cell statement by statement, keeping the future
+        features as ``codeop.Compile`` does, so such an import works there;
+        compiled as one module the cell would be a SyntaxError.  Each import
+        is compiled alone (an unknown feature is still the SyntaxError it is
+        in IPython) and run at once for the names it binds."""
+        import _ast
+        late = []
+        for index, node in enumerate(tree.body):
+            if (isinstance(node, _ast.ImportFrom) and node.module == "__future__"
+                    and not _in_future_position(tree.body, index)):
+                late.append(node)
+        if not late:
+            return flags
+        tree.body = [node for node in tree.body if node not in late]
+        for node in late:
+            code = compile(_ast.Module(body=[node], type_ignores=[]), filename,
+                           "exec", flags, dont_inherit=True)
+            flags |= _future_flags(code.co_flags)
+            self._compile_flags |= _future_flags(code.co_flags)
+            exec(code, self.namespace)
+        return flags
 
     def _load_magics(self):
         """The magics, imported for the first cell that may hold a magic."""
@@ -170,14 +205,42 @@ def _without_leading_indent(source):
                      for line in lines)
 
 
+def _future_flags(co_flags):
+    """The compiler flags of __future__ features among *co_flags*."""
+    global _FUTURE_MASK
+    if _FUTURE_MASK is None:
+        import __future__
+        _FUTURE_MASK = 0
+        for name in __future__.all_feature_names:
+            _FUTURE_MASK |= getattr(__future__, name).compiler_flag
+    return co_flags & _FUTURE_MASK
+
+
+def _in_future_position(body, index):
+    """Whether the statement at *index* may be a future import: only a
+    docstring and other future imports come before it."""
+    import _ast
+    for position, node in enumerate(body[:index]):
+        if isinstance(node, _ast.ImportFrom) and node.module == "__future__":
+            continue
+        if (position == 0 and isinstance(node, _ast.Expr)
+                and isinstance(node.value, _ast.Constant)
+                and isinstance(node.value.value, str)):
+            continue
+        return False
+    return True
+
+
 def _may_have_magics(source):
     """Whether a line of *source* starts with % or !, or assigns one (x =
-    !cmd): the cheap test that keeps other cells from importing the
-    magics, which then decide with tokenize."""
-    if "%" not in source and "!" not in source:
+    !cmd), or starts or ends with `?` (help): the cheap test that keeps
+    other cells from importing the magics, which then decide with
+    tokenize."""
+    if "%" not in source and "!" not in source and "?" not in source:
         return False
     for line in source.split("\n"):
-        if line.lstrip()[:1] in ("%", "!"):
+        stripped = line.strip()
+        if stripped[:1] in ("%", "!", "?") or stripped.endswith("?"):
             return True
         equals = line.find("=")
         while equals >= 0:
@@ -185,6 +248,23 @@ def _may_have_magics(source):
                 return True
             equals = line.find("=", equals + 1)
     return False
+
+
+def _may_be_automagic(source, namespace):
+    """Whether *source* may be a magic named without its `%` (``cd /tmp``):
+    one line whose first word no variable, builtin or keyword takes; the
+    magics then decide (transform.automagic_call)."""
+    if "\n" in source.strip() or "\r" in source.strip():
+        return False
+    word = source.lstrip()
+    for end, char in enumerate(word):
+        if not (char.isalnum() or char == "_"):
+            word = word[:end]
+            break
+    if not word or word in namespace or hasattr(builtins, word):
+        return False
+    import keyword
+    return not keyword.iskeyword(word)
 
 
 def _one_line_expression_candidate(source):
