@@ -19,6 +19,8 @@ test('input rules', async (t) => {
     // a later cell keeps the feature, as codeop.Compile keeps its flags
     assert.equal(await value(kernel, 'def g(y: Missing): pass\ng.__annotations__'), "{'y': 'Missing'}")
     assert.equal(await value(kernel, 'type(annotations).__name__'), "'_Feature'")
+    // a cell that ends with one has no result (its last statement is no expression)
+    assert.equal((await ok(kernel, 'y = 5\ny\nfrom __future__ import annotations')).result.result, undefined)
     // an unknown feature is still the SyntaxError it is in IPython
     const braces = await run(kernel, 'x = 1\nfrom __future__ import braces')
     assert.equal(braces.result.error.ename, 'SyntaxError')

@@ -98,7 +98,8 @@ class Cells:
         features as ``codeop.Compile`` does, so such an import works there;
         compiled as one module the cell would be a SyntaxError.  Each import
         is compiled alone (an unknown feature is still the SyntaxError it is
-        in IPython) and run at once for the names it binds."""
+        in IPython) and run at once for the names it binds; its feature
+        applies to the statements before it in the cell too."""
         import _ast
         late = []
         for index, node in enumerate(tree.body):
@@ -107,7 +108,11 @@ class Cells:
                 late.append(node)
         if not late:
             return flags
-        tree.body = [node for node in tree.body if node not in late]
+        # A `pass` stands in for each: a cell that ends with one has no result.
+        tree.body = [_ast.Pass(lineno=node.lineno, col_offset=node.col_offset,
+                               end_lineno=node.end_lineno,
+                               end_col_offset=node.end_col_offset)
+                     if node in late else node for node in tree.body]
         for node in late:
             code = compile(_ast.Module(body=[node], type_ignores=[]), filename,
                            "exec", flags, dont_inherit=True)
