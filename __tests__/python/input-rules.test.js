@@ -63,6 +63,8 @@ test('input rules', async (t) => {
     assert.equal((await ok(kernel, 'cat notes.txt')).result.stdout, 'first line\n')
     await ok(kernel, 'mkdir made')
     assert.ok(fs.statSync(path.join(dir, 'made')).isDirectory())
+    // options make ls the shell's, as IPython's alias runs it
+    assert.match((await ok(kernel, 'ls -d made')).result.stdout, /^made\/\n$/)
     // an assignment, a variable that shadows the name, and a longer cell are Python
     assert.equal(await value(kernel, 'ls = 3\nls'), '3')
     assert.equal(await value(kernel, 'ls'), '3')

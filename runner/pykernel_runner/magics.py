@@ -425,6 +425,9 @@ class Magics:
         self._api.emit_status("cd", path=path)
 
     def _line_ls(self, args, frame):
+        if args.strip().startswith("-"):
+            # `ls -la`: options are the shell's, as IPython's ls alias runs it
+            return self._alias("ls -F", args, frame)
         path = _one_arg(expand(args, frame)) or "."
         return sorted(os.listdir(os.path.expanduser(path)))
 
