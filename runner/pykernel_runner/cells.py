@@ -13,6 +13,7 @@ import sys
 from .channel import safe_str
 
 _CO_COROUTINE = 0x0080      # inspect.CO_COROUTINE, without importing inspect
+_FUTURE_ANNOTATIONS = 0x1000000     # __future__.annotations.compiler_flag
 _FUTURE_MASK = None     # every __future__ feature's compiler flag, when first needed
 # A prompt of a pasted Python (`>>>`) or IPython (`In [1]:`, `...:`) session.
 _PROMPT_MARKS = (">>>", "In [", "...:")
@@ -74,7 +75,7 @@ class Cells:
         if tree.body or last is None:
             body = compile(tree, filename, "exec", flags, dont_inherit=True)
             # `from __future__ import annotations` lasts for the session
-            self._compile_flags |= body.co_flags & _future_flags(body.co_flags)
+            self._compile_flags |= body.co_flags & _FUTURE_ANNOTATIONS
             if last is not None and (body.co_flags | last.co_flags) & _CO_COROUTINE:
                 # The cell awaits: all of it must run on the event loop, in one
                 # turn (`t = asyncio.create_task(f())` before `await t` needs a
@@ -257,16 +258,20 @@ def _may_have_magics(source):
 
 def _may_be_automagic(source, namespace):
     """Whether *source* may be a magic named without its `%` (``cd /tmp``):
-    one line whose first word no variable, builtin or keyword takes; the
-    magics then decide (transform.automagic_call)."""
-    if "\n" in source.strip() or "\r" in source.strip():
+    one line whose first word no variable, builtin or keyword takes, not
+    followed by `=` or `,` (an assignment, such as a session's first ``x =
+    1``) nor at once by `.` (no magic's name has one; ``cd ..`` is a
+    magic); the magics then decide (transform.automagic_call)."""
+    text = source.strip()
+    if "\n" in text or "\r" in text:
         return False
-    word = source.lstrip()
-    for end, char in enumerate(word):
+    word, rest = text, ""
+    for end, char in enumerate(text):
         if not (char.isalnum() or char == "_"):
-            word = word[:end]
+            word, rest = text[:end], text[end:]
             break
-    if not word or word in namespace or hasattr(builtins, word):
+    if (not word or rest[:1] == "." or rest.lstrip()[:1] in ("=", ",")
+            or word in namespace or hasattr(builtins, word)):
         return False
     import keyword
     return not keyword.iskeyword(word)
