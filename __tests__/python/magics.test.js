@@ -31,6 +31,9 @@ test('magics', async (t) => {
   await t.test('cells without magics do not import the magics module', async () => {
     assert.equal(await value(kernel, "import sys; 'pykernel_runner.magics' in sys.modules"), 'False')
     assert.equal(await value(kernel, 'x = 10 % 3\nx != 2'), 'True')
+    // a one-line assignment to a new name is no automagic candidate
+    await ok(kernel, 'first = 1')
+    await ok(kernel, 'second, third = 2, 3')
     assert.equal(await value(kernel, "'pykernel_runner.magics' in sys.modules"), 'False')
     await ok(kernel, '%pwd')
     assert.equal(await value(kernel, "'pykernel_runner.magics' in sys.modules"), 'True')

@@ -33,6 +33,8 @@ Imported only when first needed (``lazy``), or by the zygote:
 * ``pretty``: the text/plain of values, as IPython's pretty printer lays it out;
 * ``ipython``: the kernel as a notebook to its code (``get_ipython()``);
 * ``transform``: a cell's magic lines rewritten into calls of hidden helpers;
+  pasted prompts stripped, ``obj?`` and automagic (``cd /tmp``);
+* ``inspector``: the pager text of ``obj?`` / ``obj??``;
 * ``shell``: shell children (``!cmd``, ``%%bash``, ``%pip``), streamed and capped;
 * ``magics``: the magics, and the helpers rewritten lines call;
 * ``refusals``: what the sandbox refused a cell, named to the host (a

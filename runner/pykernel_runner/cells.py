@@ -14,6 +14,9 @@ from .channel import safe_str
 
 _CO_COROUTINE = 0x0080      # inspect.CO_COROUTINE, without importing inspect
 _FUTURE_ANNOTATIONS = 0x1000000     # __future__.annotations.compiler_flag
+_FUTURE_MASK = None     # every __future__ feature's compiler flag, when first needed
+# A prompt of a pasted Python (`>>>`) or IPython (`In [1]:`, `...:`) session.
+_PROMPT_MARKS = (">>>", "In [", "...:")
 
 # A final expression that ran as part of an awaiting body left its value here.
 _LAST_VALUE = "_pykernel_last_value"
@@ -44,8 +47,13 @@ class Cells:
         import _ast
         source = _without_leading_indent(source)
         self.remember_source(filename, source)
+        if any(mark in source for mark in _PROMPT_MARKS):
+            from .transform import strip_prompts
+            source = strip_prompts(source) or source
         if _may_have_magics(source):
             source = self._load_magics().transform(source)
+        if _may_be_automagic(source, self.namespace):
+            source = self._load_magics().automagic(source)
         flags = self._compile_flags | _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         if _one_line_expression_candidate(source):
             # Half the cost of the general path, which builds the AST as Python
@@ -57,6 +65,7 @@ class Cells:
                 pass
         tree = compile(source, filename, "exec", flags | _ast.PyCF_ONLY_AST,
                        dont_inherit=True)
+        flags = self._take_late_futures(tree, filename, flags)
         body = last = show = None
         if tree.body and isinstance(tree.body[-1], _ast.Expr):
             node = tree.body.pop()
@@ -80,6 +89,38 @@ class Cells:
                 body = compile(tree, filename, "exec", flags, dont_inherit=True)
                 last = _FROM_BODY
         return body, last, show
+
+    def _take_late_futures(self, tree, filename, flags):
+        """Take the ``from __future__`` imports out of *tree* that Python
+        would refuse where they stand (after other statements); their
+        features apply to the whole cell and the session, *flags* with them.
+
+        IPython compiles a cell statement by statement, keeping the future
+        features as ``codeop.Compile`` does, so such an import works there;
+        compiled as one module the cell would be a SyntaxError.  Each import
+        is compiled alone (an unknown feature is still the SyntaxError it is
+        in IPython) and run at once for the names it binds; its feature
+        applies to the statements before it in the cell too."""
+        import _ast
+        late = []
+        for index, node in enumerate(tree.body):
+            if (isinstance(node, _ast.ImportFrom) and node.module == "__future__"
+                    and not _in_future_position(tree.body, index)):
+                late.append(node)
+        if not late:
+            return flags
+        # A `pass` stands in for each: a cell that ends with one has no result.
+        tree.body = [_ast.Pass(lineno=node.lineno, col_offset=node.col_offset,
+                               end_lineno=node.end_lineno,
+                               end_col_offset=node.end_col_offset)
+                     if node in late else node for node in tree.body]
+        for node in late:
+            code = compile(_ast.Module(body=[node], type_ignores=[]), filename,
+                           "exec", flags, dont_inherit=True)
+            flags |= _future_flags(code.co_flags)
+            self._compile_flags |= _future_flags(code.co_flags)
+            exec(code, self.namespace)
+        return flags
 
     def _load_magics(self):
         """The magics, imported for the first cell that may hold a magic."""
@@ -170,14 +211,42 @@ def _without_leading_indent(source):
                      for line in lines)
 
 
+def _future_flags(co_flags):
+    """The compiler flags of __future__ features among *co_flags*."""
+    global _FUTURE_MASK
+    if _FUTURE_MASK is None:
+        import __future__
+        _FUTURE_MASK = 0
+        for name in __future__.all_feature_names:
+            _FUTURE_MASK |= getattr(__future__, name).compiler_flag
+    return co_flags & _FUTURE_MASK
+
+
+def _in_future_position(body, index):
+    """Whether the statement at *index* may be a future import: only a
+    docstring and other future imports come before it."""
+    import _ast
+    for position, node in enumerate(body[:index]):
+        if isinstance(node, _ast.ImportFrom) and node.module == "__future__":
+            continue
+        if (position == 0 and isinstance(node, _ast.Expr)
+                and isinstance(node.value, _ast.Constant)
+                and isinstance(node.value.value, str)):
+            continue
+        return False
+    return True
+
+
 def _may_have_magics(source):
     """Whether a line of *source* starts with % or !, or assigns one (x =
-    !cmd): the cheap test that keeps other cells from importing the
-    magics, which then decide with tokenize."""
-    if "%" not in source and "!" not in source:
+    !cmd), or starts or ends with `?` (help): the cheap test that keeps
+    other cells from importing the magics, which then decide with
+    tokenize."""
+    if "%" not in source and "!" not in source and "?" not in source:
         return False
     for line in source.split("\n"):
-        if line.lstrip()[:1] in ("%", "!"):
+        stripped = line.strip()
+        if stripped[:1] in ("%", "!", "?") or stripped.endswith("?"):
             return True
         equals = line.find("=")
         while equals >= 0:
@@ -185,6 +254,27 @@ def _may_have_magics(source):
                 return True
             equals = line.find("=", equals + 1)
     return False
+
+
+def _may_be_automagic(source, namespace):
+    """Whether *source* may be a magic named without its `%` (``cd /tmp``):
+    one line whose first word no variable, builtin or keyword takes, not
+    followed by `=` or `,` (an assignment, such as a session's first ``x =
+    1``) nor at once by `.` (no magic's name has one; ``cd ..`` is a
+    magic); the magics then decide (transform.automagic_call)."""
+    text = source.strip()
+    if "\n" in text or "\r" in text:
+        return False
+    word, rest = text, ""
+    for end, char in enumerate(text):
+        if not (char.isalnum() or char == "_"):
+            word, rest = text[:end], text[end:]
+            break
+    if (not word or rest[:1] == "." or rest.lstrip()[:1] in ("=", ",")
+            or word in namespace or hasattr(builtins, word)):
+        return False
+    import keyword
+    return not keyword.iskeyword(word)
 
 
 def _one_line_expression_candidate(source):

@@ -647,8 +647,11 @@ class Kernel:
                     if last is not None:
                         value = self._cells.run(last)
                         if show and value is not None and not silent:
-                            outcome.last_frame = {"type": "result", "id": request.get("id"),
-                                                  "bundle": lazy.build_bundle(value)}
+                            # An object with _ipython_display_ shows itself, as
+                            # IPython's display hook lets it: no result of its own.
+                            if not lazy.displays_itself(value):
+                                outcome.last_frame = {"type": "result", "id": request.get("id"),
+                                                      "bundle": lazy.build_bundle(value)}
                             self._cells.remember_result(value)
                         else:
                             value = None

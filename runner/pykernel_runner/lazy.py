@@ -83,6 +83,19 @@ def display(objs, raw=False, display_id=None, update=False, include=None,
         _send_display(bundle, display_id=display_id, update=update)
 
 
+def displays_itself(obj):
+    """Whether *obj* displayed itself through ``_ipython_display_`` (called
+    here when its class has one; plain values never do)."""
+    if type(obj) in _PLAIN_TYPES:
+        return False
+    try:
+        if getattr(type(obj), "_ipython_display_", None) is None:
+            return False
+    except Exception:
+        return False
+    return _displays_itself(obj)
+
+
 def _displays_itself(obj):
     try:
         display = display_module()

@@ -16,10 +16,35 @@ import sys
 import time
 
 from .shell import SList, run_child, shell_argv, state_exit
-from .transform import HELPER_NAMES, transform
+from .transform import HELPER_NAMES, automagic_call, transform
 
 _MAX_SCRIPT_ARG = 32 * 1024  # longer %%bash bodies run from a file (Linux
                              # caps one argument at 128 KiB, 4 bytes a char)
+
+# IPython's shell aliases on Linux, magics without a `%` of their own: the
+# command, with the arguments at %l or else after it.  `--color` is left
+# out: its escape codes would reach the agent as text.
+_ALIASES = {
+    "mkdir": "mkdir", "rmdir": "rmdir", "mv": "mv", "rm": "rm", "cp": "cp",
+    "cat": "cat", "ll": "ls -F -o",
+    "lf": "ls -F -o %l | grep ^-", "lk": "ls -F -o %l | grep ^l",
+    "ldir": "ls -F -o %l | grep /$", "lx": "ls -F -o %l | grep ^-..x",
+}
+
+# The cell magics that display their body: (MIME type, the text/plain of
+# the IPython display object they make).
+_DISPLAY_CELLS = {
+    "html": ("text/html", "<IPython.core.display.HTML object>"),
+    "markdown": ("text/markdown", "<IPython.core.display.Markdown object>"),
+    "latex": ("text/latex", "<IPython.core.display.Latex object>"),
+    "javascript": ("application/javascript", "<IPython.core.display.Javascript object>"),
+    "js": ("application/javascript", "<IPython.core.display.Javascript object>"),
+    "svg": ("image/svg+xml", "<IPython.core.display.SVG object>"),
+}
+# Where pykernel's displays leave out a text/plain that only names the
+# object (the display module's rule): a host that prefers plain text to
+# HTML or Markdown then shows the content.
+_READABLE = ("text/html", "text/markdown")
 
 _DOLLAR_NAME = re.compile(r"[^\W\d]\w*(\.[^\W\d]\w*)*")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL", re.IGNORECASE)
@@ -259,6 +284,26 @@ class Magics:
         self.install()
         return rewritten
 
+    def automagic(self, source):
+        """A one-line cell naming a magic without its ``%`` (``cd /tmp``,
+        ``pwd``), rewritten into the magic's call when IPython's automagic
+        would run it (see transform.automagic_call); else *source*."""
+        import keyword
+        namespace = self._namespace
+
+        def is_magic(word):
+            return word in self._line or word in _ALIASES
+
+        def is_shadowed(word):
+            return (word in namespace or hasattr(builtins, word)
+                    or keyword.iskeyword(word))
+
+        call = automagic_call(source, is_magic, is_shadowed)
+        if call is None:
+            return source
+        self.install()
+        return call
+
     def install(self):
         """Put the hidden helpers the rewritten lines call in the namespace."""
         helpers = (self.system, self.getoutput, self.line_magic, self.cell_magic)
@@ -293,6 +338,8 @@ class Magics:
     def line_magic(self, name, args, frame=None):
         frame = frame or sys._getframe(1)
         magic = self._line.get(name)
+        if magic is None and name in _ALIASES:
+            return self._alias(_ALIASES[name], args, frame)
         if magic is None:
             raise NameError("UsageError: Line magic function '%%%s' not found."
                             % name)
@@ -300,11 +347,31 @@ class Magics:
 
     def cell_magic(self, name, args, body, first_line, frame=None):
         frame = frame or sys._getframe(1)
+        if name in _DISPLAY_CELLS:
+            return self._display_cell(name, body)
         magic = self._cell.get(name)
         if magic is None:
             raise NameError("UsageError: Cell magic function '%%%%%s' not found."
                             % name)
         return magic(args, body, frame, first_line)
+
+    def _alias(self, command, args, frame):
+        """A shell alias (``cat notes.txt``): its command run as ``!cmd``
+        (which expands ``$name`` and ``{expr}``)."""
+        args = args.strip()
+        if "%l" in command:
+            command = command.replace("%l", args)
+        elif args:
+            command += " " + args
+        return self.system(command, frame)
+
+    def _display_cell(self, name, body):
+        """``%%html`` and its kind: the body displayed as its MIME type."""
+        mime, plain = _DISPLAY_CELLS[name]
+        bundle = {mime: body}
+        if mime not in _READABLE:
+            bundle["text/plain"] = plain
+        self._api.send_display(bundle)
 
     # helpers
 
@@ -358,6 +425,9 @@ class Magics:
         self._api.emit_status("cd", path=path)
 
     def _line_ls(self, args, frame):
+        if args.strip().startswith("-"):
+            # `ls -la`: options are the shell's, as IPython's ls alias runs it
+            return self._alias("ls -F", args, frame)
         path = _one_arg(expand(args, frame)) or "."
         return sorted(os.listdir(os.path.expanduser(path)))
 
@@ -393,6 +463,36 @@ class Magics:
                 raise _from_frames_of(exc, argv[0])
         frame.f_globals.update((name, value) for name, value in result.items()
                                if name not in _MODULE_NAMES)
+
+    # help: obj? and obj??
+
+    def _line_pinfo(self, args, frame):
+        self._pinfo(args, frame, 0)
+
+    def _line_pinfo2(self, args, frame):
+        self._pinfo(args, frame, 1)
+
+    def _pinfo(self, target, frame, detail):
+        from .inspector import format_fields, page_text
+        target = target.strip()
+        text = None
+        if not target.startswith("%"):
+            names = dict(frame.f_globals)
+            names.update(frame.f_locals)
+            text = page_text(target, names, detail)
+        name = target.lstrip("%")
+        if text is None and name in _ALIASES:
+            text = format_fields([("Docstring", "Alias to the system command:\n  %s"
+                                   % _ALIASES[name])])
+        elif text is None and (name in self._line or name in self._cell):
+            # a magic: `%cd?`, or `cd?` when no variable is called cd
+            magic = self._line.get(name) or self._cell.get(name)
+            doc = " ".join((magic.__doc__ or "").split()) or "<no docstring>"
+            text = format_fields([("Docstring", doc)])
+        if text is None:
+            print("Object `%s` not found." % target)
+        else:
+            print(text)
 
     # the environment
 
@@ -572,6 +672,21 @@ class Magics:
             changed=["%s==%s" % (after[key][0], after[key][1].version)
                      for key in changed],
             removed=sorted(before[key][0] for key in set(before) - set(after)))
+
+    def _line_clear(self, args, frame):
+        """Clear the cell's output (ipykernel's %clear)."""
+        self._api.send_clear()
+
+    def _line_less(self, args, frame):
+        """Show a file (ipykernel pages it; here it is printed)."""
+        path = os.path.expanduser(_one_arg(expand(args, frame)))
+        if not path:
+            raise UsageError("%less needs a file: %less path")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        print(text, end="" if text.endswith("\n") else "\n")
+
+    _line_more = _line_less
 
     def _line_matplotlib(self, args, frame):
         """Accepted and ignored: figures are always shown (as PNG) after

@@ -11,6 +11,12 @@ brackets or a backslash continuation.  A rewritten line replaces the original
 before the tokenizer reads it, and every output line stands for one input
 line, so tracebacks keep their line numbers.  A cell magic (``%%name``) takes
 the whole cell: its first line becomes one call carrying the body.
+
+Besides the magics, the input rules IPython applies before a cell is parsed:
+``strip_prompts`` takes the ``>>> ``/``... `` and ``In [1]: ``/``   ...: ``
+prompts off a pasted session, ``obj?``/``obj??`` (and ``?obj``) become
+calls of the help magics, and ``automagic_call`` says what a one-line cell
+such as ``cd /tmp`` (a magic without its ``%``) becomes.
 """
 
 import re
@@ -23,6 +29,26 @@ _CELL = "__pykernel_cell_magic__"       # %%name args + body
 HELPER_NAMES = (_SYSTEM, _GETOUTPUT, _LINE, _CELL)
 
 _ASSIGN_TARGET = re.compile(r"[^\W\d][\w.]*(\s*,\s*[^\W\d][\w.]*)*\s*$")
+
+# `obj?`, `obj.attr??`, `seq[0]?`: the help target ends the line (IPython's
+# rule: the `?` is the line's last token; names, attributes, integer indexes).
+_HELP_END = re.compile(r"(%{0,2}(?!\d)[\w*]+(?:\.(?!\d)[\w*]+|\[-?\d+\])*)(\?\??)$")
+
+# A one-line cell's first word and the rest, as IPython splits a line for
+# automagic: the word may hold dots (`cd.x` is looked up whole).
+_FIRST_WORD = re.compile(r"\s*([\w.*]*)(.*)$", re.DOTALL)
+
+# Pasted prompts.  Python's: with a `>>>` line anywhere (outside a string
+# opened without a prompt), every line loses its `>>>` or `...` prompt, each
+# allowing indentation before it and one space or tab after.  IPython's:
+# when the first line starts with `In [N]: ` (or the second with a `...:`
+# continuation), every line loses its `In [N]: ` or `   ...: ` prompt.
+_PS1_ANYWHERE = re.compile(r"^\s*>>>")
+_PS1 = re.compile(r"^\s*>>>[ \t]?")
+_PS2 = re.compile(r"^\s*\.\.\.[ \t]?")
+_TRIPLE_QUOTE = re.compile(r"(?<!\\)(\"\"\"|\'\'\')")
+_STRING_PREFIX = re.compile(r"(?i)[rubf]*$")
+_IPYTHON_PROMPT = re.compile(r"^(?:(?:(?:\[nav\]|\[ins\])? )?In \[\d+\]: |\s*\.{3,}: ?)")
 
 
 def transform(source):
@@ -131,11 +157,71 @@ def _rewrite_line(line):
         call = "%s(%r)" % (_GETOUTPUT, code[2:].strip())
     elif code.startswith("!"):
         call = "%s(%r)" % (_SYSTEM, code[1:].strip())
+    elif code.startswith("?"):
+        call = _help_call(code.lstrip("?").strip(), code.startswith("??"))
     elif code.startswith("%"):
-        call = _line_magic_call(code[1:])
+        call = _help_end_call(code) or _line_magic_call(code[1:])
     else:
-        call = _assignment_call(code)
+        call = _assignment_call(code) or _help_end_call(code)
     return None if call is None else indent + call + end
+
+
+def _help_call(target, more):
+    """``?obj``/``obj?`` as a call of %pinfo, ``??`` of %pinfo2 (which adds
+    the source)."""
+    if not target:
+        return None
+    return "%s(%r, %r)" % (_LINE, "pinfo2" if more else "pinfo", target)
+
+
+def _help_end_call(code):
+    """``obj?`` / ``obj??``: the help call, or None when the line does not
+    end in a help target (a `?` in a comment or a string is no help)."""
+    if not code.endswith("?"):
+        return None
+    match = _HELP_END.search(code)
+    if match is None:
+        return None
+    before = code[:match.start()]
+    if "#" in before or "'" in before or '"' in before:
+        return None
+    return _help_call(match.group(1), match.group(2) == "??")
+
+
+def may_have_help(source):
+    """Whether a line of *source* may be a help request (ends in `?` or
+    starts with one): the cheap test before the transformer decides."""
+    if "?" not in source:
+        return False
+    for line in source.split("\n"):
+        line = line.strip()
+        if line.endswith("?") or line.startswith("?"):
+            return True
+    return False
+
+
+def automagic_call(source, is_magic, is_shadowed):
+    """The call a one-line cell becomes when its first word is a magic
+    named without its ``%`` (``cd /tmp``, ``pwd``, ``cat notes.txt``), as
+    IPython's automagic decides: the cell is one line, the word is a magic
+    (*is_magic*), no variable, builtin or keyword shadows it
+    (*is_shadowed*), and the rest of the line does not start with `=` or
+    `,` (``ls = 3`` and ``cd, x = 1, 2`` assign).  None otherwise."""
+    lines = source.splitlines(True)
+    blank = 0
+    while blank < len(lines) and not lines[blank].strip():
+        blank += 1      # IPython drops leading blank lines first
+    if len(lines) - blank != 1:
+        return None
+    line = lines[blank].rstrip("\r\n")
+    match = _FIRST_WORD.match(line)
+    word, rest = match.group(1), match.group(2)
+    if not word or not is_magic(word):
+        return None
+    if rest.lstrip()[:1] in ("=", ",") or is_shadowed(word.split(".", 1)[0]):
+        return None
+    return "%s%s(%r, %r)%s" % ("".join(lines[:blank]), _LINE, word, rest.strip(),
+                               lines[blank][len(line):])
 
 
 def _line_magic_call(text):
@@ -184,3 +270,74 @@ def _transform_cell_magic(lines):
     body = "".join(lines[first + 1:])
     call = "%s(%r, %r, %r, %d)" % (_CELL, parts[0], args, body, first + 2)
     return "\n" * first + call + "\n" * (len(lines) - first)
+
+
+def strip_prompts(source):
+    """*source* without the prompts of a pasted Python or IPython session,
+    one line for each line; None when it has none (see _PS1 and
+    _IPYTHON_PROMPT for the rules, IPython's)."""
+    lines = source.split("\n")
+    changed = False
+    if ">>>" in source:
+        stripped = _strip_python_prompts(lines)
+        if stripped is not None:
+            lines, changed = stripped, True
+    if _IPYTHON_PROMPT.match(lines[0]) or (
+            len(lines) > 1 and _IPYTHON_PROMPT.match(lines[1])):
+        lines = [_IPYTHON_PROMPT.sub("", line, count=1) for line in lines]
+        changed = True
+    return "\n".join(lines) if changed else None
+
+
+def _strip_python_prompts(lines):
+    """The lines without their `>>>`/`...` prompts, each block of lines
+    that lost one dedented; the lines of a string opened without a prompt
+    (a docstring's examples) are left alone.  None without a prompt."""
+    in_string = _lines_in_plain_strings(lines)
+    if not any(not kept and _PS1_ANYWHERE.match(line)
+               for line, kept in zip(lines, in_string)):
+        return None
+    out, lost = [], []
+    for line, kept in zip(lines, in_string):
+        new = line
+        if not kept:
+            new = _PS1.sub("", line, count=1) if _PS1.match(line) else \
+                _PS2.sub("", line, count=1)
+        out.append(new)
+        lost.append(new != line)
+    import textwrap
+    result, start = [], 0
+    while start < len(out):
+        end = start
+        while end < len(out) and in_string[end] == in_string[start]:
+            end += 1
+        block = out[start:end]
+        if not in_string[start] and any(lost[start:end]):
+            block = textwrap.dedent("\n".join(block)).split("\n")
+        result.extend(block)
+        start = end
+    return result
+
+
+def _lines_in_plain_strings(lines):
+    """For each line, whether it lies in a triple-quoted string that was
+    opened without a prompt before it (a heuristic, as IPython's: quotes
+    are found by pattern, not by tokenizing)."""
+    inside = []
+    quote = None        # the open string's quotes
+    plain = False       # it was opened without a prompt
+    prompt_seen = False
+    for line in lines:
+        inside.append(quote is not None and plain)
+        for match in _TRIPLE_QUOTE.finditer(line):
+            if quote is None:
+                quote = match.group(1)
+                before = line[:match.start()]
+                bare = _PS2.sub("", _PS1.sub("", before, count=1), count=1)
+                prompted = bare != before and prompt_seen
+                plain = not prompted and bool(_STRING_PREFIX.match(bare.strip()))
+                inside[-1] = plain
+            elif quote == match.group(1):
+                quote, plain = None, False
+        prompt_seen = prompt_seen or bool(_PS1_ANYWHERE.match(line))
+    return inside

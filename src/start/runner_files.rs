@@ -58,6 +58,7 @@ const FILES: &[(&str, &str)] = &[
     package_module!("pretty.py"),
     package_module!("ipython.py"),
     package_module!("transform.py"),
+    package_module!("inspector.py"),
     package_module!("shell.py"),
     package_module!("magics.py"),
     package_module!("refusals.py"),
