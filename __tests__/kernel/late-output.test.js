@@ -66,15 +66,19 @@ function assertLateOnly(got, expected) {
   assert.equal(r.cells[0].stderr, 'own err\n')
   assert.equal(r.cells[1].stdout, 'own three\n')
   assert.equal(r.cells[1].stderr, '')
-  // The writer's text arrived, all of it as late events.
-  const late = events.filter((e) => e.late).map((e) => e.text).join('')
-  for (const text of expected) assert.ok(late.includes(text), `late events: ${JSON.stringify(late)}`)
-  const unmarked = events.filter((e) => !e.late && expected.some((x) => (e.text ?? '').includes(x.trim())))
+  // The writer's text arrived, all of it as late events, each stream's in its order (the
+  // two streams' relative order is not kept: they have a pipe and a pump each).
+  const all = [...expected.stdout, ...expected.stderr]
+  for (const stream of ['stdout', 'stderr']) {
+    const late = events.filter((e) => e.late && e.type === stream).map((e) => e.text).join('')
+    assert.equal(late, expected[stream].join(''), `late ${stream}`)
+  }
+  const unmarked = events.filter((e) => !e.late && all.some((x) => (e.text ?? '').includes(x.trim())))
   assert.deepEqual(unmarked, [])
   // In the agent text the late block holds the writer's text only: the cells' own text
   // after it is outside it.
   const { late: inLate, own } = lateAndOwn(r.output)
-  for (const text of expected) assert.ok(inLate.includes(text), `agent text: ${JSON.stringify(r.output)}`)
+  for (const text of all) assert.ok(inLate.includes(text.trim()), `agent text: ${JSON.stringify(r.output)}`)
   assert.equal(own.split('\n').filter(Boolean).sort().join('|'), ['own err', 'own three', 'own two'].join('|'), `agent text: ${JSON.stringify(r.output)}`)
 }
 
@@ -83,7 +87,7 @@ test('a subprocess of cell 1 writing during cell 2: late events, not cell 2\'s s
     'import subprocess',
     "child = subprocess.Popen(['sh', '-c', 'while [ ! -e \"$1\" ]; do sleep 0.01; done; echo late-sub; echo late-sub-err >&2; touch \"$2\"', 'sh', GO, DONE])",
   ].join('\n'), { reap: 'child.wait()\n' })
-  assertLateOnly(got, ['late-sub\n', 'late-sub-err\n'])
+  assertLateOnly(got, { stdout: ['late-sub\n'], stderr: ['late-sub-err\n'] })
 })
 
 test('a forked copy of cell 1 writing during cell 2: late events, not cell 2\'s stdout', { timeout: 30_000 }, async (t) => {
@@ -97,7 +101,7 @@ test('a forked copy of cell 1 writing during cell 2: late events, not cell 2\'s 
     "    open(DONE, 'w').close()",
     '    os._exit(0)',
   ].join('\n'), { reap: 'os.waitpid(pid, 0)\n' })
-  assertLateOnly(got, ['late-fork\n', 'late-fork-print\n', 'late-fork-err\n'])
+  assertLateOnly(got, { stdout: ['late-fork\n', 'late-fork-print\n'], stderr: ['late-fork-err\n'] })
 })
 
 test('an os.write thread of cell 1 writing during cell 2: late events, not cell 2\'s stdout', { timeout: 30_000 }, async (t) => {
@@ -109,7 +113,7 @@ test('an os.write thread of cell 1 writing during cell 2: late events, not cell 
     "    open(DONE, 'w').close()",
     'threading.Thread(target=write_late, daemon=True).start()',
   ].join('\n'))
-  assertLateOnly(got, ['late-thread\n', 'late-thread-err\n'])
+  assertLateOnly(got, { stdout: ['late-thread\n'], stderr: ['late-thread-err\n'] })
 })
 
 test('a child still running keeps its pipe; cell 2 reads it as late, and its pipes work as usual', { timeout: 30_000 }, async (t) => {
