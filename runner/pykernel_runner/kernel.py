@@ -199,11 +199,11 @@ class Kernel:
         self._child_started = True
         self._output.flush()
 
-    def _renew_pipes(self, at_end):
+    def _renew_pipes(self):
         """Give fds 1/2 fresh pipes if a child may still hold the current ones:
-        one was started since they were made (or, at a cell's end, a child of
-        the kernel lives: C code may start one without Python's calls)."""
-        if not (self._child_started or (at_end and _has_children())):
+        one was started (through Python's calls) since they were made.  Not
+        after every cell: fresh pipes cost a cell that started nothing ~50 us."""
+        if not self._child_started:
             return
         self._child_started = False
         for capture in self._captures:
@@ -579,7 +579,7 @@ class Kernel:
             filename = "<hidden cell %d>" % next(self._hidden_cells)
         self._stdin_requested = False
         if self._child_started:     # a child started between cells
-            self._renew_pipes(at_end=False)
+            self._renew_pipes()
         self.running = run
         self._main_thread.__dict__[RUN_ATTR] = run
         refusals = self._refusals
@@ -624,7 +624,7 @@ class Kernel:
         if not self._forked:
             # What this cell broke is mended for the next, after its `done` is out.
             self._repair_streams()
-            self._renew_pipes(at_end=True)
+            self._renew_pipes()
 
     @staticmethod
     def _figures_may_show():
@@ -727,18 +727,6 @@ def _start_thread(thread):
 
 _start_thread.__name__ = _start_thread.__qualname__ = "start"
 _start_thread.__doc__ = threading.Thread.start.__doc__
-
-
-def _has_children():
-    """Whether the kernel has a child (running, or ended and not yet reaped)."""
-    try:
-        # None while they all run; ChildProcessError when there is none.
-        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        return True
-    except ChildProcessError:
-        return False
-    except OSError:
-        return True
 
 
 def _exit_process(status):
