@@ -537,7 +537,9 @@ class FdCapture:
 
     def _ended(self, read_fd, pipe, flags):
         """Forget a pipe no one writes to any more, and close its read end."""
-        if pipe is not None and self._pipes.get(read_fd) is pipe:
+        if pipe is None:
+            return      # not one of ours: never close a number we do not own
+        if self._pipes.get(read_fd) is pipe:
             del self._pipes[read_fd]
             if pipe is self._current:   # a cell closed fd 1/2: `restore` renews it
                 self._current = None
