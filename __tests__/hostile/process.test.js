@@ -267,7 +267,7 @@ test('a daemon thread printing after its cell ended: delivered marked late, neve
   const agent = await kernel.evaluate([{ code: "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.2), print('AFTER'))).start()\nprint('own')" }])
   assert.equal(agent.output, 'own\n')
   const next = await kernel.evaluate([{ code: "import time; time.sleep(0.4); print('next')" }])
-  assert.equal(next.output, '[late output from an earlier cell]\nAFTER\nnext\n')
+  assert.equal(next.output, '[late output from an earlier cell]\nAFTER\n[end of late output]\nnext\n')
   await assertKernelWorks(kernel)
   await assertResponsive(probe)
 })

@@ -2,7 +2,9 @@
 
 fds 1 and 2 become pipes that a pump thread each forwards as stdout/stderr
 frames of the running request, so ``os.system``, subprocesses and C code are
-captured too; ``sys.stdout``/``sys.stderr`` are proxies whose text a flusher
+captured too (a cell that may have handed its pipes to a child gets fresh ones
+when it ends, so what the child writes later is late output, not the next
+cell's); ``sys.stdout``/``sys.stderr`` are proxies whose text a flusher
 thread, started on first output, hands to the pumps.  Proxy text travels in
 order with the pipe's bytes (a marker written into the pipe says where it
 goes), and before any frame of a request (display, result, error, done) the
@@ -34,7 +36,19 @@ _FLUSH_CHARS = 1 << 20      # ... or until this much is waiting: a tight print l
 DRAIN_TIMEOUT = 2.0         # bound on waiting for fd output before `done`
 _NO_MEMORY_PAUSE = 0.01     # seconds a pump waits when it cannot allocate a read
 RUN_ATTR = "_pykernel_run"          # a Thread's request id, set at start()
+_REPOLL_INTERVAL = 0.05     # seconds between looks for new pipes without a wake pipe
 _UNSET = object()
+
+
+class _EndedCell:
+    """The request of output read from a pipe an ended cell left to a child:
+    no request's id, so it is always late."""
+
+    def __repr__(self):
+        return "<an ended cell>"
+
+
+_ENDED_CELL = _EndedCell()
 
 # ioctl asking how many bytes a pipe holds (Linux; other systems share the value
 # or fail the ioctl, and then drains simply use markers).
@@ -269,8 +283,34 @@ class _BinaryProxy:
         pass
 
 
+class _Pipe:
+    """One pipe that stood in for fd 1 or 2: its read end, and what the pump
+    holds of it (a marker cut by a read, a character cut by a read)."""
+
+    __slots__ = ("read_fd", "identity", "tail", "decode")
+
+    def __init__(self, read_fd, identity):
+        self.read_fd = read_fd
+        self.identity = identity
+        self.tail = b""
+        self.decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+
+
+def _pipe_above_stdio():
+    """A pipe (both ends close-on-exec) whose ends are not fds 0-2: a cell may
+    have closed fd 1 or 2, and the pipe is dup2'd onto it."""
+    ends = list(os.pipe())
+    for i, end in enumerate(ends):
+        if end <= 2:
+            try:
+                ends[i] = _fcntl.fcntl(end, _fcntl.F_DUPFD_CLOEXEC, 3)
+            finally:
+                os.close(end)
+    return ends
+
+
 class FdCapture:
-    """A pipe standing in for fd 1 or 2, pumped into frames by a thread.
+    """Pipes standing in for fd 1 or 2, pumped into frames by a thread.
 
     Markers written into the pipe order things with the bytes around them: a
     proxy's text is held until the pump reaches the marker written when the
@@ -278,6 +318,12 @@ class FdCapture:
     waits until the pump has forwarded everything in front of it.  A write of
     at most PIPE_BUF bytes is atomic, so a marker arrives whole, though
     possibly split across reads.
+
+    Output belongs to the cell that wrote it: a cell that may have handed its
+    pipe to a child (a subprocess, a fork) gets it replaced by a fresh one once
+    it ends (``renew``).  The pump reads the old pipe until its last writer is
+    gone (its end, then it is closed), and what it reads there is late output,
+    never the running cell's own.
     """
 
     _tag = b"\x00\x1bpykernel-sync-" + os.urandom(6).hex().encode() + b":"
@@ -285,21 +331,27 @@ class FdCapture:
     _tokens = itertools.count(1)
 
     def __init__(self, fd, stream, channel, running, seen_changed):
-        read_fd, write_fd = os.pipe()
-        os.dup2(write_fd, fd)       # inheritable: children write here
-        os.close(write_fd)
         self.fd = fd
         self.stream = stream
-        self._read_fd = read_fd
         self._running = running
         self._seen_changed = seen_changed   # a Condition shared by the pumps
-        self._identity = self._pipe_identity(fd)
         self._held = collections.deque()    # (token, run, texts) from proxies
         self.forwarder = Forwarder(stream, channel, running)
         self.seen = 0
+        # Every pipe still read, by read fd: the current one (fd 1/2's) and
+        # old ones children still hold.  Added by the main thread, removed by
+        # the pump at a pipe's end.
+        self._pipes = {}
+        self._current = None
+        # Tells the pump a pipe was added.  Without it (a cell closed it) the
+        # pump looks for new pipes every _REPOLL_INTERVAL.
+        self._wake_r, self._wake_w = _pipe_above_stdio()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         # Held by the pump from a read until what it read is forwarded, so that
         # "the pipe is empty and the pump holds nothing" can be checked at once.
         self._busy = threading.Lock()
+        self.renew()
         self._start_pump()
 
     def _start_pump(self):
@@ -307,33 +359,42 @@ class FdCapture:
         threading.Thread(target=self._pump, name="pykernel-" + self.stream,
                          daemon=True).start()
 
+    def renew(self):
+        """Point fd 1/2 at a fresh pipe.  The old one is read on until no
+        writer is left; what comes through it from now on is late."""
+        read_fd, write_fd = _pipe_above_stdio()
+        try:
+            pipe = _Pipe(read_fd, self._pipe_identity(read_fd))
+            self._pipes[read_fd] = pipe
+            self._current = pipe
+            os.dup2(write_fd, self.fd)      # inheritable: children write here
+        except BaseException:
+            if self._pipes.pop(read_fd, None) is not None:
+                self._current = None
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        try:
+            _os_write(self._wake_w, b"\0")
+        except OSError:
+            pass        # full (the pump is behind) or closed: it finds the pipe anyway
+
     def restore(self):
-        """Point fd 1/2 at the pipe again if a cell closed or replaced it, and
+        """Point fd 1/2 at a pipe again if a cell closed or replaced it, and
         pump it again if the pump ended."""
         try:
-            if self._pipe_identity(self.fd) == self._identity:
-                if not self._pumping:   # ended by something it could not catch
-                    try:
-                        self._start_pump()
-                    except RuntimeError as exc:     # no thread to be had: next time
-                        self._pumping = False
-                        diag("cannot restart the %s pump: %s" % (self.stream, exc))
-                return
-        except OSError:
-            pass                    # closed
-        try:
-            # No spare write end is kept open (a cell could find and write to it);
-            # Linux reopens a pipe's write side through its read end's /proc entry.
-            write_fd = os.open("/proc/self/fd/%d" % self._read_fd, os.O_WRONLY)
-            if write_fd != self.fd:     # a closed fd 1/2 is the lowest free one
-                os.dup2(write_fd, self.fd)
-                os.close(write_fd)
-            else:
-                os.set_inheritable(write_fd, True)
-            if not self._pumping:       # it saw the end of the pipe when fd 1/2 closed
-                self._start_pump()
+            current = self._current
+            if current is None or self._pipe_identity(self.fd) != current.identity:
+                self.renew()
         except OSError as exc:
             diag("cannot restore fd %d: %s" % (self.fd, exc))
+        if not self._pumping:   # ended by something it could not catch
+            try:
+                self._start_pump()
+            except RuntimeError as exc:     # no thread to be had: next time
+                self._pumping = False
+                diag("cannot restart the %s pump: %s" % (self.stream, exc))
 
     @staticmethod
     def _pipe_identity(fd):
@@ -346,12 +407,21 @@ class FdCapture:
         if token is None:
             token = next(self._tokens)
         try:
-            if self._pipe_identity(self.fd) != self._identity:
+            current = self._current
+            if current is None or self._pipe_identity(self.fd) != current.identity:
                 return None
             _os_write(self.fd, self._tag + b"%08x\x00" % token)
         except OSError:
             return None
         return token
+
+    def owns_fd(self):
+        """Whether fd 1/2 is the current pipe (not a file a cell put there)."""
+        try:
+            current = self._current
+            return current is not None and self._pipe_identity(self.fd) == current.identity
+        except OSError:
+            return False
 
     def enqueue(self, run, texts):
         """Hold *texts* until the pump reaches a marker written now."""
@@ -404,62 +474,108 @@ class FdCapture:
         a drain needs no marker, and a cell that wrote nothing to fd 1/2 does
         not wait on the pump threads twice."""
         with self._busy:
-            if self._held or self._tail or self.forwarder.dropped:
+            current = self._current
+            if current is None or self._held or current.tail or self.forwarder.dropped:
                 return False    # (a notice still owed is sent when the pump passes a marker)
             try:
-                pending = _fcntl.ioctl(self._read_fd, _FIONREAD, b"\0\0\0\0")
+                pending = _fcntl.ioctl(current.read_fd, _FIONREAD, b"\0\0\0\0")
             except OSError:
                 return False
             return pending == b"\0\0\0\0"
 
     def _pump(self):
         try:
-            decode = codecs.getincrementaldecoder("utf-8")("replace").decode
-            tag, tag_len, marker_len = self._tag, len(self._tag), self._marker_len
-            held = self._tail
             readable = _select.poll()
-            readable.register(self._read_fd, _select.POLLIN)
+            polled = set()
+            wake = self._wake_r
+            readable.register(wake, _select.POLLIN)
+            timeout = None
             while True:
+                for read_fd in list(self._pipes):    # pipes added since the last turn
+                    if read_fd not in polled:
+                        readable.register(read_fd, _select.POLLIN)
+                        polled.add(read_fd)
                 try:
-                    readable.poll()     # wait without reading, so `quiet` can look
+                    # wait without reading, so `quiet` can look
+                    events = readable.poll(timeout)
                     with self._busy:
-                        if not self._pump_once(decode, tag, tag_len, marker_len, held):
-                            return
-                        held = self._tail
+                        for read_fd, flags in events:
+                            if read_fd == wake:
+                                if not self._woken(flags):
+                                    # A cell closed the wake pipe: look for new pipes now and then.
+                                    readable.unregister(wake)
+                                    wake, timeout = None, _REPOLL_INTERVAL * 1000
+                                continue
+                            pipe = self._pipes.get(read_fd)
+                            if pipe is None or not self._pump_once(pipe, flags):
+                                readable.unregister(read_fd)
+                                polled.discard(read_fd)
+                                self._ended(read_fd, pipe, flags)
                 except Exception as exc:
                     # Last resort (the failures foreseen are handled where they
                     # happen): what this read held is lost, the pump goes on.
                     diag("%s pump: %s: %s" % (self.stream, type(exc).__name__,
                                               safe_str(exc)))
-                    held = self._tail = b""
+                    for pipe in list(self._pipes.values()):
+                        pipe.tail = b""
                     time.sleep(_NO_MEMORY_PAUSE)
         finally:
             self._pumping = False
 
-    _tail = b""
-
-    def _pump_once(self, decode, tag, tag_len, marker_len, held):
-        """Read and forward one chunk; False at the end of the pipe."""
+    def _woken(self, flags):
+        """Empty the wake pipe; False if it is not usable any more."""
+        if flags & (_select.POLLNVAL | _select.POLLERR | _select.POLLHUP):
+            return False
         try:
-            chunk = os.read(self._read_fd, 65536)
+            while os.read(self._wake_r, 256):
+                pass
         except BlockingIOError:
-            self._tail = held
+            pass
+        except OSError:
+            return False
+        return True
+
+    def _ended(self, read_fd, pipe, flags):
+        """Forget a pipe no one writes to any more, and close its read end."""
+        if pipe is None:
+            return      # not one of ours: never close a number we do not own
+        if self._pipes.get(read_fd) is pipe:
+            del self._pipes[read_fd]
+            if pipe is self._current:   # a cell closed fd 1/2: `restore` renews it
+                self._current = None
+        if not flags & _select.POLLNVAL:    # (closed already: its number may be another's)
+            try:
+                os.close(read_fd)
+            except OSError:
+                pass
+
+    def _pump_once(self, pipe, flags):
+        """Read and forward one chunk of *pipe*; False at its end."""
+        if flags & _select.POLLNVAL:
+            return False
+        try:
+            chunk = os.read(pipe.read_fd, 65536)
+        except BlockingIOError:
             return True
         except MemoryError:
             # Nothing was read; the bytes wait in the pipe until memory is freed
             # (a drain waits for them DRAIN_TIMEOUT at most).
             time.sleep(_NO_MEMORY_PAUSE)
-            self._tail = held
             return True
         except OSError:
             return False
         if not chunk:
             return False
+        # Bytes from a pipe that is no longer fd 1/2's are late: a child, a fork
+        # or a grandchild of an ended cell wrote them.
+        run = self._running() if pipe is self._current else _ENDED_CELL
+        tag, tag_len, marker_len = self._tag, len(self._tag), self._marker_len
+        held = pipe.tail
         data = held + chunk if held else chunk
         held = b""
         i = data.find(tag)
         while i >= 0 and len(data) >= i + marker_len:
-            self._forward(decode, data[:i])
+            self._forward(pipe, run, data[:i])
             self._reached(int(data[i + tag_len:i + marker_len - 1], 16))
             data = data[i + marker_len:]
             i = data.find(tag)
@@ -470,16 +586,17 @@ class FdCapture:
                 i = -1
         if i >= 0:
             held, data = data[i:], data[:i]
-        self._forward(decode, data)
-        self._tail = held
+        self._forward(pipe, run, data)
+        pipe.tail = held
         return True
 
-    def _forward(self, decode, data):
-        """Send bytes read from the pipe as text of the running request."""
-        run = self._running()
+    def _forward(self, pipe, run, data):
+        """Send bytes read from *pipe* as text of *run*."""
         try:
-            text = decode(data)
+            text = pipe.decode(data)
         except Exception as exc:    # MemoryError: the bytes are dropped, not the pump
+            if run is _ENDED_CELL:
+                run = self._running()
             self.forwarder.drop(run, len(data), exc)    # (a byte counted as a character)
             return
         if text:
@@ -497,4 +614,8 @@ class FdCapture:
                 self._seen_changed.notify_all()
 
     def close_in_child(self):
-        os.close(self._read_fd)
+        for read_fd in list(self._pipes) + [self._wake_r, self._wake_w]:
+            try:
+                os.close(read_fd)
+            except OSError:
+                pass

@@ -104,6 +104,9 @@ class Kernel:
         self.kv_via_host = False
         self._prelude_path = None
         self._refusals = None           # the refusals module, in a sandboxed kernel
+        # A child may hold fds 1/2 (a subprocess, a fork): they get fresh pipes before
+        # the next cell, so that what the child writes later is not that cell's.
+        self._child_started = False
 
         self._redirect_fds()
         self._patch_process()
@@ -160,15 +163,16 @@ class Kernel:
         _start_thread.original = threading.Thread.start
         threading.Thread.start = _start_thread
         os._exit = _exit_process
-        # Text printed before a child starts must reach its pipe first.
+        # Text printed before a child starts must reach its pipe first, and the
+        # pipes a child may keep are replaced before the next cell.
+        before_child = self._before_child
         for name in ("system", "posix_spawn", "posix_spawnp"):
             if hasattr(os, name):
-                setattr(os, name, flushing_first(getattr(os, name), self._output))
-        output = self._output
-        os.write = write_after_pending(os.write, output)
+                setattr(os, name, flushing_first(getattr(os, name), before_child))
+        os.write = write_after_pending(os.write, self._output, self._late_write)
 
         def patch_fork_exec(module):    # subprocess starts children with this
-            module.fork_exec = flushing_first(module.fork_exec, output)
+            module.fork_exec = flushing_first(module.fork_exec, before_child)
 
         def patch_getpass(module):      # rather than open /dev/tty
             module.getpass = refuse_getpass
@@ -178,7 +182,7 @@ class Kernel:
                    "matplotlib.pyplot": lazy.patch_pyplot}
         patches.update(dict.fromkeys(lazy.NOTEBOOK_MODULES, lazy.patch_for_notebook))
         PatchOnImport.install(patches)
-        os.register_at_fork(before=self._output.flush,
+        os.register_at_fork(before=before_child,
                             after_in_child=self._after_fork_in_child)
         try:
             import faulthandler     # builtin; a crash leaves a trace for the host
@@ -190,6 +194,36 @@ class Kernel:
 
     def _get_running(self):
         return self.running
+
+    def _before_child(self):
+        self._child_started = True
+        self._output.flush()
+
+    def _renew_pipes(self):
+        """Give fds 1/2 fresh pipes if a child may still hold the current ones:
+        one was started (through Python's calls) since they were made.  Not
+        after every cell: that cost each cell ~0.1 ms (bench/late_output.js)."""
+        if not self._child_started:
+            return
+        self._child_started = False
+        for capture in self._captures:
+            try:
+                capture.renew()
+            except OSError as exc:
+                diag("cannot renew the %s pipe: %s" % (capture.stream, exc))
+
+    def _late_write(self, fd, data):
+        """os.write(1 or 2) by a thread of an ended cell: the bytes become that
+        cell's text, so they are late output and not the running cell's (fd 1/2
+        is the running cell's pipe).  None when they are written as they are."""
+        run = getattr(_current_thread(), RUN_ATTR, _UNSET)
+        if run is _UNSET or run == self.running or self._forked:
+            return None
+        if not self._captures[fd - 1].owns_fd():
+            return None     # a file the cell put in fd 1/2's place
+        view = memoryview(data)     # a TypeError for what os.write refuses
+        self._streams[fd].write(bytes(view).decode("utf-8", "replace"))
+        return view.nbytes
 
     # ending
 
@@ -544,6 +578,8 @@ class Kernel:
         else:
             filename = "<hidden cell %d>" % next(self._hidden_cells)
         self._stdin_requested = False
+        if self._child_started:     # a child started between cells
+            self._renew_pipes()
         self.running = run
         self._main_thread.__dict__[RUN_ATTR] = run
         refusals = self._refusals
@@ -588,6 +624,7 @@ class Kernel:
         if not self._forked:
             # What this cell broke is mended for the next, after its `done` is out.
             self._repair_streams()
+            self._renew_pipes()
 
     @staticmethod
     def _figures_may_show():

@@ -52,21 +52,27 @@ class _PatchingLoader:
         self._patch(module)
 
 
-def flushing_first(start_child, output):
-    """Wrap a function that starts a child so pending output goes first."""
+def flushing_first(start_child, before):
+    """Wrap a function that starts a child so *before* (which sends pending
+    output) runs first."""
     def call(*args, **kwargs):
-        output.flush()
+        before()
         return start_child(*args, **kwargs)
     call.__name__ = call.__qualname__ = start_child.__name__
     call.__doc__ = start_child.__doc__
     return call
 
 
-def write_after_pending(write, output):
-    """os.write() for cells: bytes for fd 1/2 go after text printed before them."""
+def write_after_pending(write, output, late_write):
+    """os.write() for cells: bytes for fd 1/2 go after text printed before them,
+    and *late_write* may take them instead (returning the count written)."""
     def call(fd, data):
-        if (fd == 1 or fd == 2) and output.pending_chars:
-            output.flush()
+        if fd == 1 or fd == 2:
+            if output.pending_chars:
+                output.flush()
+            written = late_write(fd, data)
+            if written is not None:
+                return written
         return write(fd, data)
     call.__name__ = call.__qualname__ = "write"
     call.__doc__ = write.__doc__

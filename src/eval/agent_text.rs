@@ -65,6 +65,11 @@ pub struct AgentText {
     json: Vec<Value>,
     statuses: Vec<(String, Value)>,
     live: Option<String>,
+    /// Late output is being shown (its marker line is out, its end line is not).
+    /// Across cells: a cell's late text may be the last before the next cell's own.
+    in_late: bool,
+    /// The text so far ends a line (or is empty).
+    not_at_line_start: bool,
     cell: CellState,
 }
 
@@ -76,14 +81,13 @@ struct CellState {
     revisable: Revisable,
     /// Where the images and JSON of each kept display id start.
     data_at: HashMap<String, Vec<(usize, usize)>>,
-    /// Late output is being shown (its marker line is out).
-    in_late: bool,
-    /// The text so far ends a line (or is empty).
-    not_at_line_start: bool,
 }
 
 /// The line before output that arrived after its own cell had ended.
 const LATE_MARKER: &str = "[late output from an earlier cell]\n";
+/// The line after it, before text that is not late (the running cell's own output, an
+/// error, a host line), so that text is not read as part of the late block.
+const LATE_END_MARKER: &str = "[end of late output]\n";
 
 impl AgentText {
     pub fn new(options: AgentTextOptions) -> Self {
@@ -98,6 +102,8 @@ impl AgentText {
             json: Vec::new(),
             statuses: Vec::new(),
             live: options.live.then(String::new),
+            in_late: false,
+            not_at_line_start: false,
             cell: CellState::default(),
         }
     }
@@ -106,18 +112,13 @@ impl AgentText {
     pub fn add(&mut self, event: &KernelEvent) {
         match event {
             KernelEvent::Stdout(text) | KernelEvent::Stderr(text) => {
-                self.cell.in_late = false;
+                self.end_late();
                 self.push_stream(text);
             }
             KernelEvent::Late { text, .. } => {
-                if !self.cell.in_late {
-                    self.cell.in_late = true;
-                    let marker = if self.cell.not_at_line_start {
-                        format!("\n{LATE_MARKER}")
-                    } else {
-                        LATE_MARKER.to_string()
-                    };
-                    self.push_stream(&marker);
+                if !self.in_late && !text.is_empty() {
+                    self.in_late = true;
+                    self.push_stream(&self.on_a_line_of_its_own(LATE_MARKER));
                 }
                 self.push_stream(text);
             }
@@ -148,6 +149,7 @@ impl AgentText {
                 });
             }
             KernelEvent::Error(error) => {
+                self.end_late();
                 let traceback = error.traceback.concat();
                 let text = if traceback.trim().is_empty() {
                     format!("{}: {}", error.ename, error.evalue)
@@ -164,8 +166,25 @@ impl AgentText {
 
     /// Raw text of a stream (a shell command's stdout, say), as a cell's stdout.
     pub fn push_text(&mut self, text: &str) {
-        self.cell.in_late = false;
+        self.end_late();
         self.push_stream(text);
+    }
+
+    /// Closes a late block with its end line, before text that is not late.
+    fn end_late(&mut self) {
+        if self.in_late {
+            self.in_late = false;
+            self.push_stream(&self.on_a_line_of_its_own(LATE_END_MARKER));
+        }
+    }
+
+    /// `line`, after a line break if the text so far ends inside a line.
+    fn on_a_line_of_its_own(&self, line: &str) -> String {
+        if self.not_at_line_start {
+            format!("\n{line}")
+        } else {
+            line.to_string()
+        }
     }
 
     /// The current cell ended: its text is final, and the next cell starts afresh.
@@ -181,6 +200,7 @@ impl AgentText {
 
     /// A line of the host's (such as `Command exited with code 1`), after every cell.
     pub fn push_closing_line(&mut self, line: &str) {
+        self.end_late();
         self.end_cell();
         let line = sanitize(line);
         self.has_text = true;
@@ -247,9 +267,9 @@ impl AgentText {
             line.push('\n');
         }
         if !line.is_empty() {
+            self.end_late();
             self.flush_line();
-            self.cell.not_at_line_start = false;
-            self.cell.in_late = false;
+            self.not_at_line_start = false;
             self.emit_live(&line);
         }
         let (text, has_text) = (&mut self.text, &mut self.has_text);
@@ -297,7 +317,7 @@ impl AgentText {
     /// Raw stream text through the sanitizer, into the cell's revisable text.
     fn push_stream(&mut self, raw: &str) {
         if let Some(last) = raw.chars().last() {
-            self.cell.not_at_line_start = last != '\n';
+            self.not_at_line_start = last != '\n';
         }
         let mut clean = String::new();
         self.sanitizer.push(raw, &mut clean);
@@ -421,6 +441,82 @@ mod tests {
         );
         let saved = std::fs::read_to_string(dir.path().join("call-1.txt")).unwrap();
         assert_eq!(saved, text);
+    }
+
+    fn late(text: &str) -> KernelEvent {
+        KernelEvent::Late {
+            stderr: false,
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn a_late_block_ends_before_the_running_cells_own_output() {
+        let mut v = builder(true);
+        v.add(&late("tick 1\n"));
+        v.add(&late("tick 2\n"));
+        v.add(&KernelEvent::Stdout("mine\n".into()));
+        v.add(&late("tick 3\n"));
+        v.add(&KernelEvent::Stderr("warn\n".into()));
+        let live = v.take_live();
+        let out = v.finish();
+        assert_eq!(
+            out.body,
+            "[late output from an earlier cell]\ntick 1\ntick 2\n[end of late output]\nmine\n\
+             [late output from an earlier cell]\ntick 3\n[end of late output]\nwarn\n"
+        );
+        assert_eq!(live, out.body);
+    }
+
+    #[test]
+    fn a_late_block_at_the_end_of_the_text_needs_no_end_line() {
+        let mut v = builder(false);
+        v.add(&KernelEvent::Stdout("mine\n".into()));
+        v.add(&late("tick\n"));
+        assert_eq!(
+            v.finish().body,
+            "mine\n[late output from an earlier cell]\ntick\n"
+        );
+    }
+
+    #[test]
+    fn the_end_line_is_a_line_of_its_own_after_an_unfinished_late_line() {
+        let mut v = builder(false);
+        v.add(&KernelEvent::Stdout("own".into()));
+        v.add(&late("half"));
+        v.add(&KernelEvent::Stdout("more\n".into()));
+        assert_eq!(
+            v.finish().body,
+            "own\n[late output from an earlier cell]\nhalf\n[end of late output]\nmore\n"
+        );
+    }
+
+    /// The late text that closed one cell is not continued by the next cell's own text,
+    /// nor by an error, a result or the host's closing line.
+    #[test]
+    fn the_late_block_ends_across_cells_and_before_errors_results_and_host_lines() {
+        let mut v = builder(false);
+        v.add(&late("a\n"));
+        v.end_cell();
+        v.add(&KernelEvent::Stdout("next cell\n".into()));
+        v.add(&late("b\n"));
+        v.add(&KernelEvent::Error(crate::wire::events::ErrorInfo {
+            ename: "ValueError".into(),
+            evalue: "x".into(),
+            traceback: vec![],
+        }));
+        v.add(&late("c\n"));
+        v.add(&KernelEvent::Result(serde_json::json!({"text/plain": "2"})));
+        v.add(&late("d\n"));
+        v.push_closing_line("Command exited with code 1\n");
+        let (start, end) = (LATE_MARKER, LATE_END_MARKER);
+        assert_eq!(
+            v.finish().body,
+            format!(
+                "{start}a\n{end}next cell\n{start}b\n{end}ValueError: x\n\
+                 {start}c\n{end}2\n{start}d\n{end}Command exited with code 1\n"
+            )
+        );
     }
 
     /// `images` and `json` keep the data of the displays the cell's result keeps, by the
