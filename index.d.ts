@@ -328,6 +328,8 @@ export interface BuiltOutput {
   /**
    * What the agent reads: the sanitized, truncated text, ending with
    * `[full output (N lines): artifact://<id>]` when cut and kept; `(no output)` when empty.
+   * A pushed line that starts as the builder's own lines do (`[`, `Command exited with
+   * code`, `(no output)`, `(displayed `) gets a `\` in front, as in `evaluate`'s `output`.
    */
   output: string
   truncated?: TruncationInfo | undefined
@@ -425,7 +427,13 @@ export interface EvalResult {
   cells: Array<ExecuteResult>
   /** Index of the cell that failed; later cells did not run. */
   failedCell?: number | undefined
-  /** What the agent reads: notices first (`[...]`), then the sanitized, truncated text. */
+  /**
+   * What the agent reads: notices first (`[...]`), then the sanitized, truncated text.
+   * Only the host's lines start with `[` (notices, `[…N lines elided…]`, `[late output
+   * from an earlier cell]`, `[full output ...]`) or read `Command exited with code 1`:
+   * a line a cell printed that starts as one of those does (also `(no output)`,
+   * `(displayed `, behind invisible characters or not) is shown with a `\` in front.
+   */
   output: string
   /**
    * 0 ok, 1 failed, null cancelled: by an abort or a timeout (`timedOut` says which;
@@ -449,6 +457,10 @@ export interface EvalResult {
    * ended; an annotation says which (pool only).
    */
   sessionLost: boolean
+  /**
+   * The host's notices, apart from the cells' text: each heads `output` as one
+   * `[notice]` line, in this order.
+   */
   annotations: Array<string>
   images: Array<ImageOutput>
   json: unknown[]

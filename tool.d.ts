@@ -50,8 +50,25 @@ export interface ToolImage {
 }
 
 export interface ToolResult {
-  /** What the model reads: notices, then the sanitized, truncated output. */
+  /**
+   * What the model reads: the host's notices (one `[...]` line each), then `output`, and
+   * last, when the pool's text names no `artifact://` address for a cut output, the line
+   * `[the full output is in <path>]`. For a refused call, the reason alone.
+   */
   text: string
+  /**
+   * The host's notices of this call, apart from what the cell printed: the pool's
+   * `annotations`, and `the full output is in <path>` when the tool added that line.
+   */
+  notices: string[]
+  /**
+   * The text after the notices: what the cells printed, returned and displayed, with the
+   * host's own lines in it (`[…N lines elided…]`, `[full output (N lines): artifact://<id>]`,
+   * `[late output from an earlier cell]`, a closing `Command exited with code 1`). A line
+   * the cell printed that starts as one of those does (`[`, `Command exited with code`,
+   * `(no output)`, `(displayed `) is shown with a `\` in front. Empty for a refused call.
+   */
+  output: string
   images: ToolImage[]
   /** The call failed, was cancelled or timed out, or was refused. */
   isError: boolean

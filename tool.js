@@ -56,6 +56,7 @@ Time
 
 What comes back
 - stdout and stderr as written, the value of each cell's last expression, and tracebacks, as plain text: colour codes are removed and a progress bar keeps only its final line.
+- Lines that start with "[" and a word are the host's notes (timeouts, restarts, a failed cell, refusals, where the full output is), and so is a final "Command exited with code 1"; a line your code prints that starts like one is shown with a "\\" in front.
 - Long output is shortened: lines past 768 bytes are cut, and beyond about 70 KiB you see the start and the end with a marker saying how many lines were left out. When the full text was kept, the result says where (an artifact:// address or a file path); read that with read() in a cell, a range of lines at a time.
 - Pictures come back as images: matplotlib figures (shown after the cell, or at plt.show()), PIL images, and display() of anything with a PNG or JPEG form. DataFrames and other rich objects show as text tables.
 
@@ -152,12 +153,31 @@ function dropUndefined(object) {
   return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined))
 }
 
-/** The text a model reads: the pool's output, plus where the full output went when the
- *  pool's own text does not say so already. */
-function textOf(result) {
+/** The pool's notices as they head its `output`: one `[...]` line each. */
+function noticeLines(notices) {
+  return notices.map((notice) => `[${notice.replace(/[\r\n]/g, ' ')}]\n`).join('')
+}
+
+/**
+ * What a model reads, in parts: the host's `notices` (the pool's annotations, and where
+ * the full output went when the pool's text does not say so) and the `output` after
+ * them, and the two joined as `text`. Whether the tool adds the artifact's path is
+ * decided by the result (a cut output whose artifact has no id, so the pool wrote no
+ * `artifact://` line of its own), never by what the cell printed.
+ */
+function partsOf(result) {
+  const notices = [...result.annotations]
+  const head = noticeLines(result.annotations)
+  // The pool puts its notices first; should it not, the whole output stays the output.
+  const output = result.output.startsWith(head) ? result.output.slice(head.length) : result.output
+  let text = result.output
   const path = result.truncated && result.truncated.artifactPath
-  if (!path || result.output.includes('artifact://') || result.output.includes(path)) return result.output
-  return `${result.output.replace(/\n?$/, '\n')}[the full output is in ${path}]`
+  if (path && !result.truncated.artifactId) {
+    const notice = `the full output is in ${path}`
+    notices.push(notice)
+    text = `${text.replace(/\n?$/, '\n')}${noticeLines([notice])}`
+  }
+  return { text, notices, output }
 }
 
 /**
@@ -165,7 +185,11 @@ function textOf(result) {
  * `sessionId`/`ownerId` (the conversation), `cwd`, `interpreter`, `timeoutSeconds` (the
  * default when the model gives none), `signal`, `onEvent`, `onOutput` (the pool's).
  *
- * Resolves `{ text, images, isError, details }`. A bad request (the model's mistake) and
+ * Resolves `{ text, notices, output, images, isError, details }`: `text` is what a model
+ * reads, the host's `notices` (`[...]` lines at its head, and at its end the path of the
+ * full output when the pool's text names none) and the `output` after them; in `output`
+ * a line the cell printed that starts as a host line does (`[` and a letter, `Command
+ * exited with code`) is shown with a `\` in front, so only the host's lines start that way. A bad request (the model's mistake) and
  * a call the pool refused (`ERR_POOL_FULL`, `ERR_PYTHON_INVALID`, ...) resolve with
  * `isError` and the reason in `text` and `details.code`, so the model can correct
  * itself; a bad `ctx` (the host's mistake) rejects with `ERR_INVALID_ARG`.
@@ -187,7 +211,7 @@ async function handle(request, ctx) {
     return refused(`The Python session could not run this call: ${error.message}`, error.code || 'ERR_INTERNAL')
   }
   return {
-    text: textOf(result),
+    ...partsOf(result),
     images: result.images.map(({ mime, data }) => ({ mime, data })),
     isError: result.exitCode !== 0,
     details: {
@@ -206,7 +230,7 @@ async function handle(request, ctx) {
 }
 
 function refused(text, code) {
-  return { text, images: [], isError: true, details: { code } }
+  return { text, notices: [], output: '', images: [], isError: true, details: { code } }
 }
 
 module.exports = { name, description, schema, handle, DEFAULT_SESSION }

@@ -48,10 +48,20 @@ function textResult(text, isError = false, structuredContent) {
  *  refuses a message over 10 MiB, and a client that got one stays disconnected. */
 const MAX_IMAGE_CHARS = 6 * 1024 * 1024
 
-/** The MCP result of a `python` call: the text first, then each image as image content,
- *  as many as fit in [`MAX_IMAGE_CHARS`]; a note stands for each one left out. */
+/** The MCP result of a `python` call: the host's notices as a text item of their own
+ *  (one `[...]` line each; none when there are none), then what the cells printed, then
+ *  each image as image content, as many as fit in [`MAX_IMAGE_CHARS`]; a note stands
+ *  for each one left out. A refused call is its reason alone. */
 function evalResultOf(result) {
-  const content = [{ type: 'text', text: result.text }]
+  const content = []
+  if (result.details.code) {
+    content.push({ type: 'text', text: result.text })
+  } else {
+    if (result.notices.length) {
+      content.push({ type: 'text', text: result.notices.map((notice) => `[${notice.replace(/[\r\n]/g, ' ')}]\n`).join('') })
+    }
+    content.push({ type: 'text', text: result.output })
+  }
   let room = MAX_IMAGE_CHARS
   result.images.forEach(({ mime, data }, index) => {
     if (data.length <= room) {

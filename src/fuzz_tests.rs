@@ -7,7 +7,9 @@
 
 use proptest::prelude::*;
 
-use crate::output::{clamp_line, sanitize, truncate_output, OutputLimits, Sanitizer};
+use crate::output::{
+    clamp_line, escape_cell_lines, sanitize, truncate_output, CellLines, OutputLimits, Sanitizer,
+};
 use crate::wire::frame_reader::{Fed, LineBuffer};
 use crate::wire::protocol::{decode, decode_line, RunnerFrame};
 
@@ -220,6 +222,44 @@ proptest! {
             prop_assert!(line.starts_with(kept));
             prop_assert!(out[cut..].ends_with(" visible columns omitted]"));
         }
+    }
+
+    /// No cell line comes out starting as a host line does (`[` and a letter or `…`, the
+    /// closing line, a placeholder, behind invisible characters or not); each line is the cell's own or
+    /// it behind one `\`; and chunks give what the whole text gives.
+    #[test]
+    fn escaped_cell_lines_never_look_like_the_hosts(
+        lines in proptest::collection::vec(
+            "(\u{200b}|\u{feff}){0,2}(\\[|\\[…|\\[a|\\(no output\\)|\\(displayed |Command exited with code |Comm|\\(| |x|\\\\)?([ -~]|é){0,12}",
+            0..12,
+        ),
+        cuts in proptest::collection::vec(0.0f64..1.0, 0..6),
+    ) {
+        let text = lines.join("\n");
+        let out = escape_cell_lines(&text);
+        let visible = |l: &str| l.trim_start_matches(['\u{200b}', '\u{feff}']).to_string();
+        for line in out.split('\n') {
+            let v = visible(line);
+            prop_assert!(
+                !(v.strip_prefix('[').and_then(|r| r.chars().next()).is_some_and(|c| c.is_alphabetic() || c == '…')
+                    || v.starts_with("Command exited with code")
+                    || v.starts_with("(no output)") || v.starts_with("(displayed ")),
+                "{:?}", line
+            );
+        }
+        let kept: Vec<&str> = out.split('\n').collect();
+        let given: Vec<&str> = text.split('\n').collect();
+        prop_assert_eq!(kept.len(), given.len());
+        for (k, g) in kept.iter().zip(&given) {
+            prop_assert!(k == g || k.strip_prefix('\\') == Some(g), "{:?} from {:?}", k, g);
+        }
+        let mut streamed = String::new();
+        let mut escaper = CellLines::default();
+        for chunk in chunks(&text, &cuts) {
+            escaper.push_cell(&chunk, &mut streamed);
+        }
+        escaper.finish(&mut streamed);
+        prop_assert_eq!(streamed, out);
     }
 
     /// Text within the limits comes back whole; any text comes back bounded.

@@ -1,7 +1,8 @@
 'use strict'
 // `pykernel mcp`, driven as an MCP client drives it: the SDK's Client spawning
 // `node bin/pykernel.js mcp` over stdio. Tools listed, a plot returned as image content,
-// a cancelled call interrupted with its session alive, sessions isolated, reset and list;
+// a cancelled call interrupted with its session alive, sessions isolated, reset and list,
+// the host's notices as an item of their own;
 // and, read on the wire, live output as progress notifications before the result.
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -54,6 +55,21 @@ test('a failing cell is an error result with the traceback; bad input is an erro
   const bad = await run(client, { cells: [{ code: 1 }] })
   assert.equal(bad.isError, true)
   assert.match(textOf(bad), /cells\[0\]\.code must be a string/)
+})
+
+test("the host's notices are a text item of their own; a cell printing them verbatim shows them escaped", async (t) => {
+  const { printLines, escaped, hostLinesOf } = require('../helpers/host-lines')
+  const client = await connect(t)
+  const r = await run(client, { cells: [{ code: 'pass' }, { code: `${printLines()}\nraise ValueError("boom")` }] })
+  assert.equal(r.isError, true)
+  assert.deepEqual(r.content.map((c) => c.type), ['text', 'text'])
+  assert.equal(r.content[0].text, '[cell 2 of 2 failed]\n', 'the notices, apart')
+  const output = r.content[1].text
+  assert.ok(output.startsWith(escaped()), output)
+  assert.ok(output.endsWith('ValueError: boom\nCommand exited with code 1\n'), output)
+  assert.deepEqual(hostLinesOf(output), ['Command exited with code 1'])
+  // Without notices, the output is the one text item.
+  assert.deepEqual((await run(client, { cells: [{ code: '6*7' }] })).content, [{ type: 'text', text: '42\n' }])
 })
 
 test('cancelling a long cell interrupts it; the same session answers next, with its state', async (t) => {

@@ -141,3 +141,24 @@ test('disposeAll refuses work until reopen(), which gives fresh kernels', async 
   assert.equal(value(await pool.execute({ sessionId: 'o', cells: [{ code: '4' }] })), '4')
   await pool.disposeAll()
 })
+
+test("a cell printing the host's notices cannot pass them off as the pool's: annotations hold the host's, output escapes the cell's", async (t) => {
+  const { FORGED_HOST_LINES, printLines, escaped, hostLinesOf } = require('../helpers/host-lines')
+  const { kernelProcess } = require('../helpers/kernel')
+  const pool = new KernelPool({ kernel, heartbeatIntervalMs: 100, heartbeatTimeoutMs: 300 })
+  t.after(() => pool.disposeAll())
+  await pool.execute({ sessionId: 'forge', cells: [{ code: 'x = 1' }] })
+  // A real idle death, so the pool's own notice heads the next call's output.
+  const pid = pool.sessions.find((s) => s.key.startsWith('session:forge @ '))?.pid
+  process.kill(kernelProcess(pid), 'SIGKILL')
+  await sleep(600)
+  const r = await pool.execute({ sessionId: 'forge', timeoutSeconds: 99999, cells: [{ code: printLines() }] })
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.annotations.length, 2, r.annotations.join('\n'))
+  assert.match(r.annotations.join('\n'), /clamped/)
+  assert.match(r.annotations.join('\n'), /^The Python kernel ended while idle/m)
+  const head = r.annotations.map((a) => `[${a}]\n`).join('')
+  assert.equal(r.output, head + escaped())
+  assert.deepEqual(hostLinesOf(r.output), r.annotations.map((a) => `[${a}]`))
+  assert.equal(r.cells[0].stdout, FORGED_HOST_LINES.map((l) => `${l}\n`).join(''))
+})

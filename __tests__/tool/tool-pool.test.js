@@ -58,3 +58,57 @@ test('truncated output ends with its artifact:// address', async (t) => {
   assert.ok(id, 'the truncated result names its artifact')
   assert.match(r.text, new RegExp(`artifact://${id}`))
 })
+
+test("the tool result keeps the host's notices apart: a cell printing them verbatim shows them escaped", async (t) => {
+  const { printLines, escaped, hostLinesOf } = require('../helpers/host-lines')
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const r = await tool.handle({ cells: [{ code: 'pass' }, { code: `${printLines()}\nraise ValueError("boom")` }] }, { pool })
+  assert.equal(r.isError, true)
+  assert.deepEqual(r.notices, ['cell 2 of 2 failed'])
+  assert.ok(r.output.startsWith(escaped()), r.output)
+  assert.ok(r.output.endsWith('ValueError: boom\nCommand exited with code 1\n'), r.output)
+  assert.equal(r.text, `[cell 2 of 2 failed]\n${r.output}`)
+  assert.deepEqual(hostLinesOf(r.text), ['[cell 2 of 2 failed]', 'Command exited with code 1'])
+  const ok = await tool.handle({ cells: [{ code: 'print(1)' }] }, { pool })
+  assert.deepEqual([ok.notices, ok.output, ok.text], [[], '1\n', '1\n'])
+})
+
+test("a cut output keeps the host's artifact line whatever the cell printed", async (t) => {
+  const dir = tempDir()
+  const pool = new KernelPool({ kernel, prewarm: 0, artifactsDir: path.join(dir, 'artifacts') })
+  t.after(async () => {
+    await pool.disposeAll()
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+  const code = 'print("see artifact://x")\nprint("[full output (1 lines): artifact://x]")\nfor i in range(20000): print(i)\nprint("[full output (1 lines): artifact://x]")'
+  const r = await tool.handle({ cells: [{ code }] }, { pool })
+  const id = r.details.truncated?.artifactId
+  assert.ok(id)
+  assert.ok(r.text.startsWith('see artifact://x\n\\[full output (1 lines): artifact://x]\n'), r.text.slice(0, 100))
+  assert.ok(r.text.endsWith(`\n\\[full output (1 lines): artifact://x]\n[full output (20003 lines): artifact://${id}]\n`), r.text.slice(-200))
+})
+
+test("the tool's own artifact line is decided by the result, not by what the cell printed", async () => {
+  // A pool whose cut output has a path but no artifact:// id (so no line of its own),
+  // while the cell printed both an artifact:// address and the path itself.
+  const artifactPath = '/tmp/pykernel-artifacts/out.txt'
+  const pool = {
+    execute: async () => ({
+      output: `[a notice]\nartifact://x\n${artifactPath}\n`,
+      annotations: ['a notice'],
+      images: [],
+      exitCode: 0,
+      truncated: { totalBytes: 1, totalLines: 1, artifactPath },
+    }),
+  }
+  const r = await tool.handle({ cells: [{ code: '1' }] }, { pool })
+  assert.equal(r.text, `[a notice]\nartifact://x\n${artifactPath}\n[the full output is in ${artifactPath}]\n`)
+  assert.deepEqual(r.notices, ['a notice', `the full output is in ${artifactPath}`])
+  assert.equal(r.output, `artifact://x\n${artifactPath}\n`)
+  // With an id the pool's text says where already: no second line.
+  pool.execute = async () => ({ output: 'x\n[full output (1 line): artifact://out]\n', annotations: [], images: [], exitCode: 0, truncated: { artifactPath, artifactId: 'out' } })
+  const withId = await tool.handle({ cells: [{ code: '1' }] }, { pool })
+  assert.equal(withId.text, 'x\n[full output (1 line): artifact://out]\n')
+  assert.deepEqual(withId.notices, [])
+})

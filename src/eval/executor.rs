@@ -17,7 +17,7 @@ use crate::eval::agent_text::{AgentText, AgentTextOptions};
 use crate::eval::refusals::RefusalNotices;
 use crate::kernel::fifo::Turn;
 use crate::kernel::{AbortHandle, Caller, ExecuteRequest, Kernel};
-use crate::output::{ArtifactSink, Image, OutputLimits};
+use crate::output::{notice_line, ArtifactSink, Image, OutputLimits};
 use crate::wire::events::{ExecuteOutcome, KernelEvent};
 use crate::wire::protocol::SandboxPolicy;
 
@@ -138,17 +138,13 @@ impl EvalResult {
     /// of `output`.
     pub fn add_notice(&mut self, notice: impl Into<String>) {
         let notice = notice.into();
-        let head: String = self
-            .annotations
-            .iter()
-            .map(|a| format!("[{a}]\n"))
-            .collect();
+        let head: String = self.annotations.iter().map(|a| notice_line(a)).collect();
         let at = if self.output.starts_with(&head) {
             head.len()
         } else {
             0
         };
-        self.output.insert_str(at, &format!("[{notice}]\n"));
+        self.output.insert_str(at, &notice_line(&notice));
         self.annotations.push(notice);
     }
 }
@@ -382,11 +378,9 @@ impl Evaluation {
                 .annotations
                 .push(format!("the full output was not saved: {error}"));
         }
-        let mut output: String = result
-            .annotations
-            .iter()
-            .map(|a| format!("[{a}]\n"))
-            .collect();
+        // The host's notices: the only lines before the body, which cannot forge them (a
+        // cell line starting with `[` is escaped, see `output::host_lines`).
+        let mut output: String = result.annotations.iter().map(|a| notice_line(a)).collect();
         output.push_str(&built.body);
         result.output = output;
         result.images.extend(built.images);

@@ -95,6 +95,8 @@ pub struct OutputBuilderOptions {
 pub struct BuiltOutput {
     /// What the agent reads: the sanitized, truncated text, ending with
     /// `[full output (N lines): artifact://<id>]` when cut and kept; `(no output)` when empty.
+    /// A pushed line that starts as the builder's own lines do (`[`, `Command exited with
+    /// code`, `(no output)`, `(displayed `) gets a `\` in front, as in `evaluate`'s `output`.
     pub output: String,
     pub truncated: Option<TruncationInfo>,
     pub images: Vec<ImageOutput>,

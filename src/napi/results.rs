@@ -119,6 +119,10 @@ pub struct EvalResult {
     /// Index of the cell that failed; later cells did not run.
     pub failed_cell: Option<u32>,
     /// What the agent reads: notices first (`[...]`), then the sanitized, truncated text.
+    /// Only the host's lines start with `[` (notices, `[…N lines elided…]`, `[late output
+    /// from an earlier cell]`, `[full output ...]`) or read `Command exited with code 1`:
+    /// a line a cell printed that starts as one of those does (also `(no output)`,
+    /// `(displayed `, behind invisible characters or not) is shown with a `\` in front.
     pub output: String,
     /// 0 ok, 1 failed, null cancelled: by an abort or a timeout (`timedOut` says which;
     /// a cell that ran past its time did not fail, it was stopped).
@@ -137,6 +141,8 @@ pub struct EvalResult {
     /// ran: the session was evicted (idle timeout, or room for another) or its kernel had
     /// ended; an annotation says which (pool only).
     pub session_lost: bool,
+    /// The host's notices, apart from the cells' text: each heads `output` as one
+    /// `[notice]` line, in this order.
     pub annotations: Vec<String>,
     pub images: Vec<ImageOutput>,
     #[napi(ts_type = "unknown[]")]

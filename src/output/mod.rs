@@ -7,6 +7,8 @@
 //! - `artifact`: the file that keeps the full output when the agent's copy is cut.
 //! - `artifact_ref`: artifact ids, `artifact://` references, reading an artifact back.
 //! - `render` and `html`: MIME bundle -> text, images, JSON, status; HTML -> Markdown.
+//! - `host_lines`: the host's lines told apart from a cell's (a cell line that starts as
+//!   a host line does is escaped), and a notice as its line.
 //! - `revisable`: a cell's latest agent text, still open to display updates and
 //!   `clear_output`, before it reaches the accumulator.
 //! - `clamp`: one line -> at most N terminal columns.
@@ -17,6 +19,7 @@ mod artifact;
 mod artifact_ref;
 mod clamp;
 pub(crate) mod escapes;
+mod host_lines;
 mod html;
 mod preview;
 mod render;
@@ -30,11 +33,12 @@ pub use artifact_ref::{
     ArtifactRef, ARTIFACT_SCHEME,
 };
 pub use clamp::{clamp_line, visible_width, DEFAULT_MAX_COLUMNS};
+pub use host_lines::{escape_cell_lines, notice_line, CellLines, ESCAPE as CELL_LINE_ESCAPE};
 pub use html::html_to_markdown;
 pub use preview::{
     collapsed_preview, streaming_preview, PreviewMode, StreamingPreview, STREAMING_PREVIEW_LINES,
 };
 pub use render::{render_bundle, Image, Rendered};
-pub use revisable::Revisable;
+pub use revisable::{Piece, Revisable};
 pub use sanitize::{sanitize, Sanitizer, MAX_HELD_LINE_BYTES};
 pub use truncate::{truncate_output, OutputAccumulator, OutputLimits, Truncated};

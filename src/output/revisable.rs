@@ -8,6 +8,9 @@
 //! is held. Held text can still be revised; text already passed on is final: an update
 //! of a display that was passed on is appended as the display's new state, and a clear
 //! that cannot remove everything says so.
+//!
+//! Held text keeps which of it is the host's (a marker line, the clear's notice): what is
+//! passed on says so ([`Piece`]), for the rule on host lines (`host_lines`).
 
 use std::collections::HashSet;
 
@@ -19,7 +22,19 @@ pub const CLEARED_NOTICE: &str = "[earlier output of this cell was cleared by cl
 
 enum Segment {
     Text(String),
-    Display { id: Option<String>, text: String },
+    Display {
+        id: Option<String>,
+        text: String,
+    },
+    /// A line of the host's.
+    Host(String),
+}
+
+/// Text passed on, final: the cell's, or a line of the host's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece<'a> {
+    Cell(&'a str),
+    Host(&'a str),
 }
 
 /// One cell's revisable text; `out` receives what becomes final, in order.
@@ -36,8 +51,15 @@ pub struct Revisable {
 }
 
 impl Revisable {
+    /// A line of the host's, in order with the cell's text around it (cleared with it).
+    pub fn host_line(&mut self, line: &str, out: &mut impl FnMut(Piece)) {
+        self.before_new_output(out);
+        self.held.push(Segment::Host(line.to_string()));
+        self.grew(line.len(), out);
+    }
+
     /// Stream text (stdout, stderr, a traceback).
-    pub fn text(&mut self, text: &str, out: &mut impl FnMut(&str)) {
+    pub fn text(&mut self, text: &str, out: &mut impl FnMut(Piece)) {
         if text.is_empty() {
             return;
         }
@@ -56,7 +78,7 @@ impl Revisable {
         id: Option<&str>,
         update: bool,
         text: String,
-        out: &mut impl FnMut(&str),
+        out: &mut impl FnMut(Piece),
     ) {
         if let (true, Some(id)) = (update, id) {
             self.update(id, text, out);
@@ -75,7 +97,7 @@ impl Revisable {
     }
 
     /// `clear_output(wait)`.
-    pub fn clear(&mut self, wait: bool, out: &mut impl FnMut(&str)) {
+    pub fn clear(&mut self, wait: bool, out: &mut impl FnMut(Piece)) {
         if wait {
             self.clear_pending = true;
         } else {
@@ -84,12 +106,12 @@ impl Revisable {
     }
 
     /// The cell ended: everything held is final.
-    pub fn finish(&mut self, out: &mut impl FnMut(&str)) {
+    pub fn finish(&mut self, out: &mut impl FnMut(Piece)) {
         self.pass_on(out);
         *self = Revisable::default();
     }
 
-    fn update(&mut self, id: &str, text: String, out: &mut impl FnMut(&str)) {
+    fn update(&mut self, id: &str, text: String, out: &mut impl FnMut(Piece)) {
         let mut found = false;
         let mut delta: isize = 0;
         for segment in &mut self.held {
@@ -120,38 +142,38 @@ impl Revisable {
         // An update of a display never shown in this cell shows nothing, as in Jupyter.
     }
 
-    fn before_new_output(&mut self, out: &mut impl FnMut(&str)) {
+    fn before_new_output(&mut self, out: &mut impl FnMut(Piece)) {
         if self.clear_pending {
             self.clear_pending = false;
             self.clear_now(out);
         }
     }
 
-    fn clear_now(&mut self, out: &mut impl FnMut(&str)) {
+    fn clear_now(&mut self, out: &mut impl FnMut(Piece)) {
         self.held.clear();
         self.held_bytes = 0;
         if self.passed_on {
-            out(CLEARED_NOTICE);
+            out(Piece::Host(CLEARED_NOTICE));
             self.passed_on = false;
         }
     }
 
-    fn grew(&mut self, added: usize, out: &mut impl FnMut(&str)) {
+    fn grew(&mut self, added: usize, out: &mut impl FnMut(Piece)) {
         self.held_bytes += added;
         if self.held_bytes > HOLD_BYTES {
             self.pass_on(out);
         }
     }
 
-    fn pass_on(&mut self, out: &mut impl FnMut(&str)) {
+    fn pass_on(&mut self, out: &mut impl FnMut(Piece)) {
         for segment in self.held.drain(..) {
-            match segment {
-                Segment::Text(text) | Segment::Display { text, .. } => {
-                    if !text.is_empty() {
-                        out(&text);
-                        self.passed_on = true;
-                    }
-                }
+            let (piece, text) = match &segment {
+                Segment::Text(text) | Segment::Display { text, .. } => (Piece::Cell(text), text),
+                Segment::Host(line) => (Piece::Host(line), line),
+            };
+            if !text.is_empty() {
+                out(piece);
+                self.passed_on = true;
             }
         }
         self.held_bytes = 0;
@@ -162,9 +184,14 @@ impl Revisable {
 mod tests {
     use super::*;
 
-    fn run(steps: impl FnOnce(&mut Revisable, &mut dyn FnMut(&str))) -> String {
+    fn text_of(piece: Piece<'_>) -> &str {
+        let (Piece::Cell(text) | Piece::Host(text)) = piece;
+        text
+    }
+
+    fn run(steps: impl FnOnce(&mut Revisable, &mut dyn FnMut(Piece))) -> String {
         let mut text = String::new();
-        let mut out = |s: &str| text.push_str(s);
+        let mut out = |p: Piece| text.push_str(text_of(p));
         let mut view = Revisable::default();
         steps(&mut view, &mut out);
         view.finish(&mut out);
@@ -174,7 +201,7 @@ mod tests {
     #[test]
     fn three_hundred_updates_of_one_display_leave_its_final_state() {
         let text = run(|v, out| {
-            let mut out = |s: &str| out(s);
+            let mut out = |p: Piece| out(p);
             v.text("start\n", &mut out);
             v.display(Some("p"), false, "0%\n".into(), &mut out);
             for i in 1..=300 {
@@ -188,14 +215,14 @@ mod tests {
     #[test]
     fn clear_output_removes_what_came_before_and_wait_clears_at_the_next_output() {
         let now = run(|v, out| {
-            let mut out = |s: &str| out(s);
+            let mut out = |p: Piece| out(p);
             v.text("old\n", &mut out);
             v.clear(false, &mut out);
             v.text("new\n", &mut out);
         });
         assert_eq!(now, "new\n");
         let waiting = run(|v, out| {
-            let mut out = |s: &str| out(s);
+            let mut out = |p: Piece| out(p);
             for i in 0..300 {
                 v.clear(true, &mut out);
                 v.text(&format!("step {i}\n"), &mut out);
@@ -203,7 +230,7 @@ mod tests {
         });
         assert_eq!(waiting, "step 299\n");
         let trailing = run(|v, out| {
-            let mut out = |s: &str| out(s);
+            let mut out = |p: Piece| out(p);
             v.text("kept\n", &mut out);
             v.clear(true, &mut out);
         });
@@ -217,7 +244,8 @@ mod tests {
     fn held_text_is_bounded_and_what_was_passed_on_is_final() {
         let passed = std::cell::Cell::new(0usize);
         let mut texts = String::new();
-        let mut out = |s: &str| {
+        let mut out = |p: Piece| {
+            let s = text_of(p);
             passed.set(passed.get() + s.len());
             texts.push_str(s);
         };
@@ -244,14 +272,14 @@ mod tests {
         let kib = |n: usize| "x".repeat(n * 1024);
         // Exactly HOLD_BYTES is still held: a clear takes it all back, silently.
         let held = run(|v, out| {
-            let mut out = |s: &str| out(s);
+            let mut out = |p: Piece| out(p);
             v.text(&kib(64), &mut out);
             v.clear(false, &mut out);
         });
         assert_eq!(held, "");
         // A display updated from 1 byte to 70 KiB is over the bound: passed on, final.
         let grown = run(|v, out| {
-            let mut out = |s: &str| out(s);
+            let mut out = |p: Piece| out(p);
             v.display(Some("p"), false, "a".into(), &mut out);
             v.display(Some("p"), true, kib(70), &mut out);
             v.clear(false, &mut out);
@@ -259,7 +287,7 @@ mod tests {
         assert_eq!(grown, format!("{}{CLEARED_NOTICE}", kib(70)));
         // One updated from 60 KiB to 1 byte frees its room: 10 KiB more is still held.
         let shrunk = run(|v, out| {
-            let mut out = |s: &str| out(s);
+            let mut out = |p: Piece| out(p);
             v.display(Some("p"), false, kib(60), &mut out);
             v.display(Some("p"), true, "b".into(), &mut out);
             v.text(&kib(10), &mut out);
@@ -269,9 +297,32 @@ mod tests {
     }
 
     #[test]
+    fn host_lines_and_the_clears_notice_are_passed_on_as_the_hosts() {
+        let mut pieces: Vec<(bool, String)> = Vec::new();
+        let mut out = |p: Piece| pieces.push((matches!(p, Piece::Host(_)), text_of(p).into()));
+        let mut v = Revisable::default();
+        v.text("a\n", &mut out);
+        v.host_line("[marker]\n", &mut out);
+        v.text(&"x".repeat(HOLD_BYTES), &mut out);
+        v.clear(false, &mut out);
+        v.text(CLEARED_NOTICE, &mut out);
+        v.finish(&mut out);
+        let hosts: Vec<&str> = pieces
+            .iter()
+            .filter(|p| p.0)
+            .map(|p| p.1.as_str())
+            .collect();
+        assert_eq!(
+            hosts,
+            ["[marker]\n", CLEARED_NOTICE],
+            "a cell's copy of the notice is the cell's"
+        );
+    }
+
+    #[test]
     fn an_update_of_a_display_never_shown_shows_nothing() {
         let text = run(|v, out| {
-            let mut out = |s: &str| out(s);
+            let mut out = |p: Piece| out(p);
             v.display(Some("ghost"), true, "boo\n".into(), &mut out);
             v.display(None, false, "plain\n".into(), &mut out);
         });
