@@ -344,7 +344,8 @@ export declare function checkPythonKernelAvailability(options?: ResolvePythonOpt
 
 /**
  * Clamps a line to `maxColumns` terminal columns (ANSI sequences count 0, wide characters
- * 2), ending `… [N visible columns omitted]` when cut; the marker fits inside the budget.
+ * 2), ending `… [N visible columns omitted]` when cut; the marker fits inside the budget
+ * (a budget too small for it ends in a bare `…`).
  * The result is also at most 16 bytes per column plus the marker, so zero-width
  * characters and escape sequences cannot make it long.
  * @param maxColumns an integer from 1 to 1,000,000. @default 4000

@@ -7,7 +7,6 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use super::coded_error;
-use crate::start::env::DEFAULT_ENV_PREFIX;
 use crate::store::kv::{self, KvError};
 
 #[napi(object)]
@@ -37,9 +36,8 @@ impl JsKvStore {
         session_id: String,
         options: Option<KvStoreOptions>,
     ) -> Result<Self> {
-        let prefix = options
-            .and_then(|o| o.env_prefix)
-            .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
+        let prefix = super::options::env_prefix(options.and_then(|o| o.env_prefix))
+            .map_err(|err| super::js_error(&env, &err))?;
         let inner = kv::KvStore::open(
             &PathBuf::from(artifacts_dir),
             &kv::file_prefix(&prefix),
