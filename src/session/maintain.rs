@@ -11,7 +11,7 @@ use crate::kernel::fifo::Turn;
 use crate::session::inner::PoolInner;
 use crate::session::key::SessionKey;
 use crate::session::pooled::PooledKernel;
-use crate::session::state::{stop_session, Session};
+use crate::session::state::{stop_session, Session, StateLost};
 
 /// Idle eviction, the heartbeat and retries of unconfirmed shutdowns, until the pool goes.
 pub(super) async fn maintain<K: PooledKernel>(pool: Weak<PoolInner<K>>, opening: u64) {
@@ -89,7 +89,7 @@ async fn check_kernel<K: PooledKernel>(pool: &PoolInner<K>, session: &Session<K>
     if let Some(gone) = session.take_kernel() {
         pool.end(gone).await;
     }
-    *session.lost_while_idle.lock().unwrap() = Some(lost);
+    *session.lost_while_idle.lock().unwrap() = Some(StateLost::kernel_ended(lost));
 }
 
 impl<K: PooledKernel> PoolInner<K> {
@@ -150,6 +150,7 @@ mod tests {
 
         let again = run(&pool, "a", "2").await.unwrap();
         assert!(again.session_lost);
+        assert!(!again.kernel_restarted, "evicted, not restarted");
         assert_eq!(
             again.annotations,
             ["This session was idle for 10 s and its kernel was shut down; a new one was started and earlier state is gone."]
@@ -172,6 +173,7 @@ mod tests {
 
         let next = run(&pool, "a", "2").await.unwrap();
         assert!(next.session_lost);
+        assert!(next.kernel_restarted, "replaced by the heartbeat");
         assert_eq!(
             next.annotations,
             ["The Python kernel ended while idle (exit code 3); a new one was started and earlier state is gone."]
