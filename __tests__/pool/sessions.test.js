@@ -475,7 +475,7 @@ test('prewarm: the spare is initialized ahead with the pool settings; a session 
   // The session's own kv store reached the spare's runner (a second init).
   const store = new addon.KvStore(artifactsDir, 'chat-a')
   await pool.execute({ sessionId: 'chat-a', cells: [cell('kv.set("seen", 42)')] })
-  assert.equal(store.get('seen'), 42)
+  assert.equal(await store.get('seen'), 42)
   assert.equal(value(await pool.execute({ sessionId: 'chat-a', cells: [cell('kv.path')] })), `'${store.path}'`)
   assert.equal(r.cells[0].executionCount, 1)
 

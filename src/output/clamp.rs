@@ -322,7 +322,10 @@ mod tests {
         assert_eq!(clamp_line("abcdef", 1), "…");
         assert_eq!(clamp_line("abcdef", 0), "");
         // 30 columns hold the marker for 50 omitted (30 wide) with nothing kept.
-        assert_eq!(clamp_line(&"x".repeat(50), 30), "… [50 visible columns omitted]");
+        assert_eq!(
+            clamp_line(&"x".repeat(50), 30),
+            "… [50 visible columns omitted]"
+        );
     }
 
     #[test]

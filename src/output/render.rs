@@ -47,7 +47,10 @@ pub fn status_mime_fault(mime: &str) -> Option<String> {
         .split_once('/')
         .is_some_and(|(kind, subtype)| token(kind) && token(subtype));
     if mime.len() > MAX_LEN {
-        Some(format!("must be at most {MAX_LEN} characters, got {}", mime.len()))
+        Some(format!(
+            "must be at most {MAX_LEN} characters, got {}",
+            mime.len()
+        ))
     } else if !well_formed {
         Some(format!(
             "must be a MIME type 'type/subtype' (letters, digits and !#$&-^_.+ on each side, such as 'application/x-acme-status'), got {mime:?}"

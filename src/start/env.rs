@@ -17,7 +17,10 @@ pub fn env_prefix_fault(prefix: &str) -> Option<String> {
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if prefix.len() > MAX_LEN {
-        Some(format!("must be at most {MAX_LEN} characters, got {}", prefix.len()))
+        Some(format!(
+            "must be at most {MAX_LEN} characters, got {}",
+            prefix.len()
+        ))
     } else if !valid_chars || prefix.starts_with(|c: char| c.is_ascii_digit()) {
         Some(format!(
             "must be a variable-name prefix (letters, digits and '_', not starting with a digit, such as 'ACME_'), got {prefix:?}"
