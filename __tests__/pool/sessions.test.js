@@ -459,6 +459,22 @@ test('a call waiting on a session being disposed gets a clear error; the next ge
   assert.notEqual(value(fresh), token)
 })
 
+test('prewarm: a spare killed while no call runs is replaced without waiting for a call', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  assert.ok(await waitFor(() => pool.spares.length === 1, { timeoutMs: 10_000 }))
+  const [spare] = pool.spares
+  // As the OOM killer would: the Python process, with SIGKILL.
+  process.kill(kernelProcess(spare), 'SIGKILL')
+  assert.ok(
+    await waitFor(() => pool.spares.length === 1 && pool.spares[0] !== spare, { timeoutMs: 10_000 }),
+    `spares: ${JSON.stringify(pool.spares)}`,
+  )
+  assert.equal(isAlive(spare), false, 'the dead spare was ended')
+  const r = await pool.execute({ sessionId: 'after', cells: [cell('1 + 1')] })
+  assert.equal(value(r), '2')
+})
+
 test('prewarm: the spare is initialized ahead with the pool settings; a session with its own kv store re-initializes it', async (t) => {
   const artifactsDir = tempDir()
   const pool = new KernelPool({ kernel, artifactsDir })

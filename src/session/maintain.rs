@@ -1,5 +1,6 @@
-//! The pool's upkeep while it lives: idle eviction, the heartbeat (a dead or silent idle
-//! kernel is replaced, and its session's next call told), retries of unconfirmed shutdowns.
+//! The pool's upkeep while it lives: idle eviction, dead spares replaced, the heartbeat (a
+//! dead or silent idle kernel is replaced, and its session's next call told), retries of
+//! unconfirmed shutdowns.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -36,6 +37,7 @@ pub(super) async fn maintain<K: PooledKernel>(pool: Weak<PoolInner<K>>, opening:
         }
         let now = Instant::now();
         inner.evict_idle(now).await;
+        inner.replace_dead_spares().await;
         let sessions = inner.all_sessions();
         let heartbeat = inner.config.heartbeat_interval;
         if !heartbeat.is_zero() && now.duration_since(last_heartbeat) >= heartbeat {
