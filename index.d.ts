@@ -274,13 +274,13 @@ export declare class KvStore {
   /** The store's file. */
   get path(): string
   /** The value, or undefined. */
-  get(key: string): unknown
+  get(key: string): Promise<unknown>
   /** Stores a JSON value (at most 256 KiB encoded; the store at most 4 MiB). */
-  set(key: string, value: unknown): void
+  set(key: string, value: unknown): Promise<void>
   /** Whether the key was there. */
-  delete(key: string): boolean
+  delete(key: string): Promise<boolean>
   /** The keys, sorted. */
-  list(): Array<string>
+  list(): Promise<string[]>
 }
 export type JsKvStore = KvStore
 
@@ -346,7 +346,8 @@ export declare function checkPythonKernelAvailability(options?: ResolvePythonOpt
 
 /**
  * Clamps a line to `maxColumns` terminal columns (ANSI sequences count 0, wide characters
- * 2), ending `… [N visible columns omitted]` when cut; the marker fits inside the budget.
+ * 2), ending `… [N visible columns omitted]` when cut; the marker fits inside the budget
+ * (a budget too small for it ends in a bare `…`).
  * The result is also at most 16 bytes per column plus the marker, so zero-width
  * characters and escape sequences cannot make it long.
  * @param maxColumns an integer from 1 to 1,000,000. @default 4000
@@ -447,14 +448,17 @@ export interface EvalResult {
   /** The kernel died during the request. */
   kernelDied: boolean
   /**
-   * A kernel found dead before the request's first cell reached it was replaced, and
-   * the cells ran in the new one (pool only).
+   * The session's kernel had ended without being asked to (died during the last call,
+   * since it, or before this call's first cell reached it; or stopped answering the
+   * heartbeat), and this call's cells ran in a new one. Always with `sessionLost`; a
+   * reset asked for sets neither (pool only).
    */
   kernelRestarted: boolean
   /**
    * The session's earlier state (variables, imports) was gone before this call's cells
-   * ran: the session was evicted (idle timeout, or room for another) or its kernel had
-   * ended; an annotation says which (pool only).
+   * ran: the session was evicted (idle timeout, or room for another; `kernelRestarted`
+   * false) or its kernel had ended (`kernelRestarted` true); an annotation says which
+   * (pool only).
    */
   sessionLost: boolean
   /**

@@ -128,7 +128,7 @@ function totalInstance(instance, className, kinds) {
 
 const KERNEL_METHODS = { execute: totalAsync, evaluate: totalAsync, shutdown: totalAsync, interrupt: totalSync }
 const POOL_METHODS = { execute: totalAsync, disposeOwner: totalAsync, disposeAll: totalAsync, reopen: totalSync }
-const KV_METHODS = { get: totalSync, set: totalSync, delete: totalSync, list: totalSync }
+const KV_METHODS = { get: totalAsync, set: totalAsync, delete: totalAsync, list: totalAsync }
 const OUTPUT_BUILDER_METHODS = { push: totalSync, pushEvent: totalSync, endCell: totalSync, finish: totalSync }
 
 /** A stand-in for `cls`: `new` gives a total instance and throws coded errors, the

@@ -101,7 +101,7 @@ test('a kv lock or store planted as a symlink to a victim file is never followed
 
   const lock = `${store.path}.lock`
   fs.symlinkSync(victim, lock)
-  assert.throws(() => store.set('k', 1), (err) => {
+  await assert.rejects(store.set('k', 1), (err) => {
     assert.equal(err.code, 'ERR_ARTIFACTS_DIR')
     assert.equal(err.message, `the kv store lock ${lock} ${FAULTS.symlink}`)
     return true
@@ -114,8 +114,8 @@ test('a kv lock or store planted as a symlink to a victim file is never followed
   fs.unlinkSync(lock)
 
   fs.symlinkSync(victim, store.path)
-  assert.throws(() => store.get('stolen'), (err) => err.code === 'ERR_ARTIFACTS_DIR' && err.message === `the kv store ${store.path} ${FAULTS.symlink}`)
-  assert.throws(() => store.set('k', 1), (err) => err.code === 'ERR_ARTIFACTS_DIR')
+  await assert.rejects(store.get('stolen'), (err) => err.code === 'ERR_ARTIFACTS_DIR' && err.message === `the kv store ${store.path} ${FAULTS.symlink}`)
+  await assert.rejects(store.set('k', 1), (err) => err.code === 'ERR_ARTIFACTS_DIR')
   for (const code of ["kv.get('stolen')", "kv.set('k', 'from a cell')"]) {
     const r = await run(kernel, code)
     assert.equal(r.result.status, 'error', code)
@@ -138,7 +138,7 @@ test('a kv lock or store planted as a symlink to a victim file is never followed
   fs.unlinkSync(path.join(dir, 'kernel-store'))
   const stored = await run(kernel, "kv.set('k', 'from a cell')")
   assert.equal(stored.result.status, 'ok', JSON.stringify(stored.result.error))
-  assert.equal(store.get('k'), 'from a cell')
+  assert.equal(await store.get('k'), 'from a cell')
   for (const f of [store.path, lock]) assert.equal(fs.statSync(f).mode & 0o077, 0, `${f} is private`)
   await assertKernelWorks(kernel)
 })

@@ -193,28 +193,28 @@ test('a tampered runner file is replaced before the next start, never run', asyn
   await assertKernelWorks(kernel)
 })
 
-test('kv keys cannot escape the store directory', () => {
+test('kv keys cannot escape the store directory', async () => {
   const dir = tempDir('pykernel-hostile-kv-')
   try {
     const store = new addon.KvStore(dir, 'session-1')
     const storeDir = path.join(dir, 'kernel-store')
     assert.equal(path.dirname(store.path), storeDir)
-    store.set('fine', 1)
+    await store.set('fine', 1)
     for (const key of ['../x', '/etc/passwd', 'a/b', '..\\x', 'a\0b', '', '../../../../tmp/pykernel-hostile-escape', 'x'.repeat(257)]) {
       for (const call of [() => store.set(key, 'evil'), () => store.get(key), () => store.delete(key)]) {
-        assert.throws(call, (err) => err.code === 'ERR_KV_KEY', `key ${JSON.stringify(key.slice(0, 40))} refused`)
+        await assert.rejects(call, (err) => err.code === 'ERR_KV_KEY', `key ${JSON.stringify(key.slice(0, 40))} refused`)
       }
     }
-    assert.deepEqual(store.list(), ['fine'])
+    assert.deepEqual(await store.list(), ['fine'])
     // Keys that only look odd are plain keys inside the one store file.
     for (const key of ['..', '.', '~', 'etc:passwd']) {
-      store.set(key, key)
-      assert.equal(store.get(key), key)
+      await store.set(key, key)
+      assert.equal(await store.get(key), key)
     }
     // A hostile session id names nothing outside the store directory either.
     const sneaky = new addon.KvStore(dir, '../../../../tmp/pykernel-hostile-escape')
     assert.equal(path.dirname(sneaky.path), storeDir)
-    sneaky.set('k', 1)
+    await sneaky.set('k', 1)
     const files = fs.readdirSync(dir, { recursive: true })
     assert.ok(files.every((f) => f === 'kernel-store' || f.startsWith('kernel-store' + path.sep)), `files: ${files}`)
     assert.equal(fs.existsSync('/tmp/pykernel-hostile-escape'), false)

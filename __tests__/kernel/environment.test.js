@@ -72,6 +72,15 @@ test('envPrefix: the brand prefix the filter keeps (and whose secrets it drops) 
   assert.equal(seen.result['text/plain'], "[('ACME_MODE', 'kept')]")
 })
 
+test('an envPrefix that cannot begin a variable name is refused, saying what is valid', async () => {
+  const refused = (err) => err.code === 'ERR_INVALID_ARG' && /envPrefix/.test(err.message) && /letters, digits and '_'/.test(err.message)
+  assert.throws(() => addon.filterEnv({}, { envPrefix: 'a b' }), refused)
+  await assert.rejects(addon.Kernel.start({ envPrefix: 'a b' }), refused)
+  await assert.rejects(addon.resolvePython({ envPrefix: 'ACME-' }), refused)
+  assert.throws(() => new addon.KvStore(tempDir(), 's', { envPrefix: 'x=y' }), refused)
+  assert.deepEqual(addon.filterEnv({ X: '1' }, { envPrefix: '' }), {}, 'empty is no brand prefix')
+})
+
 test('the kernel gets PYTHONUNBUFFERED and PYTHONIOENCODING', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())

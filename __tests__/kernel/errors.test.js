@@ -117,10 +117,10 @@ test('ERR_IO: an artifact or a kv store that cannot be read is an I/O error nami
     })
   }
   const store = new KvStore(artifactsDir, 'session-1')
-  store.set('k', 1)
+  await store.set('k', 1)
   fs.rmSync(store.path)
   fs.mkdirSync(store.path)
-  assert.throws(() => store.get('k'), (e) => {
+  await assert.rejects(store.get('k'), (e) => {
     assert.equal(e.code, 'ERR_IO')
     assert.ok(e.message.includes(store.path), e.message)
     return true

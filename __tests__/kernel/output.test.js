@@ -249,6 +249,15 @@ test('renderBundle({statusMime}) reads the status under the given type, and only
   assert.equal(renderBundle({ 'application/x-pykernel-status': { op: 'phase' } }, { statusMime: 'application/x-acme' }).status, undefined)
 })
 
+test('a statusMime that is not a MIME type is refused, saying what is valid', async () => {
+  const refused = (err) => err.code === 'ERR_INVALID_ARG' && /statusMime/.test(err.message) && /type\/subtype/.test(err.message)
+  for (const statusMime of ['', 'status', 'a b/c']) {
+    assert.throws(() => addon.renderBundle({ 'text/plain': 'x' }, { statusMime }), refused, JSON.stringify(statusMime))
+  }
+  assert.throws(() => new addon.OutputBuilder({ statusMime: '' }), refused)
+  await assert.rejects(addon.Kernel.start({ statusMime: '' }), refused)
+})
+
 test('clampLine counts visible columns: ANSI 0, CJK and emoji 2', () => {
   assert.equal(addon.clampLine('short'), 'short')
   const cjk = '漢'.repeat(3000) // 6000 columns
@@ -279,6 +288,13 @@ test('clampLine bounds bytes as well as columns', () => {
   assert.equal(addon.clampLine(hugeSequence, 40), 'ab… [2 visible columns omitted]')
 })
 
+test('clampLine fits a limit smaller than its marker', () => {
+  // The counted marker is 30 columns here: a 20-column limit keeps 19 and a bare ellipsis.
+  const out = addon.clampLine('x'.repeat(50), 20)
+  assert.equal(out, 'x'.repeat(19) + '…')
+  assert.equal(addon.clampLine('abcdef', 1), '…')
+})
+
 test('previews for TUIs', () => {
   const lines = Array.from({ length: 150 }, (_, i) => `l${i}`).join('\n') + '\n'
   const streaming = addon.streamingPreview(lines)
@@ -288,6 +304,9 @@ test('previews for TUIs', () => {
   assert.match(collapsed, /^l0\n/)
   assert.match(collapsed, /… 140 more lines$/)
   assert.match(addon.collapsedPreview(lines, { mode: 'interactive' }), /… 130 more lines$/)
+  const eleven = Array.from({ length: 11 }, (_, i) => `l${i}`).join('\n')
+  assert.match(addon.collapsedPreview(eleven, { mode: 'tool' }), /\n… 1 more line$/)
+  assert.match(addon.streamingPreview(eleven, { maxLines: 10 }), /^… 1 earlier line dropped while streaming\n/)
 })
 
 test('artifacts go only where asked, and only when something was cut', async (t) => {

@@ -657,7 +657,7 @@ os._exit(7)`)
     )
     assert.equal(r.status, 'ok', JSON.stringify(r.error))
     assert.equal(r.stdout, "False\n{'n': [1, 2]} dflt ['k'] None\n")
-    assert.deepEqual(new KvStore(dir, 's1').get('k'), { n: [1, 2] })
+    assert.deepEqual(await new KvStore(dir, 's1').get('k'), { n: [1, 2] })
     const big = await kernel.execute('kv.set("big", "x" * 300000)')
     assert.match(big.error.evalue, /limit is 262144 bytes/)
     // A truncated output's artifact is the host's file too, read back through the host.

@@ -179,9 +179,12 @@ test('a cell that had started is never run again when its kernel dies; the next 
   assert.equal(r.cells.length, 1)
   assert.match(r.output, /died during the cell \(killed by signal 9 \(SIGKILL\); possibly out of memory\)/)
   assert.match(r.output, /Cell 1 had started, so it was not run again: it may have had effects before the kernel died\./)
-  const next = await pool.execute({ sessionId: 'crash', cells: [cell("'before' in globals()")] })
+  const next = await pool.execute({ sessionId: 'crash', cwd: dir, cells: [cell("'before' in globals()")] })
   assert.equal(next.exitCode, 0)
   assert.equal(value(next), 'False', 'a fresh kernel')
+  assert.equal(next.sessionLost, true, 'the next call is told its state is gone')
+  assert.equal(next.kernelRestarted, true)
+  assert.match(next.output, /The Python kernel died during the last call \(killed by signal 9 \(SIGKILL\)\); a new one was started and earlier state is gone\./)
 })
 
 test('a kernel killed just before a call: a fresh kernel runs the call, or the call says its cell may have run', async (t) => {
@@ -224,6 +227,7 @@ test('a kernel that died between calls (reaped by the host): the next call runs 
   assert.equal(r.exitCode, 0, r.output)
   assert.equal(r.kernelDied, false)
   assert.equal(r.sessionLost, true)
+  assert.equal(r.kernelRestarted, true, 'a dead kernel replaced is a restart')
   assert.equal(r.cells[0].result?.['text/plain'], 'False', r.output)
   assert.equal(value(r), '42')
   assert.match(r.output, /earlier state is gone/)
@@ -459,6 +463,22 @@ test('a call waiting on a session being disposed gets a clear error; the next ge
   assert.notEqual(value(fresh), token)
 })
 
+test('prewarm: a spare killed while no call runs is replaced without waiting for a call', async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  assert.ok(await waitFor(() => pool.spares.length === 1, { timeoutMs: 10_000 }))
+  const [spare] = pool.spares
+  // As the OOM killer would: the Python process, with SIGKILL.
+  process.kill(kernelProcess(spare), 'SIGKILL')
+  assert.ok(
+    await waitFor(() => pool.spares.length === 1 && pool.spares[0] !== spare, { timeoutMs: 10_000 }),
+    `spares: ${JSON.stringify(pool.spares)}`,
+  )
+  assert.equal(isAlive(spare), false, 'the dead spare was ended')
+  const r = await pool.execute({ sessionId: 'after', cells: [cell('1 + 1')] })
+  assert.equal(value(r), '2')
+})
+
 test('prewarm: the spare is initialized ahead with the pool settings; a session with its own kv store re-initializes it', async (t) => {
   const artifactsDir = tempDir()
   const pool = new KernelPool({ kernel, artifactsDir })
@@ -475,7 +495,7 @@ test('prewarm: the spare is initialized ahead with the pool settings; a session 
   // The session's own kv store reached the spare's runner (a second init).
   const store = new addon.KvStore(artifactsDir, 'chat-a')
   await pool.execute({ sessionId: 'chat-a', cells: [cell('kv.set("seen", 42)')] })
-  assert.equal(store.get('seen'), 42)
+  assert.equal(await store.get('seen'), 42)
   assert.equal(value(await pool.execute({ sessionId: 'chat-a', cells: [cell('kv.path')] })), `'${store.path}'`)
   assert.equal(r.cells[0].executionCount, 1)
 

@@ -348,6 +348,30 @@ test('magics', async (t) => {
   })
 })
 
+test('%pip over a package with a compiled extension imported says a restart is needed, and keeps the imported version', async (t) => {
+  const dist = pipDistribution(t, { name: 'pkext-dist', module: 'pkext', prefix: 'pykernel-pip-ext-' })
+  const kernel = await startKernel({ cwd: dist.dir })
+  t.after(() => kernel.shutdown())
+  const install = (version) => ok(kernel, dist.pipLine(version), { timeoutMs: 120000 })
+  await install('1')
+  // An extension module as the import system leaves one (its file ends in an extension
+  // suffix): building a real one would need a compiler.
+  await ok(kernel, [
+    'import sys, types, importlib.machinery, pkext',
+    "ext = types.ModuleType('pkext._speedups')",
+    "ext.__file__ = '/nowhere/_speedups' + importlib.machinery.EXTENSION_SUFFIXES[0]",
+    "sys.modules['pkext._speedups'] = ext",
+  ].join('\n'))
+  const second = await install('2')
+  const [status] = statuses(second.events, 'pip')
+  assert.deepEqual(status.data.restart_needed, ['pkext'])
+  assert.deepEqual(status.data.evicted, [])
+  assert.match(second.result.stdout, /Note: pkext has compiled extensions already imported, which cannot be loaded again in this process/)
+  assert.match(second.result.stdout, /Restart the kernel to use what is installed now \(a call with \{ reset: true \}, or a new kernel\)/)
+  assert.doesNotMatch(second.result.stdout, /the next import loads/, 'no promise a fresh import cannot keep')
+  assert.equal(await value(kernel, 'import pkext\npkext.__version__'), "'1'", 'the imported version stays whole')
+})
+
 test('%env lists the environment with secret-looking values hidden; setting one does not echo it', async (t) => {
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())

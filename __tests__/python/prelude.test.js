@@ -47,11 +47,11 @@ test('kv: one store, shared by Python and JavaScript', async (t) => {
 
   await t.test('Python writes, JavaScript reads, and back', async () => {
     const { events } = await ok(kernel, 'kv.set("from-py", {"n": [1, 2], "s": "é", "t": (1, None)})')
-    assert.deepEqual(store.get('from-py'), { n: [1, 2], s: 'é', t: [1, null] })
+    assert.deepEqual(await store.get('from-py'), { n: [1, 2], s: 'é', t: [1, null] })
     assert.deepEqual(statuses(events, 'kv'), [{ action: 'set', key: 'from-py' }])
     assert.ok(!JSON.stringify(events).includes('é'), 'status events carry keys, not values')
 
-    store.set('from-js', { ok: true, list: [1.5, 'x'] })
+    await store.set('from-js', { ok: true, list: [1.5, 'x'] })
     assert.equal(await value(kernel, 'kv.get("from-js") == {"ok": True, "list": [1.5, "x"]}'), 'True')
     assert.equal(await value(kernel, 'kv.get("missing", 7), kv.get("missing")'), '(7, None)')
     assert.equal(await value(kernel, 'kv.list()'), "['from-js', 'from-py']")
@@ -60,7 +60,7 @@ test('kv: one store, shared by Python and JavaScript', async (t) => {
     const removed = await ok(kernel, 'kv.delete("from-py"), kv.delete("from-py")')
     assert.equal(removed.result.result['text/plain'], '(True, False)')
     assert.deepEqual(statuses(removed.events, 'kv'), [{ action: 'delete', key: 'from-py' }])
-    assert.equal(store.get('from-py'), undefined)
+    assert.equal(await store.get('from-py'), undefined)
     assert.deepEqual(JSON.parse(fs.readFileSync(store.path, 'utf8')), {
       version: 1,
       values: { 'from-js': { ok: true, list: [1.5, 'x'] } },
@@ -87,9 +87,9 @@ test('kv: one store, shared by Python and JavaScript', async (t) => {
     assert.deepEqual(fs.readFileSync(store.path), before)
 
     for (const key of ['', 'a/b', 'a\\b', 'a\0b', 'k'.repeat(257)]) {
-      assert.throws(() => store.set(key, 1), { code: 'ERR_KV_KEY' })
+      await assert.rejects(store.set(key, 1), { code: 'ERR_KV_KEY' })
     }
-    assert.throws(() => store.set('big', 'x'.repeat(300 * 1024)), { code: 'ERR_KV_LIMIT' })
+    await assert.rejects(store.set('big', 'x'.repeat(300 * 1024)), { code: 'ERR_KV_LIMIT' })
     assert.deepEqual(fs.readFileSync(store.path), before)
   })
 
@@ -99,7 +99,7 @@ test('kv: one store, shared by Python and JavaScript', async (t) => {
     assert.match(result.error.evalue, /the kv store would grow to \d+ bytes; the limit is 4194304 bytes/)
     assert.ok(fs.statSync(store.path).size <= 4 * 1024 * 1024)
     await ok(kernel, 'for key in kv.list():\n    kv.delete(key)')
-    assert.deepEqual(store.list(), [])
+    assert.deepEqual(await store.list(), [])
   })
 
   await t.test('a corrupt file or an unknown version is refused, never overwritten', async () => {
@@ -111,7 +111,7 @@ test('kv: one store, shared by Python and JavaScript', async (t) => {
         assert.ok(error.evalue.includes(store.path), error.evalue)
         assert.match(error.evalue, /is not a version-1 store \(.+\); it was left untouched/)
       }
-      assert.throws(() => store.set('a', 1), { code: 'ERR_KV_CORRUPT' })
+      await assert.rejects(store.set('a', 1), { code: 'ERR_KV_CORRUPT' })
       assert.equal(fs.readFileSync(store.path, 'utf8'), content)
     }
     fs.unlinkSync(store.path)
@@ -142,10 +142,12 @@ test('kv: a kernel and another process writing different keys 200 times each los
     const fs = require('node:fs')
     const { KvStore } = require(process.argv[1])
     const store = new KvStore(process.argv[2], 'race')
-    for (let i = 0; i < 200; i++) {
-      store.set('js-' + i, i)
-      if (i === 5) fs.writeFileSync(process.argv[3], '')
-    }`
+    ;(async () => {
+      for (let i = 0; i < 200; i++) {
+        await store.set('js-' + i, i)
+        if (i === 5) fs.writeFileSync(process.argv[3], '')
+      }
+    })()`
   const child = spawn(process.execPath, ['-e', script, path.join(__dirname, '..', '..'), dir, started], { stdio: 'inherit' })
   const exited = new Promise((resolve) => child.on('exit', resolve))
   const cell = run(
@@ -161,11 +163,11 @@ test('kv: a kernel and another process writing different keys 200 times each los
   const [{ result }, code] = await Promise.all([cell, exited])
   assert.equal(result.status, 'ok', JSON.stringify(result.error))
   assert.equal(code, 0)
-  const keys = store.list()
+  const keys = await store.list()
   assert.equal(keys.length, 400)
   for (let i = 0; i < 200; i++) {
-    assert.equal(store.get(`js-${i}`), i)
-    assert.equal(store.get(`py-${i}`), i)
+    assert.equal(await store.get(`js-${i}`), i)
+    assert.equal(await store.get(`py-${i}`), i)
   }
 })
 

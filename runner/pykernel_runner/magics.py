@@ -639,7 +639,9 @@ class Magics:
     def _line_pip(self, args, frame):
         """pip in this interpreter, streamed; the modules of distributions
         it installed, upgraded or removed leave sys.modules, so the next
-        import loads the new version."""
+        import loads the new version. A package with a compiled extension
+        already imported stays as it is: a process cannot load a second
+        copy of an extension, so only a fresh kernel sees the new one."""
         argv = _split_args(expand(args, frame))
         if not argv:
             raise UsageError("%pip needs a pip command: %pip install NAME")
@@ -662,13 +664,22 @@ class Magics:
                          or _signature(before[key][1]) != _signature(dist))
         for key in changed:
             names |= _import_names(after[key][1])
-        evicted = _evict(names)
+        compiled = _with_compiled_extensions(names)
+        evicted = _evict(names - set(compiled))
         state_exit(returncode)
         if evicted:
             print("Note: %s unloaded from sys.modules; the next import loads "
                   "what is installed now" % ", ".join(evicted))
+        if compiled:
+            print("Note: %s %s compiled extensions already imported, which "
+                  "cannot be loaded again in this process: the version imported "
+                  "stays in use. Restart the kernel to use what is installed now "
+                  "(a call with { reset: true }, or a new kernel); %%reset only "
+                  "clears names." % (", ".join(compiled),
+                                     "has" if len(compiled) == 1 else "have"))
         self._api.emit_status(
             "pip", command=command, returncode=returncode, evicted=evicted,
+            restart_needed=compiled,
             changed=["%s==%s" % (after[key][0], after[key][1].version)
                      for key in changed],
             removed=sorted(before[key][0] for key in set(before) - set(after)))
@@ -882,6 +893,21 @@ def _import_names(dist):
             top = stem
         names.add(top)
     return {name for name in names if name.isidentifier()}
+
+
+def _with_compiled_extensions(names):
+    """The top-level names among *names* with a compiled extension module
+    (a .so or .pyd, as importlib's EXTENSION_SUFFIXES says) imported now."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+    found = set()
+    for module_name, module in list(sys.modules.items()):
+        top = module_name.partition(".")[0]
+        if top not in names or top in found:
+            continue
+        path = getattr(module, "__file__", None) or ""
+        if isinstance(path, str) and path.endswith(tuple(EXTENSION_SUFFIXES)):
+            found.add(top)
+    return sorted(found)
 
 
 def _evict(names):

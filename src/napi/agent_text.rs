@@ -146,7 +146,8 @@ impl OutputBuilder {
                 Some(id) => ArtifactSink::named(host_path(dir), id),
                 None => ArtifactSink::in_dir(host_path(dir)),
             });
-            let mut built = builder_options(artifact, options.status_mime, limits);
+            let status_mime = super::options::status_mime(options.status_mime)?;
+            let mut built = builder_options(artifact, Some(status_mime), limits);
             built.include_figure_text = options.include_figure_text.unwrap_or(false);
             Ok(AgentText::new(built))
         })();

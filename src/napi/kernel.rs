@@ -145,12 +145,8 @@ impl KernelOptions {
         config.base_env = self.base_env.map(super::defined_vars);
         config.env = self.env.unwrap_or_default();
         config.interpreter = self.interpreter;
-        if let Some(prefix) = self.env_prefix {
-            config.env_prefix = prefix;
-        }
-        if let Some(mime) = self.status_mime {
-            config.status_mime = mime;
-        }
+        config.env_prefix = super::options::env_prefix(self.env_prefix)?;
+        config.status_mime = super::options::status_mime(self.status_mime)?;
         config.include_figure_text = self.include_figure_text.unwrap_or(false);
         config.startup_timeout = optional_millis(
             "startupTimeoutMs",

@@ -1,13 +1,13 @@
 //! The `KvStore` class: the session key-value store, as JavaScript sees it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
 use super::coded_error;
-use crate::start::env::DEFAULT_ENV_PREFIX;
 use crate::store::kv::{self, KvError};
 
 #[napi(object)]
@@ -19,7 +19,7 @@ pub struct KvStoreOptions {
 /// A session's key-value store, shared with `kv` in the kernel.
 #[napi(js_name = "KvStore")]
 pub struct JsKvStore {
-    inner: kv::KvStore,
+    inner: Arc<kv::KvStore>,
 }
 
 fn thrown(env: &Env, err: KvError) -> Error {
@@ -37,16 +37,17 @@ impl JsKvStore {
         session_id: String,
         options: Option<KvStoreOptions>,
     ) -> Result<Self> {
-        let prefix = options
-            .and_then(|o| o.env_prefix)
-            .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
+        let prefix = super::options::env_prefix(options.and_then(|o| o.env_prefix))
+            .map_err(|err| super::js_error(&env, &err))?;
         let inner = kv::KvStore::open(
             &PathBuf::from(artifacts_dir),
             &kv::file_prefix(&prefix),
             &session_id,
         )
         .map_err(|e| thrown(&env, e))?;
-        Ok(Self { inner })
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
     }
 
     /// The store's file.
@@ -56,35 +57,63 @@ impl JsKvStore {
     }
 
     /// The value, or undefined.
-    #[napi(ts_return_type = "unknown")]
-    pub fn get(&self, env: Env, key: String) -> Result<Either<Value, Undefined>> {
-        match self.inner.get(&key) {
-            Ok(Some(value)) => Ok(Either::A(value)),
-            Ok(None) => Ok(Either::B(())),
-            Err(e) => Err(thrown(&env, e)),
-        }
+    #[napi(ts_return_type = "Promise<unknown>")]
+    pub fn get<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+    ) -> Result<PromiseRaw<'env, Either<Value, Undefined>>> {
+        off_the_event_loop(env, &self.inner, move |store| {
+            Ok(match store.get(&key)? {
+                Some(value) => Either::A(value),
+                None => Either::B(()),
+            })
+        })
     }
 
     /// Stores a JSON value (at most 256 KiB encoded; the store at most 4 MiB).
-    #[napi]
-    pub fn set(
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn set<'env>(
         &self,
-        env: Env,
+        env: &'env Env,
         key: String,
         #[napi(ts_arg_type = "unknown")] value: Value,
-    ) -> Result<()> {
-        self.inner.set(&key, value).map_err(|e| thrown(&env, e))
+    ) -> Result<PromiseRaw<'env, ()>> {
+        off_the_event_loop(env, &self.inner, move |store| store.set(&key, value))
     }
 
     /// Whether the key was there.
-    #[napi]
-    pub fn delete(&self, env: Env, key: String) -> Result<bool> {
-        self.inner.delete(&key).map_err(|e| thrown(&env, e))
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn delete<'env>(&self, env: &'env Env, key: String) -> Result<PromiseRaw<'env, bool>> {
+        off_the_event_loop(env, &self.inner, move |store| store.delete(&key))
     }
 
     /// The keys, sorted.
-    #[napi]
-    pub fn list(&self, env: Env) -> Result<Vec<String>> {
-        self.inner.list().map_err(|e| thrown(&env, e))
+    #[napi(ts_return_type = "Promise<string[]>")]
+    pub fn list<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, Vec<String>>> {
+        off_the_event_loop(env, &self.inner, |store| store.list())
     }
+}
+
+/// Runs a store operation on a blocking thread: it may wait up to the lock's bound (2 s)
+/// while a cell holds the lock, and the host's event loop must not wait with it.
+fn off_the_event_loop<'env, T>(
+    env: &'env Env,
+    store: &Arc<kv::KvStore>,
+    operation: impl FnOnce(&kv::KvStore) -> std::result::Result<T, KvError> + Send + 'static,
+) -> Result<PromiseRaw<'env, T>>
+where
+    T: 'static + Send + ToNapiValue,
+{
+    let store = Arc::clone(store);
+    env.spawn_future_with_callback(
+        async move { Ok(tokio::task::spawn_blocking(move || operation(&store)).await) },
+        |env, joined| match joined {
+            Ok(done) => done.map_err(|e| thrown(env, e)),
+            Err(panicked) => Err(super::js_error(
+                env,
+                &crate::error::KernelError::io("background task", std::io::Error::other(panicked)),
+            )),
+        },
+    )
 }

@@ -79,6 +79,24 @@ pub(super) mod bounds {
     pub const MAX_LINES: u64 = 1_000_000;
 }
 
+/// An `envPrefix` option, or the default; refused when it could not begin a variable name.
+pub(super) fn env_prefix(value: Option<String>) -> Parsed<String> {
+    let prefix = value.unwrap_or_else(|| crate::start::env::DEFAULT_ENV_PREFIX.to_string());
+    match crate::start::env::env_prefix_fault(&prefix) {
+        Some(reason) => Err(invalid("envPrefix", reason)),
+        None => Ok(prefix),
+    }
+}
+
+/// A `statusMime` option, or the default; refused when it is not a MIME type.
+pub(super) fn status_mime(value: Option<String>) -> Parsed<String> {
+    let mime = value.unwrap_or_else(|| crate::kernel::DEFAULT_STATUS_MIME.to_string());
+    match crate::output::status_mime_fault(&mime) {
+        Some(reason) => Err(invalid("statusMime", reason)),
+        None => Ok(mime),
+    }
+}
+
 /// An integer in `min..=max`.
 pub(super) fn integer_in(name: &'static str, value: f64, min: u64, max: u64) -> Parsed<u64> {
     if value.fract() == 0.0 && value >= min as f64 && value <= max as f64 {

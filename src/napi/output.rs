@@ -8,7 +8,6 @@ use serde_json::Value;
 use super::js_error;
 use super::options::{bounds, optional_integer};
 use crate::error::KernelError;
-use crate::kernel::DEFAULT_STATUS_MIME;
 use crate::output::{self, PreviewMode, StreamingPreview};
 
 #[napi(object)]
@@ -40,12 +39,15 @@ pub struct RenderedBundle {
 
 /// Renders a MIME bundle (or a Jupyter `{ data: bundle }` envelope) for an agent.
 #[napi(ts_args_type = "bundle: MimeBundle, options?: RenderBundleOptions")]
-pub fn render_bundle(bundle: Value, options: Option<RenderBundleOptions>) -> RenderedBundle {
-    let status_mime = options
-        .and_then(|options| options.status_mime)
-        .unwrap_or_else(|| DEFAULT_STATUS_MIME.to_string());
+pub fn render_bundle(
+    env: &Env,
+    bundle: Value,
+    options: Option<RenderBundleOptions>,
+) -> Result<RenderedBundle> {
+    let status_mime = super::options::status_mime(options.and_then(|options| options.status_mime))
+        .map_err(|err| js_error(env, &err))?;
     let rendered = output::render_bundle(&bundle, &status_mime);
-    RenderedBundle {
+    Ok(RenderedBundle {
         text: rendered.text,
         markdown: rendered.markdown,
         images: rendered
@@ -58,11 +60,12 @@ pub fn render_bundle(bundle: Value, options: Option<RenderBundleOptions>) -> Ren
             .collect(),
         json: rendered.json,
         status: rendered.status,
-    }
+    })
 }
 
 /// Clamps a line to `maxColumns` terminal columns (ANSI sequences count 0, wide characters
-/// 2), ending `… [N visible columns omitted]` when cut; the marker fits inside the budget.
+/// 2), ending `… [N visible columns omitted]` when cut; the marker fits inside the budget
+/// (a budget too small for it ends in a bare `…`).
 /// The result is also at most 16 bytes per column plus the marker, so zero-width
 /// characters and escape sequences cannot make it long.
 /// @param maxColumns an integer from 1 to 1,000,000. @default 4000

@@ -8,7 +8,6 @@ use napi_derive::napi;
 use super::{blocking, cwd_or_current, promise};
 use crate::error::KernelError;
 use crate::eval::backends;
-use crate::start::env::DEFAULT_ENV_PREFIX;
 use crate::start::python::{self, ResolveOptions};
 
 #[napi(object)]
@@ -43,25 +42,25 @@ pub struct ResolvedPython {
     pub skipped: Vec<SkippedCandidate>,
 }
 
-fn resolve_options(options: Option<ResolvePythonOptions>) -> ResolveOptions {
+fn resolve_options(
+    options: Option<ResolvePythonOptions>,
+) -> std::result::Result<ResolveOptions, KernelError> {
     let options = options.unwrap_or(ResolvePythonOptions {
         cwd: None,
         interpreter: None,
         base_env: None,
         env_prefix: None,
     });
-    ResolveOptions {
+    Ok(ResolveOptions {
         cwd: cwd_or_current(options.cwd),
         interpreter: options.interpreter,
         base_env: options
             .base_env
             .map(super::defined_vars)
             .unwrap_or_else(|| std::env::vars().collect()),
-        env_prefix: options
-            .env_prefix
-            .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string()),
+        env_prefix: super::options::env_prefix(options.env_prefix)?,
         sandboxed: true,
-    }
+    })
 }
 
 /// Finds the Python a kernel would use, probing candidates in order.
@@ -72,6 +71,7 @@ pub fn resolve_python<'env>(
 ) -> Result<PromiseRaw<'env, ResolvedPython>> {
     let opts = resolve_options(options);
     promise(env, async move {
+        let opts = opts?;
         let (resolved, skipped) = blocking(move || python::resolve(&opts)).await?;
         let mut added = BTreeMap::new();
         if resolved.venv.is_some() {
@@ -119,7 +119,7 @@ pub fn check_python_kernel_availability<'env>(
     options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, Availability>> {
     // Read by hand: a mistyped field would otherwise be napi's synchronous throw.
-    let options = options
+    let opts = options
         .filter(|value| !matches!(value.get_type(), Ok(ValueType::Null)))
         .map(|value| {
             if value.get_type()? != ValueType::Object {
@@ -129,8 +129,8 @@ pub fn check_python_kernel_availability<'env>(
             unsafe { ResolvePythonOptions::from_napi_value(env.raw(), value.raw()) }
         })
         .transpose()
-        .map_err(|e| format!("invalid argument `options`: {}", e.reason));
-    let opts = options.map(resolve_options);
+        .map_err(|e| format!("invalid argument `options`: {}", e.reason))
+        .and_then(|options| resolve_options(options).map_err(|e| e.to_string()));
     promise(env, async move {
         let isolation = blocking(|| Ok(crate::sandbox::default_isolation()))
             .await
@@ -177,14 +177,17 @@ pub struct FilterEnvOptions {
 /// The variables of `env` a kernel may see: denylist, allowlist, secret pattern,
 /// allow-prefixes, in that order; everything else is dropped.
 #[napi(ts_args_type = "env: Record<string, string | undefined>, options?: FilterEnvOptions")]
-pub fn filter_env(env: super::JsEnv, options: Option<FilterEnvOptions>) -> HashMap<String, String> {
+pub fn filter_env(
+    js_env: &Env,
+    env: super::JsEnv,
+    options: Option<FilterEnvOptions>,
+) -> Result<HashMap<String, String>> {
     let env = super::defined_vars(env);
-    let prefix = options
-        .and_then(|o| o.env_prefix)
-        .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
-    crate::start::env::filter_env(&env, &prefix)
+    let prefix = super::options::env_prefix(options.and_then(|o| o.env_prefix))
+        .map_err(|err| super::js_error(js_env, &err))?;
+    Ok(crate::start::env::filter_env(&env, &prefix)
         .into_iter()
-        .collect()
+        .collect())
 }
 
 #[napi(object)]
@@ -257,9 +260,10 @@ pub fn eval_backends<'env>(
         py: options.settings.as_ref().and_then(|s| s.py).unwrap_or(true),
         js: options.settings.as_ref().and_then(|s| s.js).unwrap_or(true),
     };
-    let prefix = options
-        .env_prefix
-        .unwrap_or_else(|| DEFAULT_ENV_PREFIX.to_string());
+    let prefix = match super::options::env_prefix(options.env_prefix) {
+        Ok(prefix) => prefix,
+        Err(err) => return promise(env, async move { Err(err) }),
+    };
     let chosen = backends::select(settings, &vars, &prefix, style);
     let opts = ResolveOptions {
         cwd: cwd_or_current(options.cwd),

@@ -134,12 +134,15 @@ pub struct EvalResult {
     pub kernel_killed: bool,
     /// The kernel died during the request.
     pub kernel_died: bool,
-    /// A kernel found dead before the request's first cell reached it was replaced, and
-    /// the cells ran in the new one (pool only).
+    /// The session's kernel had ended without being asked to (died during the last call,
+    /// since it, or before this call's first cell reached it; or stopped answering the
+    /// heartbeat), and this call's cells ran in a new one. Always with `sessionLost`; a
+    /// reset asked for sets neither (pool only).
     pub kernel_restarted: bool,
     /// The session's earlier state (variables, imports) was gone before this call's cells
-    /// ran: the session was evicted (idle timeout, or room for another) or its kernel had
-    /// ended; an annotation says which (pool only).
+    /// ran: the session was evicted (idle timeout, or room for another; `kernelRestarted`
+    /// false) or its kernel had ended (`kernelRestarted` true); an annotation says which
+    /// (pool only).
     pub session_lost: bool,
     /// The host's notices, apart from the cells' text: each heads `output` as one
     /// `[notice]` line, in this order.

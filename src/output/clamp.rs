@@ -12,8 +12,10 @@
 //! `marker(n)` is `… [n visible columns omitted]` (28 columns plus the digits of `n`).
 //! Escape sequences and zero-width chars directly after the last kept char are kept; all
 //! later ones are dropped. If an SGR sequence (colours) was kept, `ESC[0m` is inserted
-//! before the marker so the marker is not styled. When `max_columns` is smaller than the
-//! marker, the result is the marker alone.
+//! before the marker so the marker is not styled. When `max_columns` is too small for the
+//! marker even with nothing kept (under 29 to 35 columns, by the digits of `W`), the marker
+//! is `…` alone (1 column) after the first `max_columns - 1` columns, so the result still
+//! fits; a budget of 0 gives the empty string.
 //!
 //! Bytes are bounded too: a line longer than `16 * max_columns` bytes
 //! ([`MAX_BYTES_PER_COLUMN`]) is cut as well, so a line of zero-width characters or escape
@@ -42,6 +44,14 @@ pub fn clamp_line(line: &str, max_columns: usize) -> String {
         return line.to_string();
     }
 
+    if max_columns == 0 {
+        return String::new();
+    }
+    // Too narrow for the counted marker even with nothing kept: the bare ellipsis still
+    // says the line goes on, and the result stays inside the budget.
+    let bare = marker_width(total) > max_columns;
+    let marker_columns = |omitted: usize| if bare { 1 } else { marker_width(omitted) };
+
     let mut parser = BoundedParser::new();
     let mut scan = CharScan::default();
     // What is kept up to the last cut point, and what came since; a cut point is a place
@@ -57,7 +67,7 @@ pub fn clamp_line(line: &str, max_columns: usize) -> String {
         }
         let width = scan.take_width();
         let columns = kept + pending_width + width;
-        if columns + marker_width(total - columns) > max_columns || next > max_bytes {
+        if columns + marker_columns(total - columns) > max_columns || next > max_bytes {
             break;
         }
         pending_width += width;
@@ -75,7 +85,11 @@ pub fn clamp_line(line: &str, max_columns: usize) -> String {
     if kept_sgr {
         out.push_str("\x1b[0m");
     }
-    out.push_str(&marker(omitted));
+    if bare {
+        out.push('…');
+    } else {
+        out.push_str(&marker(omitted));
+    }
     out
 }
 
@@ -299,8 +313,19 @@ mod tests {
     }
 
     #[test]
-    fn tiny_budget_gives_the_marker_alone() {
-        assert_eq!(clamp_line("abcdef", 3), "… [6 visible columns omitted]");
+    fn a_budget_too_small_for_the_marker_ends_in_a_bare_ellipsis() {
+        // The counted marker would take 29 columns of a budget of 3 (or 20).
+        assert_eq!(clamp_line("abcdef", 3), "ab…");
+        let out = clamp_line(&"x".repeat(50), 20);
+        assert_eq!(out, format!("{}…", "x".repeat(19)));
+        assert_eq!(visible_width(&out), 20);
+        assert_eq!(clamp_line("abcdef", 1), "…");
+        assert_eq!(clamp_line("abcdef", 0), "");
+        // 30 columns hold the marker for 50 omitted (30 wide) with nothing kept.
+        assert_eq!(
+            clamp_line(&"x".repeat(50), 30),
+            "… [50 visible columns omitted]"
+        );
     }
 
     #[test]

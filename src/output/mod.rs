@@ -38,7 +38,7 @@ pub use html::html_to_markdown;
 pub use preview::{
     collapsed_preview, streaming_preview, PreviewMode, StreamingPreview, STREAMING_PREVIEW_LINES,
 };
-pub use render::{render_bundle, Image, Rendered};
+pub use render::{render_bundle, status_mime_fault, Image, Rendered};
 pub use revisable::{Piece, Revisable};
 pub use sanitize::{sanitize, Sanitizer, MAX_HELD_LINE_BYTES};
 pub use truncate::{truncate_output, OutputAccumulator, OutputLimits, Truncated};

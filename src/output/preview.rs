@@ -1,8 +1,8 @@
 //! Short views of long output for TUIs.
 //!
 //! Lines are split on `\n`; a trailing `\n` does not start an extra empty line. Previews
-//! are joined with `\n` and have no trailing newline. Markers are literal, whatever `N`
-//! (`… 1 more lines`), so callers can match them with one pattern.
+//! are joined with `\n` and have no trailing newline. Markers agree with their count
+//! (`… 1 more line`, `… 2 more lines`); `lines?` matches both.
 
 use std::collections::VecDeque;
 
@@ -64,7 +64,8 @@ impl StreamingPreview {
         let mut out = String::new();
         if dropped > 0 {
             out.push_str(&format!(
-                "… {dropped} earlier lines dropped while streaming"
+                "… {dropped} earlier {} dropped while streaming",
+                lines_word(dropped as usize)
             ));
             if extra < visible.len() {
                 out.push('\n');
@@ -119,9 +120,17 @@ pub fn collapsed_preview(text: &str, mode: PreviewMode) -> String {
     let more = lines.count();
     let mut out = shown.join("\n");
     if more > 0 {
-        out.push_str(&format!("\n… {more} more lines"));
+        out.push_str(&format!("\n… {more} more {}", lines_word(more)));
     }
     out
+}
+
+fn lines_word(count: usize) -> &'static str {
+    if count == 1 {
+        "line"
+    } else {
+        "lines"
+    }
 }
 
 #[cfg(test)]
@@ -164,12 +173,12 @@ mod tests {
         preview.push("o\nthr");
         assert_eq!(
             preview.render(),
-            "… 1 earlier lines dropped while streaming\ntwo\nthr"
+            "… 1 earlier line dropped while streaming\ntwo\nthr"
         );
         preview.push("ee\n");
         assert_eq!(
             preview.render(),
-            "… 1 earlier lines dropped while streaming\ntwo\nthree"
+            "… 1 earlier line dropped while streaming\ntwo\nthree"
         );
         preview.push_line("four");
         assert_eq!(
@@ -197,7 +206,7 @@ mod tests {
         assert_eq!(collapsed_preview("x\n\n", PreviewMode::Tool), "x\n");
         assert_eq!(
             collapsed_preview(&numbered(11), PreviewMode::Tool),
-            format!("{}… 1 more lines", numbered(10))
+            format!("{}… 1 more line", numbered(10))
         );
     }
 }

@@ -33,6 +33,33 @@ pub struct Rendered {
 
 const IMAGE_MIMES: [&str; 2] = ["image/png", "image/jpeg"];
 
+/// Why `mime` cannot be a `statusMime`, if it cannot: it is a key of MIME bundles, so it
+/// must read as one, `type/subtype` in RFC 6838's characters.
+pub fn status_mime_fault(mime: &str) -> Option<String> {
+    const MAX_LEN: usize = 255;
+    let token = |part: &str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    let well_formed = mime
+        .split_once('/')
+        .is_some_and(|(kind, subtype)| token(kind) && token(subtype));
+    if mime.len() > MAX_LEN {
+        Some(format!(
+            "must be at most {MAX_LEN} characters, got {}",
+            mime.len()
+        ))
+    } else if !well_formed {
+        Some(format!(
+            "must be a MIME type 'type/subtype' (letters, digits and !#$&-^_.+ on each side, such as 'application/x-acme-status'), got {mime:?}"
+        ))
+    } else {
+        None
+    }
+}
+
 pub fn render_bundle(bundle: &Value, status_mime: &str) -> Rendered {
     let Some(bundle) = unwrap_envelope(bundle) else {
         return Rendered::default();
@@ -93,6 +120,17 @@ fn string_value(bundle: &Map<String, Value>, mime: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_status_mime_must_read_as_a_mime_type() {
+        assert_eq!(status_mime_fault("application/x-pykernel-status"), None);
+        assert_eq!(status_mime_fault("application/vnd.acme+json"), None);
+        for bad in ["", "status", "a/", "/b", "a/b/c", "a b/c", "a/b c", "ä/b"] {
+            let fault = status_mime_fault(bad).unwrap_or_else(|| panic!("{bad:?} accepted"));
+            assert!(fault.contains("type/subtype"), "{fault}");
+        }
+        assert!(status_mime_fault(&format!("a/{}", "b".repeat(300))).is_some());
+    }
 
     const STATUS: &str = "application/x-pykernel-status";
 

@@ -18,7 +18,7 @@ use crate::session::placement::{Load, Placer, SessionRef};
 use crate::session::pooled::PooledKernel;
 use crate::session::site::{Site, Unplaced};
 use crate::session::slots::{Slot, Slots};
-use crate::session::state::{stop_session, Session};
+use crate::session::state::{stop_session, Session, StateLost};
 use crate::start::launcher::Launcher;
 
 /// How many evicted sessions are remembered, to tell each one's next call.
@@ -154,7 +154,7 @@ impl<K: PooledKernel> PoolInner<K> {
             disposed: AtomicBool::new(false),
             resets: Mutex::default(),
             running: Mutex::default(),
-            lost_while_idle: Mutex::new(evicted),
+            lost_while_idle: Mutex::new(evicted.map(StateLost::evicted)),
             dir: Mutex::default(),
         });
         sessions.insert(key, session.clone());

@@ -1,5 +1,6 @@
-//! The pool's upkeep while it lives: idle eviction, the heartbeat (a dead or silent idle
-//! kernel is replaced, and its session's next call told), retries of unconfirmed shutdowns.
+//! The pool's upkeep while it lives: idle eviction, dead spares replaced, the heartbeat (a
+//! dead or silent idle kernel is replaced, and its session's next call told), retries of
+//! unconfirmed shutdowns.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -11,7 +12,7 @@ use crate::kernel::fifo::Turn;
 use crate::session::inner::PoolInner;
 use crate::session::key::SessionKey;
 use crate::session::pooled::PooledKernel;
-use crate::session::state::{stop_session, Session};
+use crate::session::state::{stop_session, Session, StateLost};
 
 /// Idle eviction, the heartbeat and retries of unconfirmed shutdowns, until the pool goes.
 pub(super) async fn maintain<K: PooledKernel>(pool: Weak<PoolInner<K>>, opening: u64) {
@@ -36,6 +37,7 @@ pub(super) async fn maintain<K: PooledKernel>(pool: Weak<PoolInner<K>>, opening:
         }
         let now = Instant::now();
         inner.evict_idle(now).await;
+        inner.replace_dead_spares().await;
         let sessions = inner.all_sessions();
         let heartbeat = inner.config.heartbeat_interval;
         if !heartbeat.is_zero() && now.duration_since(last_heartbeat) >= heartbeat {
@@ -89,7 +91,7 @@ async fn check_kernel<K: PooledKernel>(pool: &PoolInner<K>, session: &Session<K>
     if let Some(gone) = session.take_kernel() {
         pool.end(gone).await;
     }
-    *session.lost_while_idle.lock().unwrap() = Some(lost);
+    *session.lost_while_idle.lock().unwrap() = Some(StateLost::kernel_ended(lost));
 }
 
 impl<K: PooledKernel> PoolInner<K> {
@@ -150,6 +152,7 @@ mod tests {
 
         let again = run(&pool, "a", "2").await.unwrap();
         assert!(again.session_lost);
+        assert!(!again.kernel_restarted, "evicted, not restarted");
         assert_eq!(
             again.annotations,
             ["This session was idle for 10 s and its kernel was shut down; a new one was started and earlier state is gone."]
@@ -172,6 +175,7 @@ mod tests {
 
         let next = run(&pool, "a", "2").await.unwrap();
         assert!(next.session_lost);
+        assert!(next.kernel_restarted, "replaced by the heartbeat");
         assert_eq!(
             next.annotations,
             ["The Python kernel ended while idle (exit code 3); a new one was started and earlier state is gone."]

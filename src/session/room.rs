@@ -91,6 +91,28 @@ impl<K: PooledKernel> PoolInner<K> {
         }
     }
 
+    /// Ends the spares found dead (killed, crashed) and starts their replacements, so a
+    /// pool keeps `prewarm` ready between calls, not only after the next one.
+    pub(super) async fn replace_dead_spares(self: &Arc<Self>) {
+        let dead: Vec<LiveKernel<K>> = {
+            let mut spares = self.spares.lock().unwrap();
+            let (alive, dead) = std::mem::take(&mut spares.ready)
+                .into_iter()
+                .partition(|spare| spare.kernel.alive());
+            spares.ready = alive;
+            dead
+        };
+        if dead.is_empty() {
+            return;
+        }
+        for spare in dead {
+            tracing::info!("a spare kernel ended; replacing it");
+            // Its room is free once it is gone: the refill below takes it again.
+            drop(self.end(spare).await);
+        }
+        self.refill_spares();
+    }
+
     /// A ready kernel for `config` in room of its own: a spare that fits, else a fresh
     /// start in `room` (the room of a kernel this call replaced), else in room found or
     /// waited for (see [`PoolInner::wait_for_room`]). `load`: the count a least-loaded
@@ -389,5 +411,22 @@ mod tests {
         sleep(Duration::from_millis(10)).await;
         assert_eq!(pool.spare_pids(), [1001]);
         assert_eq!(fakes.spawned(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_spare_that_dies_is_replaced_without_waiting_for_a_call() {
+        let (pool, fakes) = fake_pool(|c| c.prewarm = 1);
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(pool.spare_pids(), [1000]);
+
+        fakes.kernel(1000).die(-9);
+        // The upkeep looks at least once a second.
+        sleep(Duration::from_millis(1100)).await;
+        assert_eq!(pool.spare_pids(), [1001], "replaced with no call made");
+        assert_eq!(
+            fakes.shut_down(),
+            [1000],
+            "the dead spare was ended, its room freed"
+        );
     }
 }

@@ -15,7 +15,7 @@ use crate::session::inner::PoolInner;
 use crate::session::pooled::PooledKernel;
 use crate::session::site::Site;
 use crate::session::slots::Slot;
-use crate::session::state::Session;
+use crate::session::state::{Session, StateLost};
 use crate::wire::events::KernelEvent;
 
 /// A request admitted at call time: its session and place in line are fixed.
@@ -334,9 +334,10 @@ async fn run_in_session<K: PooledKernel>(
     }
     let abort = options.abort.clone().unwrap_or_default();
     let mut evaluation = Evaluation::new(cells, options);
-    if let Some(notice) = session.lost_while_idle.lock().unwrap().take() {
-        evaluation.annotate(notice);
+    if let Some(lost) = session.lost_while_idle.lock().unwrap().take() {
+        evaluation.annotate(lost.notice);
         evaluation.result_mut().session_lost = true;
+        evaluation.result_mut().kernel_restarted = lost.kernel_ended;
     }
     // The room of a kernel this call replaces goes to its successor: a session with a
     // kernel never waits for room to replace it.
@@ -365,6 +366,7 @@ async fn run_in_session<K: PooledKernel>(
                     "The Python kernel had ended since the last call ({exit}); a new one was started and earlier state is gone."
                 ));
                 evaluation.result_mut().session_lost = true;
+                evaluation.result_mut().kernel_restarted = true;
                 if let Some(old) = session.take_kernel() {
                     room = pool.end(old).await;
                 }
@@ -447,6 +449,12 @@ async fn run_in_session<K: PooledKernel>(
     if result.kernel_died || result.kernel_killed {
         // Replaced before the next call; its room is free once it is gone.
         if let Some(dead) = session.take_kernel() {
+            let notice = match dead.kernel.exit_info() {
+                _ if result.kernel_killed => "The Python kernel was killed during the last call; a new one was started and earlier state is gone.".to_string(),
+                Some(exit) => format!("The Python kernel died during the last call ({exit}); a new one was started and earlier state is gone."),
+                None => "The Python kernel died during the last call; a new one was started and earlier state is gone.".to_string(),
+            };
+            *session.lost_while_idle.lock().unwrap() = Some(StateLost::kernel_ended(notice));
             pool.end(dead).await;
         }
     }
@@ -523,6 +531,16 @@ mod tests {
         let next = run(&pool, "a", "1").await.unwrap();
         assert_eq!(next.exit_code, Some(0));
         assert_eq!(fakes.ran("1"), [1001]);
+        assert!(
+            next.session_lost && next.kernel_restarted,
+            "the next call is told its state is gone"
+        );
+        assert_eq!(
+            next.annotations,
+            ["The Python kernel died during the last call (exit code 1); a new one was started and earlier state is gone."]
+        );
+        let after = run(&pool, "a", "2").await.unwrap();
+        assert!(!after.session_lost && !after.kernel_restarted && after.annotations.is_empty());
     }
 
     #[tokio::test(start_paused = true)]
@@ -534,7 +552,7 @@ mod tests {
         let next = run(&pool, "a", "2").await.unwrap();
         assert_eq!(next.exit_code, Some(0));
         assert!(next.session_lost);
-        assert!(!next.kernel_restarted);
+        assert!(next.kernel_restarted, "a dead kernel replaced is a restart");
         assert_eq!(
             next.annotations,
             ["The Python kernel had ended since the last call (exit code 3); a new one was started and earlier state is gone."]

@@ -44,11 +44,35 @@ pub(super) struct Session<K> {
     pub(super) resets: Mutex<Resets>,
     /// The cell running now, so disposal can stop it.
     pub(super) running: Mutex<Option<Arc<AbortHandle>>>,
-    /// Told to the next call: the kernel was lost while idle.
-    pub(super) lost_while_idle: Mutex<Option<String>>,
+    /// Told to the next call: its state is gone since the last one.
+    pub(super) lost_while_idle: Mutex<Option<StateLost>>,
     /// What its kernels installed and cached, kept across resets and restarts: taken
     /// from its first kernel, removed once the session and its kernels are gone.
     pub(super) dir: Mutex<Option<Arc<SessionDir>>>,
+}
+
+/// Why a session's state is gone since its last call, for the next call to tell.
+pub(super) struct StateLost {
+    pub(super) notice: String,
+    /// Its kernel ended without being asked to (died, hung, killed), so the next call
+    /// runs in a replacement: `kernelRestarted`. An evicted session is not restarted.
+    pub(super) kernel_ended: bool,
+}
+
+impl StateLost {
+    pub(super) fn evicted(notice: String) -> Self {
+        StateLost {
+            notice,
+            kernel_ended: false,
+        }
+    }
+
+    pub(super) fn kernel_ended(notice: String) -> Self {
+        StateLost {
+            notice,
+            kernel_ended: true,
+        }
+    }
 }
 
 /// Resets asked for while an earlier one is pending or its call still runs are done once

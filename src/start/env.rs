@@ -8,6 +8,28 @@ use std::collections::{BTreeMap, HashMap};
 
 pub const DEFAULT_ENV_PREFIX: &str = "PYKERNEL_";
 
+/// Why `prefix` cannot be an `envPrefix`, if it cannot. It begins variable names
+/// (`<PREFIX>API_KEY`, `<PREFIX>PYTHON_SKIP_CHECK`), so it must be one itself: letters,
+/// digits and `_`, not starting with a digit; empty means no brand prefix at all.
+pub fn env_prefix_fault(prefix: &str) -> Option<String> {
+    const MAX_LEN: usize = 64;
+    let valid_chars = prefix
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if prefix.len() > MAX_LEN {
+        Some(format!(
+            "must be at most {MAX_LEN} characters, got {}",
+            prefix.len()
+        ))
+    } else if !valid_chars || prefix.starts_with(|c: char| c.is_ascii_digit()) {
+        Some(format!(
+            "must be a variable-name prefix (letters, digits and '_', not starting with a digit, such as 'ACME_'), got {prefix:?}"
+        ))
+    } else {
+        None
+    }
+}
+
 /// Variables a Python process (and the tools it runs) legitimately needs.
 const ALLOWLIST: &[&str] = &[
     "PATH",
@@ -211,6 +233,18 @@ pub fn filter_env(env: &HashMap<String, String>, env_prefix: &str) -> BTreeMap<S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_env_prefix_must_begin_variable_names() {
+        for good in ["PYKERNEL_", "ACME_", "acme", "_X1", ""] {
+            assert_eq!(env_prefix_fault(good), None, "{good:?}");
+        }
+        for bad in ["a b", "ACME-", "1X_", "X=", "É_"] {
+            let fault = env_prefix_fault(bad).unwrap_or_else(|| panic!("{bad:?} accepted"));
+            assert!(fault.contains("letters, digits and '_'"), "{fault}");
+        }
+        assert!(env_prefix_fault(&"A".repeat(65)).is_some());
+    }
 
     fn keeps(name: &str) -> bool {
         EnvFilter::new(DEFAULT_ENV_PREFIX).verdict(name).keeps()

@@ -9,9 +9,12 @@
 //!
 //! The default place, `$TMPDIR/pykernel-<uid>`, is a name any local user can take first
 //! (a directory of theirs, a symlink, a file). Such a directory is never used, but that
-//! must not block every kernel either: this process then makes a fresh private directory
-//! beside it (`pykernel-<uid>-XXXXXX`, 0700, made by us), says so once, and keeps using it
-//! for all its kernels. A `runner_dir` the caller chose is theirs to fix, so a bad one is
+//! must not block every kernel either: this process then uses a private directory beside
+//! it (`pykernel-<uid>-XXXXXX`, 0700, ours), says so once, and keeps using it for all its
+//! kernels. A stand-in an earlier process made is reused when it is still a real 0700
+//! directory of ours, not writable by anyone else, so a squatted base costs one directory,
+//! not one per host process; one that is not (another user's, a symlink, loosened) is
+//! passed over, and a new one made. A `runner_dir` the caller chose is theirs to fix, so a bad one is
 //! an error.
 
 use std::collections::HashMap;
@@ -151,8 +154,17 @@ fn materialize_shared(default: &Path, stand_ins: &StandIns) -> Result<RunnerFile
     };
     let parent = default.parent().unwrap_or(Path::new("/"));
     let name = default.file_name().unwrap_or_default().to_string_lossy();
+    let prefix = format!("{name}-");
+    if let Some(files) = earlier_stand_in(parent, &prefix) {
+        tracing::warn!(
+            "{refused}. Kernels of this process use {} instead.",
+            files.base.display()
+        );
+        stand_ins.insert(default.to_path_buf(), files.base.clone());
+        return Ok(files);
+    }
     let made = tempfile::Builder::new()
-        .prefix(&format!("{name}-"))
+        .prefix(&prefix)
         .permissions(fs::Permissions::from_mode(0o700))
         .tempdir_in(parent)
         .map(tempfile::TempDir::keep);
@@ -170,6 +182,36 @@ fn materialize_shared(default: &Path, stand_ins: &StandIns) -> Result<RunnerFile
     );
     stand_ins.insert(default.to_path_buf(), dir);
     Ok(files)
+}
+
+/// A stand-in an earlier process left in `parent` (named `prefix` and 6 more characters, as
+/// `tempfile` names them), with the runner written in it: the first, by name, that is a
+/// real directory of ours that nobody else can write. Anything else is passed over.
+fn earlier_stand_in(parent: &Path, prefix: &str) -> Option<RunnerFiles> {
+    let mut candidates: Vec<PathBuf> = fs::read_dir(parent)
+        .ok()?
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .and_then(|name| name.strip_prefix(prefix))
+                .is_some_and(|rest| {
+                    rest.len() == 6 && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+                })
+        })
+        .map(|entry| entry.path())
+        .collect();
+    candidates.sort();
+    candidates.into_iter().find_map(|dir| {
+        let sound = matches!(safe_fs::inspect_dir(&dir), Ok(None))
+            && fs::symlink_metadata(&dir).is_ok_and(|meta| meta.mode() & 0o077 == 0);
+        if sound {
+            write_files(&dir).ok()
+        } else {
+            None
+        }
+    })
 }
 
 fn write_files(base: &Path) -> Result<RunnerFiles> {
@@ -360,6 +402,37 @@ mod tests {
             assert_private_stand_in(tmp.path(), &files, &default);
             assert_eq!(fs::read_dir(&default).unwrap().count(), 0);
             assert_eq!(fs::metadata(&default).unwrap().uid(), 65534);
+        }
+    }
+
+    #[test]
+    fn a_stand_in_made_by_an_earlier_process_is_reused_and_a_foreign_or_loose_one_is_not() {
+        let (tmp, default) = shared_tmp();
+        fs::write(&default, "x").unwrap();
+        // Each StandIns is one host process.
+        let first = materialize_shared(&default, &StandIns::default()).unwrap();
+        let second = materialize_shared(&default, &StandIns::default()).unwrap();
+        assert_eq!(second.base, first.base, "one stand-in for every host");
+        assert_eq!(
+            fs::read_dir(tmp.path()).unwrap().count(),
+            2,
+            "the base and one stand-in"
+        );
+
+        // Loosened by someone: files could have been planted, so it is not trusted again.
+        fs::set_permissions(&first.base, fs::Permissions::from_mode(0o777)).unwrap();
+        let third = materialize_shared(&default, &StandIns::default()).unwrap();
+        assert_ne!(third.base, first.base);
+        assert_private_stand_in(tmp.path(), &third, &default);
+        fs::remove_dir_all(&third.base).unwrap();
+
+        // A look-alike name another user made first is passed over too.
+        if safe_fs::our_uid() == 0 {
+            fs::set_permissions(&first.base, fs::Permissions::from_mode(0o700)).unwrap();
+            std::os::unix::fs::chown(&first.base, Some(65534), Some(65534)).unwrap();
+            let fourth = materialize_shared(&default, &StandIns::default()).unwrap();
+            assert_ne!(fourth.base, first.base);
+            assert_private_stand_in(tmp.path(), &fourth, &default);
         }
     }
 

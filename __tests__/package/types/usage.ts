@@ -62,7 +62,8 @@ async function main(): Promise<void> {
   const pool = new KernelPool({ kernel: { baseEnv: process.env } })
   await pool.execute({ sessionId: 's', cells: [{ code: '1' }], timeoutSeconds: maybe })
   await pool.disposeAll()
-  new KvStore('/tmp', 's').list()
+  const keys: string[] = await new KvStore('/tmp', 's').list()
+  void keys
 
   // @ts-expect-error: a kernel is made by Kernel.start(); `new Kernel()` throws at run time.
   new Kernel()
