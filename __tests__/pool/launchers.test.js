@@ -17,11 +17,13 @@ const at = (tag) => ['env', `PK_PLACE=${tag}`]
 // PK_PLACE as the kernel sees it ('None' when it ran here, without a launcher), and a
 // token of the kernel process, to tell a fresh kernel from the same one.
 const PLACE = 'import os as _os; print(_os.environ.get("PK_PLACE"), _os.getpid(), id(_os))'
+/** The cell's own line: the output after the host's notices (a replaced kernel's). */
+const cellLine = (r) => r.output.slice(r.annotations.map((a) => `[${a}]\n`).join('').length).trim()
 const placeOf = (r) => {
   assert.equal(r.exitCode, 0, r.output)
-  return r.output.trim().split(' ')[0]
+  return cellLine(r).split(' ')[0]
 }
-const tokenOf = (r) => r.output.trim().split(' ').slice(1).join(' ')
+const tokenOf = (r) => cellLine(r).split(' ').slice(1).join(' ')
 const run = (pool, sessionId, extra = {}) => pool.execute({ sessionId, cells: [{ code: PLACE }], ...extra })
 const where = async (pool, sessionId, extra) => placeOf(await run(pool, sessionId, extra))
 const info = (pool, id) => pool.sessions.filter((s) => s.key.startsWith(`session:${id} @ `))
