@@ -1,6 +1,6 @@
 # IPython's input rules: what a cell may hold that is not plain Python, or that IPython
-# runs where Python alone would not. One minimal cell each. Not in the CI subset: the
-# aliases (cat) print what the machine's coreutils print.
+# runs where Python alone would not. One minimal cell each.
+# compat: ci
 
 # %% future-late
 import math
