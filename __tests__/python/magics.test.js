@@ -34,6 +34,9 @@ test('magics', async (t) => {
     // a one-line assignment to a new name is no automagic candidate
     await ok(kernel, 'first = 1')
     await ok(kernel, 'second, third = 2, 3')
+    // nor is an expression that starts with a number: no magic's name does
+    assert.equal(await value(kernel, '1+1'), '2')
+    assert.equal(await value(kernel, '2 * 3'), '6')
     assert.equal(await value(kernel, "'pykernel_runner.magics' in sys.modules"), 'False')
     await ok(kernel, '%pwd')
     assert.equal(await value(kernel, "'pykernel_runner.magics' in sys.modules"), 'True')

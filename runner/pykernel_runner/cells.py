@@ -258,7 +258,8 @@ def _may_have_magics(source):
 
 def _may_be_automagic(source, namespace):
     """Whether *source* may be a magic named without its `%` (``cd /tmp``):
-    one line whose first word no variable, builtin or keyword takes, not
+    one line whose first word is a name (``1+1`` is no candidate) that no
+    variable, builtin or keyword takes, not
     followed by `=` or `,` (an assignment, such as a session's first ``x =
     1``) nor at once by `.` (no magic's name has one; ``cd ..`` is a
     magic); the magics then decide (transform.automagic_call)."""
@@ -270,7 +271,7 @@ def _may_be_automagic(source, namespace):
         if not (char.isalnum() or char == "_"):
             word, rest = text[:end], text[end:]
             break
-    if (not word or rest[:1] == "." or rest.lstrip()[:1] in ("=", ",")
+    if (not word.isidentifier() or rest[:1] == "." or rest.lstrip()[:1] in ("=", ",")
             or word in namespace or hasattr(builtins, word)):
         return False
     import keyword
