@@ -37,6 +37,7 @@ Imported only when first needed (``lazy``), or by the zygote:
 * ``inspector``: the pager text of ``obj?`` / ``obj??``;
 * ``shell``: shell children (``!cmd``, ``%%bash``, ``%pip``), streamed and capped;
 * ``magics``: the magics, and the helpers rewritten lines call;
+* ``pip_modules``: which modules ``%pip`` changed, evicted or left for a restart;
 * ``refusals``: what the sandbox refused a cell, named to the host (a
   sandboxed kernel's init loads it);
 * ``zygote``: ``runner.py`` as a zygote, forking kernels that share its imports.

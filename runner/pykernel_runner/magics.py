@@ -16,6 +16,8 @@ import sys
 import time
 
 from .shell import SList, run_child, shell_argv, state_exit
+from .pip_modules import (distributions, evict, import_names, normalize, signature,
+                          with_compiled_extensions)
 from .transform import HELPER_NAMES, automagic_call, transform
 
 _MAX_SCRIPT_ARG = 32 * 1024  # longer %%bash bodies run from a file (Linux
@@ -646,26 +648,26 @@ class Magics:
         if not argv:
             raise UsageError("%pip needs a pip command: %pip install NAME")
         command = next((arg for arg in argv if not arg.startswith("-")), "")
-        before = _distributions()
+        before = distributions()
         names = set()
         if command == "uninstall":
             for arg in argv[argv.index(command) + 1:]:
-                if _normalize(arg) in before:
-                    names |= _import_names(before[_normalize(arg)][1])
+                if normalize(arg) in before:
+                    names |= import_names(before[normalize(arg)][1])
         returncode, _ = run_child(
             [sys.executable, "-m", "pip"] + argv,
             env={"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
                  "PIP_YES": "1"})
         import importlib
         importlib.invalidate_caches()
-        after = _distributions()
+        after = distributions()
         changed = sorted(key for key, (_, dist) in after.items()
                          if key not in before
-                         or _signature(before[key][1]) != _signature(dist))
+                         or signature(before[key][1]) != signature(dist))
         for key in changed:
-            names |= _import_names(after[key][1])
-        compiled = _with_compiled_extensions(names)
-        evicted = _evict(names - set(compiled))
+            names |= import_names(after[key][1])
+        compiled = with_compiled_extensions(names)
+        evicted = evict(names - set(compiled))
         state_exit(returncode)
         if evicted:
             print("Note: %s unloaded from sys.modules; the next import loads "
@@ -838,89 +840,3 @@ def _short_value(value, width=60):
         text = "<repr failed: %s>" % type(exc).__name__
     text = " ".join(text.split())
     return text if len(text) <= width else text[:width - 3] + "..."
-
-
-# -- %pip: which modules a distribution provides ----------------------------------
-
-def _normalize(name):
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _distributions():
-    """Installed distributions as {normalized name: (name, distribution)};
-    the first on sys.path (the one imports see) wins."""
-    from importlib import metadata
-    found = {}
-    for dist in metadata.distributions():
-        try:
-            name = dist.metadata["Name"]
-        except Exception:
-            continue
-        if name and _normalize(name) not in found:
-            found[_normalize(name)] = (name, dist)
-    return found
-
-
-def _signature(dist):
-    return dist.version, str(getattr(dist, "_path", ""))
-
-
-def _import_names(dist):
-    """The top-level import names of *dist*: top_level.txt, plus the
-    packages and modules its RECORD lists (wheels without top_level.txt)."""
-    names = set()
-    try:
-        text = dist.read_text("top_level.txt") or ""
-    except Exception:
-        text = ""
-    for line in text.split():
-        names.add(line.strip().split("/")[0])
-    try:
-        files = dist.files or []
-    except Exception:
-        files = []
-    for path in files:
-        parts = path.parts
-        if not parts or parts[0] in ("..", "__pycache__"):
-            continue
-        top = parts[0]
-        if top.endswith((".dist-info", ".egg-info", ".data")):
-            continue
-        if len(parts) == 1:
-            stem, dot, suffix = top.partition(".")
-            if suffix.split(".")[-1] not in ("py", "pyc", "so", "pyd"):
-                continue
-            top = stem
-        names.add(top)
-    return {name for name in names if name.isidentifier()}
-
-
-def _with_compiled_extensions(names):
-    """The top-level names among *names* with a compiled extension module
-    (a .so or .pyd, as importlib's EXTENSION_SUFFIXES says) imported now."""
-    from importlib.machinery import EXTENSION_SUFFIXES
-    found = set()
-    for module_name, module in list(sys.modules.items()):
-        top = module_name.partition(".")[0]
-        if top not in names or top in found:
-            continue
-        path = getattr(module, "__file__", None) or ""
-        if isinstance(path, str) and path.endswith(tuple(EXTENSION_SUFFIXES)):
-            found.add(top)
-    return sorted(found)
-
-
-def _evict(names):
-    """Remove these top-level modules and their submodules from sys.modules
-    (never standard-library ones, nor the runner's); the names that were
-    imported."""
-    protected = set(getattr(sys, "stdlib_module_names", ())) | set(
-        sys.builtin_module_names) | {__name__.partition(".")[0]}
-    names = set(names) - protected
-    evicted = set()
-    for module in list(sys.modules):
-        top = module.partition(".")[0]
-        if top in names:
-            del sys.modules[module]
-            evicted.add(top)
-    return sorted(evicted)

@@ -62,6 +62,7 @@ const FILES: &[(&str, &str)] = &[
     package_module!("ipython.py"),
     package_module!("transform.py"),
     package_module!("inspector.py"),
+    package_module!("pip_modules.py"),
     package_module!("shell.py"),
     package_module!("magics.py"),
     package_module!("refusals.py"),
