@@ -207,7 +207,7 @@ test('NUL bytes from print, fd 1 and stderr are kept raw in the result and remov
 })
 
 test('print followed at once by os.write(1) keeps the order the cell wrote in', async (t) => {
-  // Not a flood: found while writing the NUL case. README: "print, os.system, subprocesses,
+  // Not a flood: found while writing the NUL case. docs/api.md: "print, os.system, subprocesses,
   // C code writing to fd 1/2 ... are all captured, in order".
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())
