@@ -10,8 +10,8 @@
 // - Each runnable block runs here as the user would run it: js as an ES module in a
 //   directory inside the repository (so `import ... from 'pykernel'` resolves to this
 //   package through its exports map, as from an installed copy), sh with `npx pykernel`
-//   as `node bin/pykernel.js` (only pykernel one-liners are run), python as a script
-//   through the CLI. The test venv is found by discovery, as a user's active venv is
+//   as `node bin/pykernel.js` (only pykernel one-liners are run), python as one cell
+//   (`pykernel exec`), as an agent's cell runs. The test venv is found by discovery, as a user's active venv is
 //   (VIRTUAL_ENV and PATH), never passed to the example.
 // - A `console.log(...)` line that ends in `// text` says the line it prints: the
 //   output must hold that line.
@@ -129,7 +129,7 @@ function userEnv() {
 /** How a block runs: `[program, args]` once its code is written to `file`. */
 function command(block, file) {
   if (block.lang === 'js') return [process.execPath, [file]]
-  if (block.lang === 'python') return [process.execPath, [path.join(root, 'bin', 'pykernel.js'), 'run', file]]
+  if (block.lang === 'python') return [process.execPath, [path.join(root, 'bin', 'pykernel.js'), 'exec', fs.readFileSync(file, 'utf8')]]
   if (block.lang === 'sh') return ['bash', ['-e', file]]
   throw new Error(`a runnable block in ${block.lang || 'no language'}: mark only js, sh or python blocks runnable`)
 }
@@ -141,7 +141,10 @@ function shScript(code) {
     .split('\n')
     .map((line) => {
       if (!line.trim() || line.trim().startsWith('#')) return line
-      assert.match(line, /^npx pykernel\b/, `only pykernel one-liners run from a sh block: ${line}`)
+      // Quoted arguments and the comment aside, no other command may ride along.
+      assert.doesNotMatch(line, /[`$]/, `a sh block runs no substitution: ${line}`)
+      const bare = line.replace(/"(\\.|[^"\\])*"|'[^']*'/g, '""').replace(/\s#.*$/, '')
+      assert.match(bare, /^npx pykernel\b[^;&|<>`$()]*$/, `only pykernel one-liners run from a sh block: ${line}`)
       return line.replace(/^npx pykernel\b/, cli)
     })
     .join('\n')
