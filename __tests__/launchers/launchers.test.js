@@ -183,11 +183,11 @@ const SETUPS = {
   // As docs/launchers.md prints it, for a host running as this process does (root or not).
   'readme-bwrap': {
     title: "the documented bwrap recipe",
-    available: () => launchers.bwrapAvailable() && launchers.onPath(readmeRecipe()[0]),
+    available: () => launchers.bwrapAvailable() && launchers.onPath(documentedRecipe()[0]),
     privateTmp: true,
     hardened: true,
     async make() {
-      const launcher = readmeRecipe()
+      const launcher = documentedRecipe()
       // The root recipe runs the kernel as uid 65534, which cannot enter /root (pyenv).
       const interpreter = launchers.pythonThrough(launcher)
       assert.ok(interpreter, `no Python 3.8+ runs through ${launcher.join(' ')}`)
@@ -204,7 +204,7 @@ const SETUPS = {
 }
 
 /** The documented bwrap recipe for a host running as this process does. */
-function readmeRecipe() {
+function documentedRecipe() {
   return launchers.documentedBwrapRecipes()[process.getuid() === 0 ? 'root' : 'user']
 }
 

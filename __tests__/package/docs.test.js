@@ -184,6 +184,20 @@ test('every relative link and anchor in the Markdown resolves', () => {
   assert.deepEqual(brokenLinks(markdownFiles()), [])
 })
 
+test('every doc and heading a code comment names exists', () => {
+  // As `docs/api.md#option-ranges` in a comment, or a doc named in a test (this file's probe aside).
+  const pattern = '(README|docs/[a-z-]+)\\.md#[a-z0-9-]+'
+  const grep = spawnSync('git', ['grep', '-n', '-o', '-E', pattern, '--', '.', ':(exclude)*.md', ':(exclude)__tests__/package/docs.test.js'], { cwd: root, encoding: 'utf8' })
+  assert.ok(grep.status === 0 || grep.status === 1, grep.stderr) // 1: no match
+  const missing = []
+  for (const hit of grep.stdout.split('\n').filter(Boolean)) {
+    const [, where, doc, anchor] = /^(.+?:\d+):(.+?)#(.+)$/.exec(hit)
+    const file = path.join(root, doc)
+    if (!fs.existsSync(file) || !anchorsOf(file).has(anchor)) missing.push(`${where}: ${doc}#${anchor}`)
+  }
+  assert.deepEqual(missing, [])
+})
+
 test('no doc cites an issue number or the spec (neither is in the repository)', () => {
   const citations = []
   for (const rel of docs) {
