@@ -97,24 +97,3 @@ test('npm run pack: the main package ships what users need, no addon, no scripts
 test('the repository itself never builds on install', () => {
   for (const hook of ['prepare', 'install', 'preinstall', 'postinstall']) assert.equal(pkg.scripts[hook], undefined, hook)
 })
-
-test("the README's complete examples (the js blocks that import pykernel) run as written, as ES modules", () => {
-  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
-  const blocks = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]).filter((b) => b.startsWith('import '))
-  assert.ok(blocks.length >= 3, `found ${blocks.length} complete examples`)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-readme-'))
-  try {
-    fs.mkdirSync(path.join(dir, 'node_modules'))
-    fs.symlinkSync(root, path.join(dir, 'node_modules', 'pykernel'))
-    blocks.forEach((block, i) => {
-      const file = path.join(dir, `example${i}.mjs`)
-      fs.writeFileSync(file, block)
-      const python = process.env.PYKERNEL_TEST_PYTHON
-      const env = { ...process.env, ...(python ? { PATH: `${path.dirname(python)}${path.delimiter}${process.env.PATH}` } : {}) }
-      const run = spawnSync(process.execPath, [file], { cwd: dir, env, encoding: 'utf8', timeout: 60_000 })
-      assert.equal(run.status, 0, `README example ${i + 1} failed:\n${block}\n${run.stderr}`)
-    })
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
-})
