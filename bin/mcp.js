@@ -207,7 +207,7 @@ async function resetSession(pool, args) {
 }
 
 /** The line `pykernel mcp` prints, and the error `createServer` throws, without the SDK. */
-const MISSING_SDK = `pykernel mcp needs the MCP SDK: npm install ${SDK}`
+const MISSING_SDK = `pykernel mcp needs the MCP SDK: npm install ${SDK} (through npx: npx -p pykernel -p ${SDK} pykernel mcp)`
 
 /**
  * The server for `pool`, whose kernels `kernel` (the pool's kernel options) describes.

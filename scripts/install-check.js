@@ -10,7 +10,9 @@
 //   dependency; the MCP SDK is an optional peer);
 // - `npx pykernel mcp` without the SDK says, on one line, what to install and exits 2;
 //   then, with the SDK installed beside it, an MCP session over stdio (initialize, the
-//   tool list, a python call that prints 42) and a clean exit when stdin closes;
+//   tool list, a python call that prints 42) and a clean exit when stdin closes; and
+//   the same through `npx -p pykernel -p @modelcontextprotocol/sdk pykernel mcp`, as an
+//   MCP client's configuration starts it;
 // - `npx pykernel exec "print(6*7)"` prints 42, `npx pykernel --version` the version,
 //   `npx pykernel run script.py args` runs the script with its arguments;
 // - the README's install example (the first ```js block of its "Install" section) runs
@@ -166,7 +168,7 @@ async function main() {
     step = 'npx pykernel mcp without the SDK'
     const sdk = '@modelcontextprotocol/sdk'
     const missing = spawnSync('npx', ['pykernel', 'mcp'], { ...options, input: '', encoding: 'utf8', timeout: 120_000 })
-    const line = `pykernel mcp needs the MCP SDK: npm install ${sdk}\n`
+    const line = `pykernel mcp needs the MCP SDK: npm install ${sdk} (through npx: npx -p pykernel -p ${sdk} pykernel mcp)\n`
     if (missing.status !== 2 || missing.stderr !== line || missing.stdout !== '') {
       throw new Error(`expected exit 2 and ${JSON.stringify(line)} on stderr alone, got ${missing.status}, stderr ${JSON.stringify(missing.stderr)}, stdout ${JSON.stringify(missing.stdout)}`)
     }
@@ -211,6 +213,20 @@ async function main() {
     if (session.text !== '42\n') throw new Error(`the python call printed ${JSON.stringify(session.text)}, not 42`)
     if (session.code !== 0) throw new Error(`exited ${session.code} when stdin closed; stderr: ${session.stderr}`)
     console.log(`ok   ${step}: tools ${session.tools.join(', ')}; print(6*7) gave 42; exit 0 when stdin closed`)
+
+    // As an MCP client's configuration runs it: npx fetching both packages, from an
+    // empty directory (a fresh npx cache, so nothing installed before is reused).
+    step = 'npx -p pykernel -p the SDK pykernel mcp --cwd <dir>'
+    const elsewhere = path.join(project, '..', `${path.basename(project)}-npx`)
+    fs.mkdirSync(elsewhere)
+    try {
+      const npxArgs = ['-y', '-p', main, '-p', platform, '-p', `${sdk}@${pkg.peerDependencies[sdk]}`, 'pykernel', 'mcp', '--cwd', elsewhere]
+      const npx = await mcpSession('npx', npxArgs, { cwd: elsewhere, env: { ...env, npm_config_cache: path.join(elsewhere, '.npm') } })
+      if (npx.text !== '42\n' || npx.code !== 0) throw new Error(`printed ${JSON.stringify(npx.text)}, exited ${npx.code}; stderr: ${npx.stderr}`)
+      console.log(`ok   ${step}: print(6*7) gave 42; exit 0 when stdin closed`)
+    } finally {
+      fs.rmSync(elsewhere, { recursive: true, force: true })
+    }
   } catch (error) {
     console.error(`FAIL ${step}: ${String(error.stderr || error.message).trim()}`)
     process.exitCode = 1

@@ -154,7 +154,7 @@ test('without the SDK installed, pykernel mcp says what to install on one line a
   const addon = fs.readdirSync(root).find((f) => f.endsWith('.node'))
   fs.symlinkSync(path.join(root, addon), path.join(dir, addon))
   const r = spawnSync(process.execPath, [path.join(dir, 'bin', 'pykernel.js'), 'mcp'], { encoding: 'utf8', input: '' })
-  assert.equal(r.stderr, 'pykernel mcp needs the MCP SDK: npm install @modelcontextprotocol/sdk\n')
+  assert.equal(r.stderr, 'pykernel mcp needs the MCP SDK: npm install @modelcontextprotocol/sdk (through npx: npx -p pykernel -p @modelcontextprotocol/sdk pykernel mcp)\n')
   assert.equal(r.stdout, '')
   assert.equal(r.status, 2)
 })
