@@ -143,7 +143,7 @@ function parseArgs(argv) {
         ;[value, i] = takeValue(name, i, inline)
         if (!value) throw new UsageError('--cwd needs a directory')
         const dir = path.resolve(value)
-        if (!fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`--cwd ${value}: no such directory`)
+        if (!fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`--cwd ${value} is not a directory`)
         opts.cwd = dir
         break
       }

@@ -102,7 +102,7 @@ test("--cwd: a server started in / runs its kernels in the project, with the pro
 test('--cwd that is no directory is a usage error; with --launcher it is refused', () => {
   const missing = spawnSync(process.execPath, [cli, 'mcp', '--cwd', '/no/such/dir'], { encoding: 'utf8', input: '' })
   assert.equal(missing.status, 2)
-  assert.match(missing.stderr, /--cwd \/no\/such\/dir: no such directory/)
+  assert.match(missing.stderr, /--cwd \/no\/such\/dir is not a directory/)
   const launched = spawnSync(process.execPath, [cli, 'mcp', '--cwd', root, '--launcher', 'env'], { encoding: 'utf8', input: '' })
   assert.equal(launched.status, 2)
   assert.match(launched.stderr, /--cwd is for kernels here/)
