@@ -84,7 +84,7 @@ function sandboxSentence(kernel) {
   const writes =
     writable === 'all'
       ? "code writes wherever the server's user may"
-      : `code writes only its working directory (${kernel.cwd}), TMPDIR${writable ? ` and ${writable.join(', ')}` : ''}`
+      : `code writes only its working directory (${kernel.cwd ?? process.cwd()}), TMPDIR${writable ? ` and ${writable.join(', ')}` : ''}`
   return `${writes}; credential files in the home directory read empty; ${networkOf(kernel) ? "the network is the host's" : 'there is no network'}.`
 }
 
