@@ -38,10 +38,19 @@ test("the exports map: 'pykernel', 'pykernel/tool' and 'pykernel/package.json' b
     const run = (file) => execFileSync(process.execPath, [path.join(dir, file)], { cwd: dir, encoding: 'utf8' }).trim()
     assert.equal(run('cjs.js'), `function python function ${pkg.version}`)
     assert.equal(run('esm.mjs'), 'function python function object')
-    assert.equal(pkg.dependencies['@modelcontextprotocol/sdk'] !== undefined, true, 'pykernel mcp needs the SDK at run time')
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }
+})
+
+test('the library needs no dependency: the MCP SDK is an optional peer, loaded by `pykernel mcp` alone', () => {
+  assert.equal(pkg.dependencies, undefined, 'a user who wants Kernel installs pykernel and its platform package only')
+  assert.equal(pkg.peerDependencies['@modelcontextprotocol/sdk'], pkg.devDependencies['@modelcontextprotocol/sdk'])
+  assert.deepEqual(pkg.peerDependenciesMeta, { '@modelcontextprotocol/sdk': { optional: true } })
+  // Everything the package exports, and the CLI's module, load without touching it.
+  const probe = `require('./main.js'); require('./tool.js'); require('./check-options.js'); require('./bin/mcp.js')
+console.log(Object.keys(require.cache).filter((f) => f.includes('@modelcontextprotocol')).length)`
+  assert.equal(execFileSync(process.execPath, ['-e', probe], { cwd: root, encoding: 'utf8' }).trim(), '0')
 })
 
 test('without an addon for the machine, loading says which package is missing and what to do', () => {
@@ -76,6 +85,8 @@ test('npm run pack: the main package ships what users need, no addon, no scripts
     const published = JSON.parse(execFileSync('tar', ['xzf', tarball, '-O', 'package/package.json'], { encoding: 'utf8' }))
     assert.equal(published.scripts, undefined, 'no install-time scripts: nothing compiles on install')
     assert.equal(published.devDependencies, undefined)
+    assert.equal(published.dependencies, undefined)
+    assert.deepEqual(published.peerDependenciesMeta, { '@modelcontextprotocol/sdk': { optional: true } })
     const platforms = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-arm64', 'darwin-x64']
     assert.deepEqual(
       published.optionalDependencies,
