@@ -737,10 +737,9 @@ async function main(argv) {
       if (opts.launcher) return usageError('check looks for Python here; --launcher does not apply')
       if (opts.writable) return usageError('check looks for Python here; --writable does not apply')
       return cmdCheck(loadAddon(), opts)
-    case 'mcp':
+    case 'mcp': {
       if (opts.launcher && opts.writable) return usageError('--writable is for kernels here; a launched kernel is confined by what runs it')
       if (args.length) return usageError(`unexpected argument '${args[0]}'`)
-    {
       const addon = loadAddon() // before mcp.js: a missing addon is the error to tell
       return require('./mcp.js').serveMcp(addon, opts)
     }
