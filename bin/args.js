@@ -113,6 +113,8 @@ function parseArgs(argv) {
 /** `util.parseArgs`' error as the CLI's one-line usage error. */
 function usageOf(err) {
   const option = /'(-[^' ]*)/.exec(err.message)?.[1]
+  // Its messages name the option; should one not, its own first line is the error.
+  if (!option) return new UsageError(err.message.split('\n')[0])
   switch (err.code) {
     case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
       return new UsageError(`unknown option '${option}'`)
