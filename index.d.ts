@@ -236,6 +236,16 @@ export declare class Kernel {
   interrupt(): void
   /** exit -> grace -> SIGTERM -> grace -> SIGKILL; `confirmed` once the process is reaped. */
   shutdown(options?: ShutdownOptions | undefined | null): Promise<ShutdownResult>
+  /**
+   * Whether `code`, a REPL's lines so far joined by `
+  `, is a cell to run, as Python's
+   * `codeop` tells `code.InteractiveConsole`, after the kernel's input rules (magics,
+   * `!cmd`, `obj?`): `'complete'`, `'incomplete'` (more lines: an open bracket or
+   * string, a block without its closing blank line, a `%%` cell's body) or
+   * `'invalid'` (run it anyway, so Python reports the error). Nothing runs. Called
+   * while a cell runs, it is answered after that cell, in call order.
+   */
+  isComplete(code: string): Promise<'complete' | 'incomplete' | 'invalid'>
 }
 export type JsKernel = Kernel
 

@@ -126,7 +126,7 @@ function totalInstance(instance, className, kinds) {
   })
 }
 
-const KERNEL_METHODS = { execute: totalAsync, evaluate: totalAsync, shutdown: totalAsync, interrupt: totalSync }
+const KERNEL_METHODS = { execute: totalAsync, evaluate: totalAsync, shutdown: totalAsync, interrupt: totalSync, isComplete: totalAsync }
 const POOL_METHODS = { execute: totalAsync, disposeOwner: totalAsync, disposeAll: totalAsync, reopen: totalSync }
 const KV_METHODS = { get: totalAsync, set: totalAsync, delete: totalAsync, list: totalAsync }
 const OUTPUT_BUILDER_METHODS = { push: totalSync, pushEvent: totalSync, endCell: totalSync, finish: totalSync }

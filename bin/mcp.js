@@ -281,19 +281,16 @@ async function serveMcp(addon, opts) {
     process.stderr.write(`${MISSING_SDK}\n`)
     return 2
   }
-  if (opts.launcher && opts.cwd) {
-    process.stderr.write("pykernel: --cwd is for kernels here; a launched kernel starts in the far side's own directory; see pykernel --help\n")
-    return 2
-  }
   const { StdioServerTransport } = loadSdk()
   // Full output of a truncated call, and kv stores, go here; gone with the server, as the
   // sessions are.
   const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-mcp-'))
   // The kernels run, and their Python is found (a project's `.venv`), in `--cwd`: a
   // desktop client starts its servers in `/`. Through `--launcher` they run elsewhere,
-  // in the far side's own directory.
+  // in `--cwd` on the far side when given (the CLI checked it is absolute), else in the
+  // far side's own directory.
   const kernel = opts.launcher
-    ? { interpreter: opts.python, launcher: opts.launcher }
+    ? { interpreter: opts.python, launcher: opts.launcher, ...(opts.cwd ? { cwd: opts.cwd } : {}) }
     : { cwd: opts.cwd ?? process.cwd(), interpreter: opts.python, ...(opts.writable ? { sandbox: { writable: opts.writable } } : {}) }
   const pool = new addon.KernelPool({ kernel, artifactsDir })
   const server = createServer(pool, {

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 'use strict'
 // pykernel: run Python through a pykernel kernel from the command line.
-// Node 18+ built-ins and the addon only; run_script.py beside it is the cell that runs
-// a script (`run`, `-c`, `-`).
+// Node built-ins and the addon only. Beside it: args.js reads the command line,
+// run_script.py is the cell that runs a script (`run`, `-c`, `-`).
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -19,14 +19,18 @@ const USAGE = `Usage:
                                                stdin piped, runs it as one script
   pykernel repl [options]                      the REPL; piped lines run as if typed
                                                (Out[N]; an error does not stop it)
-  pykernel check [--python <path>]             show which Python a kernel would use
+  pykernel check [--python <path>] [--cwd <dir>]
+                                               show which Python a kernel would use
   pykernel mcp [--python <path>] [--launcher <command>] [--timeout <seconds>]
-               [--writable <dir>]
+               [--writable <dir>] [--cwd <dir>]
                                                serve the python tool (and session
                                                tools) to an MCP client over stdio
 
 Options (for run, -c and -, before the file or code: what follows it is the script's):
   --python <path>      Python interpreter to use (default: discovery; see check)
+  --cwd <dir>          start the kernel in this directory, and look for Python from
+                       it (its ./.venv); paths on the command line, a script's file
+                       too, stay relative to where you are (default: where you are)
   --launcher <command> start the kernel through this command, elsewhere: words
                        ("docker exec -i box", "ssh -T gpu-1") or a JSON array;
                        --python is then the far side's (default python3)
@@ -46,11 +50,15 @@ Scripts (run, -c, -) run as one cell, as python runs them: __name__ is '__main__
 a module of their own, __file__ the file's absolute path, sys.argv [<file>|-c|-, args...],
 sys.path[0] the file's directory ('' for -c and -); tracebacks show the script's
 frames; sys.exit(n) is the exit status (sys.exit("message") prints it and exits 1).
-The working directory is unchanged.
+The working directory is yours, or --cwd's, while the file is found from yours:
+'pykernel --cwd d run x.py' runs as 'cd d && python <yours>/x.py' would.
 
-REPL input: a line is run at once unless it ends with ':' or '\\', starts with '@',
-leaves a bracket or a string open, or follows such a line; a block that had a ':'
-line (or an indented line) runs when a blank line is entered. 'exit', 'quit' or
+REPL input: after each line the kernel's Python says whether the input so far is
+complete, as python's own REPL asks codeop, after the magics' rules: a complete
+statement, a magic or a !command runs at once; an open bracket or string, a
+trailing '\\', a block (a ':' line, a decorator) or a %%cell magic's body waits for
+more lines ('...:'), and a block runs when a blank line is entered; input that
+cannot compile runs at once, so Python reports the error. 'exit', 'quit' or
 Ctrl-D ends the REPL; at the prompt, Ctrl-C drops the input, and twice within 1 s exits.
 
 Ctrl-C interrupts the running cell; if it is still running 5 s later, the kernel is
@@ -58,138 +66,10 @@ killed. A second Ctrl-C exits at once.
 
 Exit codes: 0 ok; n from a script's sys.exit(n) or os._exit(n), 128+s when a signal s
 killed it; 1 the cell raised, timed out, or the kernel died (piped repl: any cell
-failed); 2 usage error, missing file, or the kernel could not start; 130 interrupted
-(Ctrl-C).`
+failed); 2 usage error, missing file, the kernel could not start, or pykernel's
+native addon is missing; 130 interrupted (Ctrl-C).`
 
-class UsageError extends Error {}
-
-// ---------------------------------------------------------------------------
-// Arguments
-
-/**
- * The script a command line names: `run <file>`, `run -` or `-` (stdin). Arguments after
- * it are the script's, like python's; `-c <code>` is handled where options are.
- */
-function scriptNamedBy(positional) {
-  const [command, file] = positional
-  if (command === '-' && positional.length === 1) return { kind: 'stdin', argv0: '-' }
-  if (command === 'run' && positional.length === 2) {
-    return file === '-' ? { kind: 'stdin', argv0: '-' } : { kind: 'file', file, argv0: file }
-  }
-  return undefined
-}
-
-/**
- * `{ opts, positional, script? }`. pykernel's options may come anywhere before a script
- * (`run <file>`, `-c <code>`, `-`); everything after it is the script's `sys.argv[1:]`.
- */
-function parseArgs(argv) {
-  const opts = { json: false, help: false, version: false, python: undefined, launcher: undefined, timeoutMs: undefined, imagesDir: undefined }
-  const positional = []
-  const takeValue = (name, i, inline) => {
-    if (inline !== undefined) return [inline, i]
-    if (i + 1 >= argv.length) throw new UsageError(`${name} needs a value`)
-    return [argv[i + 1], i + 1]
-  }
-  let optionsEnded = false
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--' && !optionsEnded) {
-      optionsEnded = true
-      continue
-    }
-    if (optionsEnded || !arg.startsWith('-') || arg === '-') {
-      positional.push(arg)
-      const script = scriptNamedBy(positional)
-      if (script) return { opts, positional, script: { ...script, args: argv.slice(i + 1) } }
-      continue
-    }
-    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1
-    const name = eq >= 0 ? arg.slice(0, eq) : arg
-    const inline = eq >= 0 ? arg.slice(eq + 1) : undefined
-    let value
-    switch (name) {
-      case '-c':
-        if (positional.length) throw new UsageError(`-c cannot follow '${positional[0]}'`)
-        ;[value, i] = takeValue(name, i, inline)
-        return { opts, positional, script: { kind: 'code', code: value, argv0: '-c', args: argv.slice(i + 1) } }
-      case '-h':
-      case '--help':
-        opts.help = true
-        break
-      case '-V':
-      case '--version':
-        opts.version = true
-        break
-      case '--json':
-        if (inline !== undefined) throw new UsageError('--json takes no value')
-        opts.json = true
-        break
-      case '--python':
-        ;[value, i] = takeValue(name, i, inline)
-        if (!value) throw new UsageError('--python needs a path')
-        opts.python = value
-        break
-      case '--launcher':
-        ;[value, i] = takeValue(name, i, inline)
-        opts.launcher = launcherWords(value)
-        break
-      case '--images-dir':
-        ;[value, i] = takeValue(name, i, inline)
-        if (!value) throw new UsageError('--images-dir needs a directory')
-        opts.imagesDir = path.resolve(value)
-        break
-      case '--cwd': {
-        ;[value, i] = takeValue(name, i, inline)
-        if (!value) throw new UsageError('--cwd needs a directory')
-        const dir = path.resolve(value)
-        if (!fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`--cwd ${value} is not a directory`)
-        opts.cwd = dir
-        break
-      }
-      case '--writable':
-        ;[value, i] = takeValue(name, i, inline)
-        if (!value) throw new UsageError("--writable needs a directory, or 'all'")
-        if (value === 'all' || opts.writable === 'all') opts.writable = 'all'
-        else opts.writable = [...(opts.writable || []), path.resolve(value)]
-        break
-      case '--timeout': {
-        ;[value, i] = takeValue(name, i, inline)
-        const seconds = Number(value)
-        if (!value.trim() || !Number.isFinite(seconds) || seconds <= 0) {
-          throw new UsageError(`--timeout must be a positive number of seconds, got '${value}'`)
-        }
-        opts.timeoutMs = Math.max(1, Math.round(seconds * 1000))
-        break
-      }
-      default:
-        throw new UsageError(`unknown option '${arg}'`)
-    }
-  }
-  return { opts, positional }
-}
-
-/**
- * `--launcher`'s value as an argv prefix: a JSON array of words (`'["ssh","-T","h"]'`), or
- * words separated by spaces (`'docker exec -i box'`).
- */
-function launcherWords(value) {
-  let words
-  if (value.trim().startsWith('[')) {
-    try {
-      words = JSON.parse(value)
-    } catch (err) {
-      throw new UsageError(`--launcher is not a JSON array of words: ${err.message}`)
-    }
-    if (!Array.isArray(words) || !words.every((w) => typeof w === 'string')) {
-      throw new UsageError('--launcher as JSON must be an array of strings')
-    }
-  } else {
-    words = value.split(/\s+/).filter(Boolean)
-  }
-  if (!words.length || !words[0]) throw new UsageError('--launcher needs a command, e.g. --launcher "docker exec -i box"')
-  return words
-}
+const { parseArgs, UsageError } = require('./args.js')
 
 /** A refusal of the sandbox (a status event's `data`) in words, with the flag that allows it. */
 function refusalLine(data) {
@@ -207,13 +87,16 @@ function refusalLine(data) {
   }
 }
 
-/** Where a kernel of the CLI starts: here, or through `--launcher` (the far side's own cwd). */
+/**
+ * Where a kernel of the CLI starts: in --cwd or here, or through `--launcher` (in --cwd
+ * there, else the far side's own cwd).
+ */
 function kernelOptions(opts) {
   if (opts.launcher) {
     if (opts.writable) throw new UsageError('--writable is for kernels here; a launched kernel is confined by what runs it')
-    return { interpreter: opts.python, launcher: opts.launcher }
+    return { interpreter: opts.python, launcher: opts.launcher, ...(opts.cwd ? { cwd: opts.cwd } : {}) }
   }
-  return { cwd: process.cwd(), interpreter: opts.python, ...(opts.writable ? { sandbox: { writable: opts.writable } } : {}) }
+  return { cwd: opts.cwd ?? process.cwd(), interpreter: opts.python, ...(opts.writable ? { sandbox: { writable: opts.writable } } : {}) }
 }
 
 // ---------------------------------------------------------------------------
@@ -419,8 +302,17 @@ function deathStatus(result) {
 // ---------------------------------------------------------------------------
 // Kernel lifetime and signals
 
+/** pykernel is installed without its native addon (`ERR_NO_BINDING`): a set-up error. */
+class SetupError extends Error {}
+
 function loadAddon() {
-  return require('..')
+  try {
+    return require('..')
+  } catch (err) {
+    // The loader's message says what to install; its stack says nothing more.
+    if (err && err.code === 'ERR_NO_BINDING') throw new SetupError(err.message)
+    throw err
+  }
 }
 
 let kernel // the live kernel, if any
@@ -530,7 +422,7 @@ async function runCell(code, opts, printer) {
 // Commands
 
 async function cmdCheck(addon, opts) {
-  const resolveOpts = { cwd: process.cwd(), interpreter: opts.python }
+  const resolveOpts = { cwd: opts.cwd ?? process.cwd(), interpreter: opts.python }
   let resolved
   let resolveError
   try {
@@ -650,65 +542,13 @@ async function readStdin() {
 
 // -- REPL ---------------------------------------------------------------------
 
-/**
- * A small scan of Python source, line by line (no tokenizer; f-string nesting ignored):
- * bracket depth and open string at the end, whether the last line ends with '\', and
- * whether the lines form a block: a logical line that ends with ':', starts indented or
- * starts with '@'. Lines inside brackets or strings do not start logical lines.
- */
-function scanSource(lines) {
-  let depth = 0
-  let quote = null // "'", '"', "'''", '"""'
-  let continued = false // the previous line ended with a backslash
-  let block = false
-  for (const line of lines) {
-    const logicalStart = depth === 0 && quote === null && !continued
-    if (logicalStart && /^(\s+\S|\s*@)/.test(line)) block = true
-    let lastSignificant = ''
-    for (let i = 0; i < line.length; i++) {
-      const c = line[i]
-      if (quote) {
-        if (c === '\\') i++
-        else if (quote.length === 3 ? line.startsWith(quote, i) : c === quote) {
-          i += quote.length - 1
-          quote = null
-          lastSignificant = c
-        }
-        continue
-      }
-      if (c === '#') break
-      if (c === '"' || c === "'") {
-        quote = line.startsWith(c.repeat(3), i) ? c.repeat(3) : c
-        i += quote.length - 1
-      } else if ('([{'.includes(c)) depth++
-      else if (')]}'.includes(c)) depth = Math.max(0, depth - 1)
-      if (c.trim()) lastSignificant = c
-    }
-    // An unterminated one-line string ends at the line end (Python reports the error).
-    if (quote && quote.length === 1 && !line.endsWith('\\')) quote = null
-    continued = quote === null && lastSignificant === '\\'
-    if (depth === 0 && quote === null && lastSignificant === ':') block = true
-  }
-  return { depth, openString: quote !== null, continued, block }
-}
-
-/**
- * Whether the lines collected so far form a cell to run:
- * - open brackets, an open (triple-quoted) string, or a trailing '\' => more lines;
- * - a block (a line ending with ':', an indented line, a decorator '@...') runs once a
- *   blank line is entered;
- * - anything else runs as soon as its line is complete.
- */
-function isComplete(lines) {
-  const { depth, openString, continued, block } = scanSource(lines)
-  if (depth > 0 || openString || continued) return false
-  if (lines[lines.length - 1].trim() === '') return true // a blank line ends any block
-  return !block
-}
-
 const EXIT_WORDS = new Set(['exit', 'quit', 'exit()', 'quit()'])
 
-/** Collects lines into cells; `feed` returns a cell's code when one is complete. */
+/**
+ * Collects lines into cells; `feed` returns a cell's code when one is complete, as the
+ * kernel's Python says (`kernel.isComplete`: codeop after the magics' rules, as
+ * `Lib/code.py` asks it). A cell that is `invalid` runs too, so Python reports the error.
+ */
 class CellCollector {
   constructor() {
     this.lines = []
@@ -716,10 +556,10 @@ class CellCollector {
   get pending() {
     return this.lines.length > 0
   }
-  feed(line) {
+  async feed(line) {
     if (!this.lines.length && line.trim() === '') return undefined
     this.lines.push(line)
-    if (!isComplete(this.lines)) return undefined
+    if ((await completeness(this.lines.join('\n'))) === 'incomplete') return undefined
     return this.take()
   }
   take() {
@@ -729,6 +569,16 @@ class CellCollector {
   }
   reset() {
     this.lines = []
+  }
+}
+
+/** The kernel's answer for a REPL's lines; a kernel that cannot answer (it died) gets
+ *  them run, and the cell reports what happened to it. */
+async function completeness(source) {
+  try {
+    return await kernel.isComplete(source)
+  } catch {
+    return 'invalid'
   }
 }
 
@@ -770,7 +620,7 @@ async function cmdRepl(addon, opts) {
     const collector = new CellCollector()
     for (const line of lines) {
       if (!collector.pending && EXIT_WORDS.has(line.trim())) break
-      const code = collector.feed(line)
+      const code = await collector.feed(line)
       if (code !== undefined) await execute(code)
       if (exiting) return new Promise(() => {})
     }
@@ -828,7 +678,7 @@ async function cmdRepl(addon, opts) {
     }
     const line = queue.shift()
     if (!collector.pending && EXIT_WORDS.has(line.trim())) break
-    const code = collector.feed(line)
+    const code = await collector.feed(line)
     if (code !== undefined) {
       await execute(code)
       if (exiting) return new Promise(() => {})
@@ -887,10 +737,12 @@ async function main(argv) {
       if (opts.launcher) return usageError('check looks for Python here; --launcher does not apply')
       if (opts.writable) return usageError('check looks for Python here; --writable does not apply')
       return cmdCheck(loadAddon(), opts)
-    case 'mcp':
+    case 'mcp': {
       if (opts.launcher && opts.writable) return usageError('--writable is for kernels here; a launched kernel is confined by what runs it')
       if (args.length) return usageError(`unexpected argument '${args[0]}'`)
-      return require('./mcp.js').serveMcp(loadAddon(), opts)
+      const addon = loadAddon() // before mcp.js: a missing addon is the error to tell
+      return require('./mcp.js').serveMcp(addon, opts)
+    }
     case 'help':
       process.stdout.write(USAGE + '\n')
       return 0
@@ -909,6 +761,11 @@ main(process.argv.slice(2)).then(
   async (err) => {
     if (exiting) return
     exiting = true
+    if (err instanceof SetupError) {
+      process.stderr.write(`pykernel: ${err.message}\n`)
+      flushAndExit(2)
+      return
+    }
     process.stderr.write(`pykernel: ${err && err.stack ? err.stack : String(err)}\n`)
     await shutdownKernel()
     flushAndExit(1)

@@ -5,7 +5,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { execFile, spawn } = require('node:child_process')
+const { execFile, execFileSync, spawn } = require('node:child_process')
 
 const bin = path.join(__dirname, '..', '..', 'bin', 'pykernel.js')
 const python = process.env.PYKERNEL_TEST_PYTHON || undefined
@@ -142,6 +142,46 @@ test('run executes a file without changing the working directory', async () => {
   const r = await cli(['run', file, ...pythonArgs], { cwd })
   assert.equal(r.code, 0, r.stderr)
   assert.equal(r.stdout, `from file\n${fs.realpathSync(cwd)}\n`)
+})
+
+test("--cwd: the kernel starts there and finds its .venv; a script's file is found from the shell's cwd", async () => {
+  const project = fs.realpathSync(tmpdir())
+  const shell = fs.realpathSync(tmpdir())
+  execFileSync(python || 'python3', ['-m', 'venv', '--without-pip', path.join(project, '.venv')])
+  fs.writeFileSync(path.join(shell, 'where.py'), 'import os, sys\nprint(os.getcwd(), sys.prefix, __file__)\n')
+  // No --python, nothing that outranks a cwd's .venv: discovery from --cwd finds it.
+  const env = { ...process.env }
+  delete env.VIRTUAL_ENV
+  delete env.CONDA_PREFIX
+  const venv = path.join(project, '.venv')
+  const [exec, script, check, relative] = await Promise.all([
+    cli(['exec', 'import os, sys\nprint(os.getcwd(), sys.prefix)', '--cwd', project], { cwd: shell, env }),
+    cli(['--cwd', project, 'run', 'where.py'], { cwd: shell, env }),
+    cli(['check', `--cwd=${project}`], { cwd: shell, env }),
+    cli(['--cwd', path.relative(shell, project), 'repl'], { cwd: shell, env, input: 'import os\nos.getcwd()\n' }),
+  ])
+  assert.equal(exec.stdout, `${project} ${venv}\n`, exec.stderr)
+  assert.equal(exec.code, 0)
+  assert.equal(script.stdout, `${project} ${venv} ${path.join(shell, 'where.py')}\n`, script.stderr)
+  assert.equal(script.code, 0)
+  assert.match(check.stdout, new RegExp(`^interpreter: ${venv}/bin/python$`, 'm'))
+  assert.match(check.stdout, /^source: +venv$/m)
+  assert.equal(relative.stdout, `Out[2]: '${project}'\n`, relative.stderr)
+})
+
+test('--cwd must name a directory: a usage error, exit 2', async () => {
+  const file = path.join(tmpdir(), 'file.txt')
+  fs.writeFileSync(file, '')
+  const cases = [
+    [['--cwd', '/nonexistent/pykernel-dir', 'exec', '1'], '--cwd /nonexistent/pykernel-dir: no such directory'],
+    [['exec', '1', '--cwd', file], `--cwd ${file}: not a directory`],
+    [['check', '--cwd'], '--cwd needs a value'],
+    [['--cwd', 'relative', '--launcher', 'env', '-c', '1'], "--cwd with --launcher is the far side's directory: give it as an absolute path, not 'relative'"],
+  ]
+  const results = await Promise.all(cases.map(([args]) => cli(args)))
+  results.forEach((r, i) => {
+    assert.deepEqual([r.code, r.stdout, r.stderr], [2, '', `pykernel: ${cases[i][1]}; see pykernel --help\n`])
+  })
 })
 
 /** A script that prints what python gives a script: its names, argv and import path. */
@@ -320,6 +360,57 @@ test('repl keeps going after an error and exits 1', async () => {
   assert.equal(r.stdout, "Out[2]: 'still here'\n")
 })
 
+test("repl asks the kernel's Python whether input is complete: strings, f-strings, decorators, blocks, cell magics", async () => {
+  const input = [
+    'x = 5',
+    `f"{f'{x!r}'}"`,
+    's = """one',
+    '',
+    'two"""',
+    's',
+    'def twice(f):',
+    '    return lambda: f() * 2',
+    '',
+    '@twice',
+    'def g():',
+    '    return 21',
+    '',
+    'g()',
+    'if x > 1:',
+    '    print("big")',
+    '',
+    '%%bash',
+    'echo from bash',
+    '',
+    '!echo shell line',
+    '1 +* 2',
+    'x',
+  ].join('\n')
+  const r = await cli(['repl', ...pythonArgs], { input })
+  assert.equal(
+    r.stdout,
+    "Out[2]: '5'\nOut[4]: 'one\\n\\ntwo'\nOut[7]: 42\nbig\nfrom bash\nshell line\nOut[12]: 5\n",
+    r.stderr,
+  )
+  // The line that cannot compile ran as it was, and Python said why.
+  assert.match(r.stderr, /^ {4}1 \+\* 2\n.*\nSyntaxError: invalid syntax\n$/m)
+  assert.equal(r.code, 1)
+})
+
+/** Python 3.12 (pyenv's), whose f-strings nest the same quotes and span lines, or undefined. */
+function python312() {
+  const versions = path.join(os.homedir(), '.pyenv', 'versions')
+  const dir = fs.existsSync(versions) && fs.readdirSync(versions).find((v) => v.startsWith('3.12.'))
+  return dir ? path.join(versions, dir, 'bin', 'python3.12') : undefined
+}
+
+test('repl on Python 3.12: f-strings that nest the same quotes, and span lines', { skip: python312() ? false : 'no Python 3.12 under ~/.pyenv' }, async () => {
+  const input = ['x = 5', 'f"{f"{x!r}"}"', 'f"{"("}"', 'f"{', 'x + 1', '}"'].join('\n')
+  const r = await cli(['repl', '--python', python312()], { input })
+  assert.equal(r.stdout, "Out[2]: '5'\nOut[3]: '('\nOut[4]: '6'\n", r.stderr)
+  assert.equal(r.code, 0)
+})
+
 test('--timeout interrupts a long cell and exits 1', async () => {
   const started = Date.now()
   const r = await cli(['exec', 'import time\ntime.sleep(20)', '--timeout', '0.5', ...pythonArgs])
@@ -496,6 +587,10 @@ test('a usage error is one line on stderr and exits 2', async () => {
     [['exec', 'print(1)', '--python'], '--python needs a value'],
     [['exec'], 'exec takes exactly one argument: the code to run (quote it)'],
     [['frobnicate'], "unknown command 'frobnicate'"],
+    [['exec', '1', '--json=yes'], '--json takes no value'],
+    [['-x', 'exec', '1'], "unknown option '-x'"],
+    [['exec', '1', '--python', '--json'], "--python needs a value (one that starts with '-' is written --python=<value>)"],
+    [['-c'], '-c needs a value'],
   ]
   const results = await Promise.all(cases.map(([args]) => cli(args)))
   results.forEach((r, i) => {
@@ -503,6 +598,32 @@ test('a usage error is one line on stderr and exits 2', async () => {
     assert.equal(r.stdout, '')
     assert.equal(r.code, 2)
   })
+})
+
+test('without its native addon the CLI says what to install, in one line, and exits 2', async () => {
+  // The package as npm installs it when the platform package is left out: no .node file.
+  const root = path.join(__dirname, '..', '..')
+  const copy = tmpdir()
+  for (const entry of ['bin', 'runner', 'main.js', 'index.js', 'check-options.js', 'option-keys.js', 'tool.js', 'package.json']) {
+    fs.cpSync(path.join(root, entry), path.join(copy, entry), { recursive: true })
+  }
+  const env = { ...process.env }
+  delete env.NAPI_RS_NATIVE_LIBRARY_PATH
+  const run = (args) =>
+    new Promise((resolve) => {
+      execFile(process.execPath, [path.join(copy, 'bin', 'pykernel.js'), ...args], { env, cwd: copy }, (err, stdout, stderr) =>
+        resolve({ code: err ? err.code : 0, stdout, stderr }),
+      )
+    })
+  const results = await Promise.all([run(['exec', '1']), run(['-c', '1']), run(['check']), run(['mcp'])])
+  for (const r of results) {
+    assert.equal(r.code, 2)
+    assert.equal(r.stdout, '')
+    assert.match(r.stderr, /^pykernel: pykernel has no native addon for this machine \(linux-x64-gnu\)\. .*`npm run build`.*\n$/)
+    assert.equal(r.stderr.split('\n').length, 2, r.stderr)
+  }
+  // What needs no addon still works.
+  assert.equal((await run(['--version'])).code, 0)
 })
 
 test('--launcher starts the kernel through a command (words or a JSON array); bad ones are usage errors', async () => {

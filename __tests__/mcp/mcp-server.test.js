@@ -99,13 +99,13 @@ test("--cwd: a server started in / runs its kernels in the project, with the pro
   assert.equal(fs.readFileSync(path.join(project, 'out.txt'), 'utf8'), 'here')
 })
 
-test('--cwd that is no directory is a usage error; with --launcher it is refused', () => {
+test('--cwd that is no directory is a usage error; with --launcher it must be absolute (the far side\'s)', () => {
   const missing = spawnSync(process.execPath, [cli, 'mcp', '--cwd', '/no/such/dir'], { encoding: 'utf8', input: '' })
   assert.equal(missing.status, 2)
-  assert.match(missing.stderr, /--cwd \/no\/such\/dir is not a directory/)
-  const launched = spawnSync(process.execPath, [cli, 'mcp', '--cwd', root, '--launcher', 'env'], { encoding: 'utf8', input: '' })
+  assert.match(missing.stderr, /--cwd \/no\/such\/dir: no such directory/)
+  const launched = spawnSync(process.execPath, [cli, 'mcp', '--cwd', 'relative/dir', '--launcher', 'env'], { encoding: 'utf8', input: '' })
   assert.equal(launched.status, 2)
-  assert.match(launched.stderr, /--cwd is for kernels here/)
+  assert.match(launched.stderr, /--cwd with --launcher is the far side's directory: give it as an absolute path/)
   assert.equal(launched.stdout, '', 'nothing on the protocol stream')
 })
 

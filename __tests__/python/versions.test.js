@@ -1,8 +1,9 @@
 'use strict'
 // Every Python version the documentation promises (3.8 to 3.13) runs a kernel: output, results,
-// errors, magics, shell commands, top-level await, display. Each version present on the
-// machine is tested (pyenv's, the system's, anything on PATH); one that is missing is
-// reported as skipped, by name, never counted as passed. 3.7 is refused clearly.
+// errors, magics, shell commands, top-level await, display, the REPL's isComplete. Each
+// version present on the machine is tested (pyenv's, the system's, anything on PATH); one
+// that is missing is reported as skipped, by name, never counted as passed. 3.7 is
+// refused clearly.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -58,6 +59,13 @@ for (const v of VERSIONS) {
       assert.deepEqual(shell.displays, [{ k: 1 }])
       assert.equal(shell.stdout, 'from-shell\n')
       assert.equal(shell.executionCount, 4)
+
+      // The REPL's question, answered by this version's codeop after the input rules.
+      const answers = []
+      for (const code of ['if x:', 'if x:\n    y = 1\n', `f"{f'{x!r}'}"`, 's = """a', '1 +* 2', 'async with a:', '%%bash\necho', '!ls']) {
+        answers.push(await kernel.isComplete(code))
+      }
+      assert.deepEqual(answers, ['incomplete', 'complete', 'complete', 'incomplete', 'invalid', 'incomplete', 'incomplete', 'complete'])
     } finally {
       await kernel.shutdown()
     }

@@ -13,6 +13,7 @@ import sys
 from .channel import safe_str
 
 _CO_COROUTINE = 0x0080      # inspect.CO_COROUTINE, without importing inspect
+_ALLOW_TOP_LEVEL_AWAIT = 0x2000     # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, without importing ast
 _FUTURE_ANNOTATIONS = 0x1000000     # __future__.annotations.compiler_flag
 _FUTURE_MASK = None     # every __future__ feature's compiler flag, when first needed
 # A prompt of a pasted Python (`>>>`) or IPython (`In [1]:`, `...:`) session.
@@ -189,6 +190,53 @@ class Cells:
             lines = ["%s: %s\n" % (type(exc).__name__, safe_str(exc))]
         return {"type": "error", "id": run, "ename": type(exc).__name__,
                 "evalue": safe_str(exc), "traceback": lines}
+
+
+def completeness(source):
+    """Whether *source*, a REPL's lines so far joined by newlines (a blank
+    last line: the user entered one), is a cell to run: ``"complete"``,
+    ``"incomplete"`` (more lines needed) or ``"invalid"`` (it cannot compile
+    however it goes on; a REPL runs it anyway, so Python reports the error).
+
+    ``codeop.compile_command``'s answer in ``'single'`` mode, as
+    ``Lib/code.py`` asks it: a compound statement is complete once a blank
+    line follows it.  It is asked after the input rules a cell goes through
+    (``Cells.compile``): the indent of a pasted block, pasted prompts, and
+    magic lines (``%name``, ``!cmd``, ``obj?``), which become calls and so
+    are complete on their line; a ``%%name`` cell takes the lines after it
+    as its body, until a blank line.  Top-level ``await`` compiles, as in a
+    cell.  Nothing runs and the namespace is not touched."""
+    import codeop
+    import warnings
+    try:
+        source = _without_leading_indent(source)
+        lines = source.split("\n")
+        if _starts_cell_magic(next((line for line in lines if line.strip()), "")):
+            return "complete" if len(lines) > 1 and not lines[-1].strip() else "incomplete"
+        if any(mark in source for mark in _PROMPT_MARKS):
+            from .transform import strip_prompts
+            source = strip_prompts(source) or source
+        if _may_have_magics(source):
+            from .transform import transform
+            source = transform(source) or source
+        compiler = codeop.CommandCompiler()
+        compiler.compiler.flags |= _ALLOW_TOP_LEVEL_AWAIT
+        # What compiling warns of (an invalid escape) is for the cell to show when
+        # it runs; here it would reach the next cell as late stderr.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            code = compiler(source, "<input>", "single")
+    except Exception:     # SyntaxError, ValueError (a null byte), OverflowError, ...
+        # Run as it is: compiling it then reports the error as a cell's.
+        return "invalid"
+    return "incomplete" if code is None else "complete"
+
+
+def _starts_cell_magic(line):
+    """Whether *line* is a ``%%name args`` line (transform's rule)."""
+    head = line.strip()
+    name = head[2:].split(None, 1)
+    return head.startswith("%%") and bool(name) and name[0].isidentifier()
 
 
 def _without_leading_indent(source):

@@ -19,7 +19,7 @@ import time
 
 from . import lazy
 from .capture import DRAIN_TIMEOUT, RUN_ATTR, FdCapture, Output, StreamProxy
-from .cells import INTERNAL_FILES, Cells
+from .cells import INTERNAL_FILES, Cells, completeness
 from .channel import Channel, decode_json, diag, safe_str, use_diag_fd
 from .patches import PatchOnImport, flushing_first, write_after_pending
 from .requests import PendingCall, Requests
@@ -315,7 +315,7 @@ class Kernel:
         kind = request.get("type")
         if kind is None and "code" in request:
             kind = request["type"] = "execute"
-        if kind in ("execute", "init", "preload"):
+        if kind in ("execute", "init", "preload", "isComplete"):
             self._requests.put(request)
         elif kind == "reply":
             self._settle_call(request)
@@ -435,6 +435,11 @@ class Kernel:
                     self._init(request)
                 elif request["type"] == "preload":
                     self._preload(request)
+                elif request["type"] == "isComplete":
+                    # On the main thread, between cells: compiling takes the
+                    # warnings filters, which a running cell may be using.
+                    self._channel.send({"type": "completeness", "id": request.get("id"),
+                                        "status": completeness(request.get("code") or "")})
                 else:
                     self._execute(request)
             except KeyboardInterrupt:

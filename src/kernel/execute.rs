@@ -1,6 +1,6 @@
 //! Running a cell: the request's frames, its time budget and the escalation from an
 //! interrupt to a kill, bridge calls answered while it runs, interrupts, and the other
-//! requests (preload, ping).
+//! requests (preload, isComplete, ping).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -24,7 +24,7 @@ use crate::error::{KernelError, Result};
 use crate::kernel::fifo::{Place, Turn};
 use crate::kernel::watchdog::Watchdog;
 use crate::wire::events::{Collector, ExecuteOutcome, KernelEvent};
-use crate::wire::protocol::{HostFrame, RunnerFrame};
+use crate::wire::protocol::{Completeness, HostFrame, RunnerFrame};
 
 impl Kernel {
     /// Runs one cell, streaming each event to `on_event` in order.
@@ -337,17 +337,46 @@ impl Kernel {
         drop(turn);
         match answer {
             Ok(Some(errors)) => Ok(errors),
-            Ok(None) => Err(KernelError::KernelDead {
-                exit: self
-                    .exit_info()
-                    .map_or("closed its protocol pipe".into(), |e| e.to_string()),
-                stderr: self.stderr_tail().await,
-            }),
+            Ok(None) => Err(self.gone().await),
             Err(_) => Err(KernelError::StartTimeout {
                 timeout_ms: wait.as_millis() as u64,
                 interpreter: self.interpreter().to_string(),
                 stderr: self.stderr_tail().await,
             }),
+        }
+    }
+
+    /// Whether `code`, a REPL's lines so far, is a cell to run, as the runner's `codeop`
+    /// answers after its input rules (`docs/protocol.md#iscomplete`), in the turn `place`
+    /// holds: asked while a cell runs, it is answered after that cell. An error when the
+    /// kernel has died.
+    /// Cancel safety: dropping the future gives up the turn; an answer that comes later
+    /// reaches no request.
+    pub async fn is_complete_in_turn(&self, place: Place, code: String) -> Result<Completeness> {
+        let _turn = place.turn().await;
+        let id = self.request_id('c');
+        let (mut rx, _route) = open_route(&self.routes, &id);
+        let frame = HostFrame::IsComplete {
+            id: id.clone(),
+            code,
+        };
+        if self.send(&frame).await.is_ok() {
+            while let Some(frame) = rx.recv().await {
+                if let RunnerFrame::Completeness { status, .. } = frame {
+                    return Ok(status);
+                }
+            }
+        }
+        Err(self.gone().await)
+    }
+
+    /// The error of a request whose kernel closed its pipes (it died, or is ending).
+    async fn gone(&self) -> KernelError {
+        KernelError::KernelDead {
+            exit: self
+                .exit_info()
+                .map_or("closed its protocol pipe".into(), |e| e.to_string()),
+            stderr: self.stderr_tail().await,
         }
     }
 

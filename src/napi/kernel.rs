@@ -413,6 +413,26 @@ impl JsKernel {
             })
         })
     }
+
+    /// Whether `code`, a REPL's lines so far joined by `\n`, is a cell to run, as Python's
+    /// `codeop` tells `code.InteractiveConsole`, after the kernel's input rules (magics,
+    /// `!cmd`, `obj?`): `'complete'`, `'incomplete'` (more lines: an open bracket or
+    /// string, a block without its closing blank line, a `%%` cell's body) or
+    /// `'invalid'` (run it anyway, so Python reports the error). Nothing runs. Called
+    /// while a cell runs, it is answered after that cell, in call order.
+    #[napi(ts_return_type = "Promise<'complete' | 'incomplete' | 'invalid'>")]
+    pub fn is_complete<'env>(
+        &self,
+        env: &'env Env,
+        code: String,
+    ) -> Result<PromiseRaw<'env, String>> {
+        let kernel = self.inner.clone();
+        let place = kernel.queue();
+        promise(env, async move {
+            let status = kernel.is_complete_in_turn(place, code).await?;
+            Ok(status.as_str().to_string())
+        })
+    }
 }
 
 fn signal_name(sig: i32) -> String {

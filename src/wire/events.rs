@@ -476,6 +476,7 @@ impl Collector {
             | RunnerFrame::Call { .. }
             | RunnerFrame::Pong { .. }
             | RunnerFrame::Preloaded { .. }
+            | RunnerFrame::Completeness { .. }
             | RunnerFrame::KernelExit { .. }
             | RunnerFrame::Heartbeat
             | RunnerFrame::Unknown => None,

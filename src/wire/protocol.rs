@@ -65,6 +65,12 @@ pub enum HostFrame {
         id: String,
         modules: Vec<String>,
     },
+    /// Whether `code`, a REPL's lines so far, is a cell to run (as `codeop` answers
+    /// `Lib/code.py`), after the runner's input rules. Answered by `completeness`.
+    IsComplete {
+        id: String,
+        code: String,
+    },
     /// Stop request `id`: sent before the SIGINT, so an interrupt that lands before the
     /// cell is running (and is ignored there) still reaches it when the cell starts.
     Interrupt {
@@ -217,6 +223,11 @@ pub enum RunnerFrame {
         #[serde(default)]
         errors: BTreeMap<String, String>,
     },
+    /// The answer to `isComplete`.
+    Completeness {
+        id: Option<String>,
+        status: Completeness,
+    },
     Done {
         id: Option<String>,
         #[serde(default)]
@@ -231,6 +242,30 @@ pub enum RunnerFrame {
     /// A frame type this host does not know; newer runners may send more.
     #[serde(other)]
     Unknown,
+}
+
+/// Whether a REPL's lines are a cell to run (`isComplete`).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Completeness {
+    /// Run it.
+    Complete,
+    /// More lines are needed: an open bracket or string, a block without its blank line.
+    Incomplete,
+    /// It cannot compile however it goes on; run it, so Python reports the error. A status
+    /// this host does not know is taken for this one.
+    #[serde(other)]
+    Invalid,
+}
+
+impl Completeness {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Completeness::Complete => "complete",
+            Completeness::Incomplete => "incomplete",
+            Completeness::Invalid => "invalid",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -256,6 +291,7 @@ impl RunnerFrame {
             | RunnerFrame::Call { id, .. }
             | RunnerFrame::Pong { id }
             | RunnerFrame::Preloaded { id, .. }
+            | RunnerFrame::Completeness { id, .. }
             | RunnerFrame::Done { id, .. } => id.as_deref(),
             RunnerFrame::KernelExit { .. } | RunnerFrame::Heartbeat | RunnerFrame::Unknown => None,
         }
@@ -452,6 +488,46 @@ mod tests {
         assert_eq!(call.request_id(), Some("r1"));
         let orphan = decode(br#"{"type":"stdout","id":null,"data":"late"}"#).unwrap();
         assert_eq!(orphan.request_id(), None);
+    }
+
+    #[test]
+    fn is_complete_and_its_answer() {
+        let ask = HostFrame::IsComplete {
+            id: "c1-0a".into(),
+            code: "if x:\n".into(),
+        };
+        assert_eq!(
+            String::from_utf8(ask.encode()).unwrap(),
+            "{\"type\":\"isComplete\",\"id\":\"c1-0a\",\"code\":\"if x:\\n\"}\n"
+        );
+        for (status, expected) in [
+            ("complete", Completeness::Complete),
+            ("incomplete", Completeness::Incomplete),
+            ("invalid", Completeness::Invalid),
+            ("unknown", Completeness::Invalid),
+        ] {
+            let line = format!(r#"{{"type":"completeness","id":"c1-0a","status":"{status}"}}"#);
+            let frame = decode(line.as_bytes()).unwrap();
+            assert_eq!(frame.request_id(), Some("c1-0a"));
+            assert!(
+                matches!(frame, RunnerFrame::Completeness { status, .. } if status == expected),
+                "{status}"
+            );
+            assert_eq!(
+                expected.as_str(),
+                if status == "unknown" {
+                    "invalid"
+                } else {
+                    status
+                }
+            );
+        }
+        assert_eq!(
+            decode(br#"{"type":"completeness","id":"c1"}"#)
+                .unwrap_err()
+                .frame_type,
+            "completeness"
+        );
     }
 
     #[test]
