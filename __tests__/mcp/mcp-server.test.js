@@ -148,9 +148,8 @@ test('without the SDK installed, pykernel mcp says what to install on one line a
   // pykernel` alone.
   const dir = tempDir('pykernel-nosdk-')
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
-  for (const file of ['package.json', 'main.js', 'index.js', 'check-options.js', 'option-keys.js', 'tool.js', 'bin/pykernel.js', 'bin/mcp.js']) {
-    fs.cpSync(path.join(root, file), path.join(dir, file))
-  }
+  const { files } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'))
+  for (const file of ['package.json', ...files]) fs.cpSync(path.join(root, file), path.join(dir, file), { recursive: true })
   const addon = fs.readdirSync(root).find((f) => f.endsWith('.node'))
   fs.symlinkSync(path.join(root, addon), path.join(dir, addon))
   const r = spawnSync(process.execPath, [path.join(dir, 'bin', 'pykernel.js'), 'mcp'], { encoding: 'utf8', input: '' })
