@@ -1,0 +1,95 @@
+'use strict'
+// `pykernel/ai-sdk` run by the Vercel AI SDK itself: `generateText` with the SDK's own mock
+// model (`ai/test`), scripted to call the tool, and a real kernel behind it. What reaches the
+// model's next call (the text and the image) is read from the mock's recorded calls.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { generateText, stepCountIs } = require('ai')
+const { MockLanguageModelV3 } = require('ai/test')
+const { addon, python } = require('../helpers/kernel')
+const tool = require('../../tool.js')
+const aiSdk = require('../../ai-sdk.js')
+
+const { KernelPool } = addon
+const kernel = { interpreter: python }
+const FIGURE = 'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()'
+
+const usage = {
+  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 1, text: 1, reasoning: undefined },
+}
+
+/** The mock's answer that calls the python tool with `input`. */
+function toolCall(input) {
+  return {
+    content: [{ type: 'tool-call', toolCallId: 'call-1', toolName: 'python', input: JSON.stringify(input) }],
+    finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
+    usage,
+    warnings: [],
+  }
+}
+
+const done = { content: [{ type: 'text', text: 'done' }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] }
+
+/** The output of the tool result the model was sent in `call`'s prompt. */
+function toolResultSent(call) {
+  const parts = call.prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content).filter((p) => p.type === 'tool-result')
+  assert.equal(parts.length, 1, JSON.stringify(call.prompt))
+  assert.equal(parts[0].toolName, 'python')
+  return parts[0].output
+}
+
+test('generateText runs the tool: the model is offered our schema, and reads the text and the figure of the call', async (t) => {
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const model = new MockLanguageModelV3({ doGenerate: [toolCall({ cells: [{ code: 'print(6*7)' }, { code: FIGURE, title: 'plot' }] }), done] })
+  const result = await generateText({
+    model,
+    tools: { python: aiSdk.pythonTool({ pool, sessionId: 'chat-1' }) },
+    prompt: 'compute and plot',
+    stopWhen: stepCountIs(2),
+  })
+  assert.equal(result.text, 'done')
+  assert.equal(model.doGenerateCalls.length, 2)
+  const [offered] = model.doGenerateCalls[0].tools
+  assert.equal(offered.name, 'python')
+  assert.equal(offered.description, tool.description)
+  assert.deepEqual(offered.inputSchema, tool.schema)
+
+  const output = toolResultSent(model.doGenerateCalls[1])
+  assert.equal(output.type, 'content')
+  const [text, image, ...rest] = output.value
+  assert.equal(text.type, 'text')
+  assert.match(text.text, /^42\n/)
+  assert.equal(image.type, 'image-data')
+  assert.equal(image.mediaType, 'image/png')
+  assert.equal(Buffer.from(image.data, 'base64').subarray(1, 4).toString(), 'PNG')
+  assert.deepEqual(rest, [])
+  const [step] = result.steps[0].toolResults
+  assert.equal(step.output.details.sessionId, 'chat-1', "the host's context reached handle")
+})
+
+test('input the schema refuses reaches handle, whose reason the model reads as the result', async (t) => {
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const model = new MockLanguageModelV3({ doGenerate: [toolCall({ cells: [], session: null }), done] })
+  await generateText({ model, tools: { python: aiSdk.pythonTool({ pool }) }, prompt: 'x', stopWhen: stepCountIs(2) })
+  const output = toolResultSent(model.doGenerateCalls[1])
+  assert.deepEqual(output.value, [{ type: 'text', text: 'Invalid python tool input: "cells" must be a non-empty array of {code, title?, timeout?, reset?}.' }])
+  assert.deepEqual(pool.sessions, [], 'nothing ran')
+})
+
+test("the SDK's abortSignal cancels the call; v5's toModelOutput(output) gets images as media", async (t) => {
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const python = aiSdk.pythonTool({ pool })
+  const started = Date.now()
+  const r = await python.execute({ cells: [{ code: 'import time\ntime.sleep(30)' }] }, { toolCallId: 'c', messages: [], abortSignal: AbortSignal.timeout(300) })
+  assert.ok(Date.now() - started < 10_000)
+  assert.equal(r.details.cancelled, true)
+  const figure = await python.execute({ cells: [{ code: FIGURE }] }, { toolCallId: 'c', messages: [] })
+  const v5 = python.toModelOutput(figure)
+  assert.deepEqual(v5.value.map((part) => part.type), ['text', 'media'])
+  assert.equal(v5.value[1].mediaType, 'image/png')
+  assert.throws(() => aiSdk.pythonTool({}), { code: 'ERR_INVALID_ARG', message: /options\.pool must be a KernelPool/ })
+})
