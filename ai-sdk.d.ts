@@ -22,11 +22,31 @@ export interface AiSdkContentOutput {
     | { type: 'text'; text: string }
     /** `image-data` from v6 on; `media` for v5. */
     | { type: 'image-data' | 'media'; data: string; mediaType: string }
+    /** With `imagePart: 'file'` (v7's own form). */
+    | { type: 'file'; data: { type: 'data'; data: string }; mediaType: string }
   >
 }
 
+/** The forms of an image in the SDK's tool result content. */
+export type AiSdkImagePart = 'image-data' | 'file' | 'media'
+
 /** The tool, as the SDK's `tool({...})` returns it. */
-export interface AiSdkTool {
+export interface AiSdkTool extends AiSdkToolParts {
+  /** Runs the call through `handle`; the SDK's `abortSignal` cancels it. */
+  execute(input: unknown, options?: AiSdkExecuteOptions): Promise<ToolResult>
+}
+
+/** The tool with `stream: true`. */
+export interface AiSdkStreamingTool extends AiSdkToolParts {
+  /**
+   * Runs the call through `handle`, yielding a preliminary result (the output so far,
+   * `details` empty) each time output arrives and the call's result last; the SDK's
+   * `abortSignal` cancels it.
+   */
+  execute(input: unknown, options?: AiSdkExecuteOptions): AsyncIterable<ToolResult>
+}
+
+export interface AiSdkToolParts {
   description: string
   /**
    * An `AiSdkSchema` (the same object as `inputSchema` below). Typed `any` because the
@@ -34,18 +54,30 @@ export interface AiSdkTool {
    * ours could be assignable to it without importing the SDK.
    */
   inputSchema: any
-  /** Runs the call through `handle`; the SDK's `abortSignal` cancels it. */
-  execute(input: unknown, options?: AiSdkExecuteOptions): Promise<ToolResult>
-  /** v6 and later call it with `{ toolCallId, input, output }`, v5 with the output. */
-  toModelOutput(options: { toolCallId: string; input: unknown; output: ToolResult } | ToolResult): AiSdkContentOutput
+  /**
+   * v6 and later call it with `{ toolCallId, input, output }`, v5 with the output. Returns
+   * an `AiSdkContentOutput`, typed `any` because each major's type of it takes other image
+   * forms (v5 only `media`, v6 no `file`, v7 no `media`): no one type is assignable to all.
+   */
+  toModelOutput(options: { toolCallId: string; input: unknown; output: ToolResult } | ToolResult): any
 }
 
-/** `handle`'s context: the pool, and the conversation, cwd, timeout, signal, callbacks. */
-export type PythonToolOptions = ToolContext
+/** `handle`'s context (the pool, and the conversation, cwd, timeout, signal, callbacks),
+ *  and how the tool gives images and output. */
+export interface PythonToolOptions extends ToolContext {
+  /**
+   * The form of images in `toModelOutput`: by default `image-data` (v6, v7) or, called as
+   * v5 calls it, `media`; `'file'` is v7's own form (no deprecation notice).
+   */
+  imagePart?: AiSdkImagePart | undefined
+  /** `execute` yields the output so far as preliminary results (the SDK streams them). */
+  stream?: boolean | undefined
+}
 
 /** The tool for `generateText({ tools: { python: pythonTool({ pool }) } })`. */
-export declare function pythonTool(options: PythonToolOptions): AiSdkTool
+export declare function pythonTool(options: PythonToolOptions & { stream: true }): AiSdkStreamingTool
+export declare function pythonTool(options: PythonToolOptions & { stream?: false | undefined }): AiSdkTool
 export declare const inputSchema: AiSdkSchema
-export declare function toModelOutput(options: { toolCallId: string; input: unknown; output: ToolResult } | ToolResult): AiSdkContentOutput
+export declare function toModelOutput(options: { toolCallId: string; input: unknown; output: ToolResult } | ToolResult, imagePart?: AiSdkImagePart): AiSdkContentOutput
 /** The name to register the tool under: `"python"`. */
 export declare const name: string

@@ -20,44 +20,96 @@ const inputSchema = Object.freeze({
   validate: undefined,
 })
 
+/** The forms of an image in the SDK's tool result content, by the majors that take them. */
+const IMAGE_PARTS = {
+  // v6 and v7 (v7 converts it to `file`, with a deprecation notice once per process)
+  'image-data': ({ mime, data }) => ({ type: 'image-data', data, mediaType: mime }),
+  // v7's own form
+  file: ({ mime, data }) => ({ type: 'file', data: { type: 'data', data }, mediaType: mime }),
+  // v5's (v6 converts it)
+  media: ({ mime, data }) => ({ type: 'media', data, mediaType: mime }),
+}
+
 /**
  * What the model reads of a result: its text, then each image. From v6 on the SDK calls
- * `toModelOutput({ toolCallId, input, output })` and takes images as `image-data`; v5 calls
- * `toModelOutput(output)` and takes them as `media`. A `ToolResult` never has a `toolCallId`,
- * so the argument itself says which.
+ * `toModelOutput({ toolCallId, input, output })`, v5 calls `toModelOutput(output)` and takes
+ * images only as `media`; a `ToolResult` never has a `toolCallId`, so the argument itself
+ * says which. `imagePart` overrides the form (`'file'`, v7's own, keeps v7 from noting
+ * that `image-data` is deprecated).
  */
-function toModelOutput(argument) {
+function toModelOutput(argument, imagePart) {
   const options = argument !== null && typeof argument === 'object' && 'toolCallId' in argument && 'output' in argument
   const result = options ? argument.output : argument
-  const imageType = options ? 'image-data' : 'media'
-  return {
-    type: 'content',
-    value: [
-      { type: 'text', text: result.text },
-      ...result.images.map(({ mime, data }) => ({ type: imageType, data, mediaType: mime })),
-    ],
-  }
+  const image = IMAGE_PARTS[imagePart || (options ? 'image-data' : 'media')]
+  return { type: 'content', value: [{ type: 'text', text: result.text }, ...result.images.map(image)] }
 }
 
 /**
  * The tool for the SDK's `tools`: `description`, `inputSchema`, `execute` and
- * `toModelOutput`. `options.pool` is the `KernelPool`; the rest is `handle`'s context
- * (`sessionId`, `ownerId`, `cwd`, `interpreter`, `timeoutSeconds`, `signal`, `onEvent`,
- * `onOutput`). The SDK's `abortSignal` cancels the call as `signal` does.
+ * `toModelOutput`. `options.pool` is the `KernelPool`; `options.imagePart` the form of
+ * images (above); `options.stream: true` makes `execute` yield the output so far as
+ * preliminary results (the SDK streams them to a UI; the model reads only the last, the
+ * call's result); the rest is `handle`'s context (`sessionId`, `ownerId`, `cwd`,
+ * `interpreter`, `timeoutSeconds`, `signal`, `onEvent`, `onOutput`). The SDK's
+ * `abortSignal` cancels the call as `signal` does.
  */
 function pythonTool(options) {
   if (options === null || typeof options !== 'object' || !options.pool || typeof options.pool.execute !== 'function') {
-    const error = new TypeError('pykernel/ai-sdk pythonTool(options): options.pool must be a KernelPool')
-    error.code = 'ERR_INVALID_ARG'
-    throw error
+    throw invalid('options.pool must be a KernelPool')
   }
-  const context = { ...options }
+  const { imagePart, stream, ...context } = options
+  if (imagePart !== undefined && !Object.hasOwn(IMAGE_PARTS, imagePart)) {
+    throw invalid(`options.imagePart must be one of ${Object.keys(IMAGE_PARTS).map((k) => `'${k}'`).join(', ')}`)
+  }
+  const run = (input, { abortSignal } = {}, onOutput = context.onOutput) =>
+    tool.handle(input, { ...context, signal: anySignal(context.signal, abortSignal), onOutput })
   return {
     description: tool.description,
     inputSchema,
-    execute: (input, { abortSignal } = {}) => tool.handle(input, { ...context, signal: anySignal(context.signal, abortSignal) }),
-    toModelOutput,
+    execute: stream ? (input, executeOptions) => streamed(run, input, executeOptions, context.onOutput) : run,
+    toModelOutput: (argument) => toModelOutput(argument, imagePart),
   }
+}
+
+/**
+ * Runs the call, yielding a preliminary result (`details` empty) each time output arrives,
+ * then the call's result. The host's own `onOutput` still sees every chunk.
+ */
+async function* streamed(run, input, executeOptions, hostOnOutput) {
+  let pending = ''
+  let wake
+  let done = false
+  const onOutput = (chunk, cellIndex) => {
+    pending += chunk
+    if (wake) wake()
+    if (hostOnOutput) return hostOnOutput(chunk, cellIndex)
+  }
+  const call = run(input, executeOptions, onOutput).finally(() => {
+    done = true
+    if (wake) wake()
+  })
+  // Awaited below; marked handled for a consumer that stops iterating before the end.
+  call.catch(() => {})
+  let text = ''
+  while (!done || pending) {
+    if (pending) {
+      text += pending
+      pending = ''
+      yield { text, notices: [], output: text, images: [], isError: false, details: {} }
+      continue
+    }
+    await new Promise((resolve) => {
+      wake = resolve
+    })
+    wake = undefined
+  }
+  yield await call
+}
+
+function invalid(message) {
+  const error = new TypeError(`pykernel/ai-sdk pythonTool(options): ${message}`)
+  error.code = 'ERR_INVALID_ARG'
+  return error
 }
 
 /** The signal that aborts when either does (either may be absent). */

@@ -93,3 +93,39 @@ test("the SDK's abortSignal cancels the call; v5's toModelOutput(output) gets im
   assert.equal(v5.value[1].mediaType, 'image/png')
   assert.throws(() => aiSdk.pythonTool({}), { code: 'ERR_INVALID_ARG', message: /options\.pool must be a KernelPool/ })
 })
+
+test("imagePart: 'file' gives v7's own form; an unknown form is the host's error", async (t) => {
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const python = aiSdk.pythonTool({ pool, imagePart: 'file' })
+  const output = await python.execute({ cells: [{ code: FIGURE }] })
+  const [, image] = python.toModelOutput({ toolCallId: 'c', input: {}, output }).value
+  assert.deepEqual(Object.keys(image).sort(), ['data', 'mediaType', 'type'])
+  assert.equal(image.type, 'file')
+  assert.equal(image.mediaType, 'image/png')
+  assert.deepEqual(Object.keys(image.data), ['type', 'data'])
+  assert.equal(image.data.type, 'data')
+  assert.equal(image.data.data, output.images[0].data)
+  assert.throws(() => aiSdk.pythonTool({ pool, imagePart: 'png' }), { code: 'ERR_INVALID_ARG', message: /imagePart must be one of 'image-data', 'file', 'media'/ })
+})
+
+test('stream: true yields the output so far, then the result, which is what the model reads', async (t) => {
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const seen = []
+  const python = aiSdk.pythonTool({ pool, stream: true, onOutput: (chunk) => { seen.push(chunk) } })
+  const code = 'import time\nprint("first", flush=True)\ntime.sleep(1)\nprint("second")'
+  const yielded = []
+  for await (const output of python.execute({ cells: [{ code }] }, { toolCallId: 'c', messages: [] })) yielded.push(output)
+  const last = yielded.pop()
+  assert.equal(last.text, 'first\nsecond\n')
+  assert.equal(last.details.exitCode, 0, 'the last is the call\'s result')
+  assert.ok(yielded.length >= 1, 'output came before the call ended')
+  assert.equal(yielded[0].text, 'first\n', 'the first preliminary result holds only what was printed by then')
+  for (const partial of yielded) assert.deepEqual(partial.details, {})
+  assert.equal(seen.join(''), 'first\nsecond\n', "the host's onOutput still sees every chunk")
+
+  const model = new MockLanguageModelV3({ doGenerate: [toolCall({ cells: [{ code: 'print(6*7)' }] }), done] })
+  await generateText({ model, tools: { python }, prompt: 'x', stopWhen: stepCountIs(2) })
+  assert.deepEqual(toolResultSent(model.doGenerateCalls[1]).value, [{ type: 'text', text: '42\n' }])
+})

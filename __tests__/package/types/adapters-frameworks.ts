@@ -10,7 +10,8 @@ import * as agents from 'pykernel/openai-agents'
 async function main(): Promise<void> {
   const pool = new KernelPool({})
   const python: Tool = aiSdk.pythonTool({ pool })
-  const tools: ToolSet = { python }
+  const streaming: Tool = aiSdk.pythonTool({ pool, stream: true, imagePart: 'image-data' })
+  const tools: ToolSet = { python, streaming }
   await generateText({ model: 'openai/gpt-5', tools, prompt: 'x', stopWhen: stepCountIs(2) })
   const agent = new Agent({ name: 'analyst', tools: [tool(agents.pythonTool({ pool }))] })
   console.log(agent.name)

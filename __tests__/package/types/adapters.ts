@@ -9,13 +9,15 @@ async function main(): Promise<void> {
   const pool = new KernelPool({})
   const controller = new AbortController()
 
-  const python: aiSdk.AiSdkTool = aiSdk.pythonTool({ pool, sessionId: 'chat-1', signal: controller.signal })
+  const python: aiSdk.AiSdkTool = aiSdk.pythonTool({ pool, sessionId: 'chat-1', signal: controller.signal, imagePart: 'file', stream: false })
   const description: string = python.description
   const inputJsonSchema: object = aiSdk.inputSchema.jsonSchema
-  const result: ToolResult = await python.execute({ cells: [{ code: '1' }] }, { toolCallId: 'c', abortSignal: controller.signal })
+  const result: ToolResult = await aiSdk.pythonTool({ pool }).execute({ cells: [{ code: '1' }] }, { toolCallId: 'c', abortSignal: controller.signal })
+  for await (const partial of aiSdk.pythonTool({ pool, stream: true }).execute({ cells: [{ code: '1' }] })) console.log(partial.text)
   const content: aiSdk.AiSdkContentOutput = python.toModelOutput({ toolCallId: 'c', input: {}, output: result })
-  for (const part of python.toModelOutput(result).value) {
+  for (const part of aiSdk.toModelOutput(result, 'file').value) {
     if (part.type === 'text') console.log(part.text.length)
+    else if (part.type === 'file') console.log(part.mediaType, part.data.data.length)
     else console.log(part.mediaType, part.data.length)
   }
 
