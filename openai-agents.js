@@ -31,7 +31,7 @@ function strictSchema(schema) {
     if (VALUE_CONSTRAINTS.includes(key)) continue
     out[key] = key === 'properties' || key === '$defs' ? mapValues(value, strictSchema) : strictSchema(value)
   }
-  if (schema.type === 'object' && schema.properties) {
+  if ([schema.type].flat().includes('object') && schema.properties) {
     const required = new Set(schema.required || [])
     out.properties = mapValues(out.properties, (property, key) => (required.has(key) ? property : nullable(property)))
     out.required = Object.keys(schema.properties)
@@ -44,9 +44,14 @@ function mapValues(object, fn) {
   return Object.fromEntries(Object.entries(object).map(([key, value]) => [key, fn(value, key)]))
 }
 
+/** `property` taking `null` as well. */
 function nullable(property) {
-  const types = Array.isArray(property.type) ? property.type : [property.type]
-  return types.includes('null') ? property : { ...property, type: [...types, 'null'] }
+  if (property.type === undefined) return { anyOf: [property, { type: 'null' }] }
+  const types = [property.type].flat()
+  if (types.includes('null')) return property
+  const widened = { ...property, type: [...types, 'null'] }
+  if (Array.isArray(property.enum)) widened.enum = [...property.enum, null]
+  return widened
 }
 
 /** The strict schema of the tool's input. */

@@ -61,13 +61,14 @@ function strictViolations(schema, at = '$') {
   for (const keyword of ['minLength', 'maxLength', 'minItems', 'maxItems', 'exclusiveMinimum', 'minimum', 'pattern', 'format', 'oneOf', 'allOf', 'not']) {
     if (keyword in schema) problems.push(`${at}: ${keyword}`)
   }
-  if (schema.type === 'object') {
+  if ([schema.type].flat().includes('object')) {
     if (schema.additionalProperties !== false) problems.push(`${at}: additionalProperties is not false`)
     const keys = Object.keys(schema.properties || {})
     if (JSON.stringify([...(schema.required || [])].sort()) !== JSON.stringify([...keys].sort())) problems.push(`${at}: required is not every property`)
   }
   for (const [key, value] of Object.entries(schema.properties || {})) problems.push(...strictViolations(value, `${at}.${key}`))
   if (schema.items) problems.push(...strictViolations(schema.items, `${at}[]`))
+  for (const [i, branch] of (schema.anyOf || []).entries()) problems.push(...strictViolations(branch, `${at}.anyOf[${i}]`))
   return problems
 }
 
@@ -85,6 +86,38 @@ test('the strict schema is strict-valid, takes what a strict model sends, and th
   assert.equal(built.strict, true)
   assert.deepEqual(built.parameters, agents.parameters, 'the SDK needs no strict conversion of its own')
   assert.deepEqual(agents.strictSchema(agents.parameters), agents.parameters, 'making it strict again changes nothing')
+})
+
+test('strictSchema on other shapes: enums and nested objects take null, a typeless optional becomes anyOf with null', () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      mode: { type: 'string', enum: ['fast', 'full'] },
+      either: { anyOf: [{ type: 'string' }, { type: 'number' }] },
+      nested: { type: 'object', properties: { label: { type: 'string', minLength: 1 } } },
+      needed: { type: 'integer', minimum: 0 },
+      maybe: { type: ['object', 'null'], properties: { x: { type: 'string' } } },
+    },
+    required: ['needed'],
+  }
+  const strict = agents.strictSchema(schema)
+  assert.deepEqual(strict, {
+    type: 'object',
+    properties: {
+      mode: { type: ['string', 'null'], enum: ['fast', 'full', null] },
+      either: { anyOf: [{ anyOf: [{ type: 'string' }, { type: 'number' }] }, { type: 'null' }] },
+      nested: { type: ['object', 'null'], properties: { label: { type: ['string', 'null'] } }, required: ['label'], additionalProperties: false },
+      needed: { type: 'integer' },
+      maybe: { type: ['object', 'null'], properties: { x: { type: ['string', 'null'] } }, required: ['x'], additionalProperties: false },
+    },
+    required: ['mode', 'either', 'nested', 'needed', 'maybe'],
+    additionalProperties: false,
+  })
+  assert.deepEqual(strictViolations(strict), [])
+  assert.deepEqual(agents.strictSchema(strict), strict, 'strict already: unchanged')
+  assert.equal(schema.properties.nested.properties.label.minLength, 1, 'the input is left as it was')
+  const built = agentsTool({ name: 'probe', description: 'd', parameters: strict, strict: true, execute: () => '' })
+  assert.deepEqual(built.parameters, strict, 'the SDK takes it as it is')
 })
 
 test('run(agent) calls the tool with strict-mode nulls; the output reaches the next request and the final text holds 42', async (t) => {
