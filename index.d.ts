@@ -95,7 +95,7 @@ export interface EvaluateOptions {
   artifactsDir?: string | undefined
   /** The agent text as it is built: sanitized chunks, in order, all before the promise
    *  resolves; they add up to `output` without its notices when nothing was cut or revised
-   *  (see README, "Live output"). */
+   *  (see docs/api.md, "Live output, artifacts and `OutputBuilder`"). */
   onOutput?: ((chunk: string) => unknown) | undefined
   /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
    *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
@@ -160,7 +160,7 @@ export interface EvalRequest {
   onEvent?: ((cellIndex: number, event: KernelEvent) => unknown) | undefined
   /** The agent text as it is built: sanitized chunks, in order, all before the promise
    *  resolves; they add up to `output` without its notices when nothing was cut or revised
-   *  (see README, "Live output"). */
+   *  (see docs/api.md, "Live output, artifacts and `OutputBuilder`"). */
   onOutput?: ((chunk: string) => unknown) | undefined
   /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
    *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */

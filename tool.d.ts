@@ -103,8 +103,28 @@ export interface ToolSchema {
 
 /** The tool's name as a model calls it: `"python"`. */
 export declare const name: string
-/** The model-facing description: sessions, timeouts, output limits, helpers, magics. */
+/**
+ * The model-facing description, short (it goes with every request): sessions, the
+ * timeout, shortened output and where the full text is, images, the sandbox, and where
+ * the long `guide` is. `describe()` with the pool's defaults.
+ */
 export declare const description: string
+/** What only the host knows, for `describe`. */
+export interface ToolHost {
+  /** The default timeout the host gives calls. @default 30 */
+  timeoutSeconds?: number | undefined
+  /** What code may write and reach, one sentence. @default the pool's default sandbox */
+  sandbox?: string | undefined
+  /** Where the model finds `guide`, one sentence. */
+  guide?: string | undefined
+}
+/** The short description in the host's words (its timeout, sandbox, and where the guide is). */
+export declare function describe(host?: ToolHost): string
+/**
+ * The long guide: sessions, time, output, the ready-made names in every session, IPython
+ * habits, the sandbox, limits. For a model to read on demand, or a system prompt.
+ */
+export declare const guide: string
 export declare const schema: ToolSchema
 /** The session a call without `session` uses: `"default"`. */
 export declare const DEFAULT_SESSION: string

@@ -43,8 +43,10 @@ const schema = {
   additionalProperties: false,
 }
 
-/** What the model is told about the tool: our own words for what the kernel offers. */
-const description = `Run Python in a persistent process and read what it printed, returned and displayed.
+/** The tool's long guide: sessions, time, output, the ready-made names, magics, sandbox,
+ *  limits. Too long to send with every tool listing; a host offers it where a model can
+ *  read it on demand (`pykernel mcp` as a resource and a prompt) or in its system prompt. */
+const guide = `Run Python in a persistent process and read what it printed, returned and displayed.
 
 Sessions and state
 - A call runs its cells in order in one Python process, the "session" (default "${DEFAULT_SESSION}"). Variables, imports, functions and the working directory stay for the next call to the same session; different sessions are separate processes and share nothing.
@@ -78,6 +80,30 @@ Sandbox
 Limits
 - Nothing is interactive: input() and getpass() fail at once, and shell commands get no stdin.
 - Output is kept for the model, not a terminal: prefer printing summaries (df.head(), len(x)) to dumping everything.`
+
+/**
+ * The tool's description as a host words it: what matters on every call, in a few lines
+ * (a host pays for it in every request). `host` says what only the host knows:
+ * `timeoutSeconds` (its default), `sandbox` (what code may reach, one sentence) and
+ * `guide` (where the model finds the long text, one sentence).
+ */
+function describe(host = {}) {
+  const {
+    timeoutSeconds = 30,
+    sandbox = 'code writes only its working directory and TMPDIR; credential files in the home directory read empty; the network is the host\'s.',
+    guide: guideLine = 'the full guide (helpers, magics, limits) is the tool\'s guide.',
+  } = host
+  return `Run Python cells in a persistent process and read what they printed, returned and displayed.
+- Sessions: variables, imports and the working directory stay for the next call with the same "session" (default "${DEFAULT_SESSION}"); "reset": true starts it fresh.
+- Time: each cell may run "timeout" seconds (default ${timeoutSeconds}), then it is interrupted and the session keeps its state.
+- Output: long output is shortened and the result says where the full text is (read it with read(path, offset, limit) in a cell). Lines starting "[" are the host's notes. Images (matplotlib, PIL, display()) come back as images.
+- Shell and installs: !cmd, %%bash, %pip install.
+Sandbox: ${sandbox}
+Guide: ${guideLine}`
+}
+
+/** The description with the pool's defaults. */
+const description = describe()
 
 /** An `Error` with a stable `code`, as the addon's errors carry. */
 function coded(message, code = 'ERR_INVALID_ARG') {
@@ -261,4 +287,4 @@ function refused(text, code) {
   return { text, notices: [], output: '', images: [], isError: true, details: { code } }
 }
 
-module.exports = { name, description, schema, handle, DEFAULT_SESSION }
+module.exports = { name, description, describe, guide, schema, handle, DEFAULT_SESSION }

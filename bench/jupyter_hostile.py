@@ -1,4 +1,4 @@
-"""The hostile cases of RELIABILITY.md, run against a real ipykernel through jupyter_client.
+"""The hostile cases of docs/reliability.md, run against a real ipykernel through jupyter_client.
 
     bench/.venv-jupyter/bin/python bench/jupyter_hostile.py [--only NAME ...] [--list]
 
@@ -1402,7 +1402,7 @@ async def case_host_ends(run):
 
 
 CASES = [
-    # name, RELIABILITY.md row, function, overall limit (s)
+    # name, docs/reliability.md row, function, overall limit (s)
     ("flood", "1 GB printed", case_flood, 150),
     ("line_50mb", "50 MB line without newline", case_line_50mb, 90),
     ("tiny_writes", "1,000,000 one-byte writes", case_tiny_writes, 90),
@@ -1462,7 +1462,7 @@ def write_reports(report, name):
         f"- scale: the 1 GiB flood ran at {report['scale']['floodMiB']} MiB (scaled down only if memory is short)"
         if report["scale"]["floodMiB"] else "- the flood case did not run",
         "",
-        "| case | RELIABILITY.md row | observed | s |",
+        "| case | docs/reliability.md row | observed | s |",
         "|---|---|---|---|",
     ]
     for c in report["cases"]:

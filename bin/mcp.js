@@ -6,23 +6,45 @@
 // One server process serves one client, so a session is the model's session name itself
 // (its owner too: `reset_session` ends it with `disposeOwner`). Streamed output becomes
 // progress notifications when the client asked for them (a `progressToken`); a cancelled
-// request aborts its call, which interrupts the cell and leaves the session alive.
+// request aborts its call, which interrupts the cell and leaves the session alive. The
+// tool's long guide is a resource and a prompt; its description, sent with every request,
+// is the short one.
+//
+// The SDK is an optional peer dependency: this file loads it only when the server runs.
 
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-// The low-level Server, not McpServer: McpServer takes input schemas as zod objects,
-// while the tool's schema is plain JSON Schema data (`pykernel/tool`), listed as it is.
-const { Server } = require('@modelcontextprotocol/sdk/server/index.js')
-const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio.js')
-const { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } = require('@modelcontextprotocol/sdk/types.js')
 const tool = require('../tool.js')
+
+const SDK = '@modelcontextprotocol/sdk'
+
+/**
+ * The MCP SDK, loaded when `pykernel mcp` runs and never before: it is an optional peer
+ * dependency, so a user of the library alone does not install it. Undefined when it is
+ * not installed (or is a version without these modules).
+ */
+function loadSdk() {
+  try {
+    require.resolve(`${SDK}/server/index.js`)
+  } catch {
+    return undefined
+  }
+  // The low-level Server, not McpServer: McpServer takes input schemas as zod objects,
+  // while the tool's schema is plain JSON Schema data (`pykernel/tool`), listed as it is.
+  return {
+    ...require(`${SDK}/server/index.js`),
+    ...require(`${SDK}/server/stdio.js`),
+    ...require(`${SDK}/types.js`),
+  }
+}
 
 /** Bounds the shutdown of every kernel when the client goes away. */
 const DISPOSE_BUDGET_MS = 3000
 
 const RESET_TOOL = {
   name: 'reset_session',
+  title: 'Reset a Python session',
   description:
     'End a Python session of the python tool: its variables, imports and working directory are discarded, ' +
     'and its next call starts a fresh Python process. Use it when the session is in a bad state.',
@@ -31,12 +53,63 @@ const RESET_TOOL = {
     properties: { session: { type: 'string', minLength: 1, description: `The session to end. Default "${tool.DEFAULT_SESSION}".` } },
     additionalProperties: false,
   },
+  // It discards a session's state; ending an ended session changes nothing more.
+  annotations: { title: 'Reset a Python session', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
 }
 
 const LIST_TOOL = {
   name: 'list_sessions',
+  title: 'List Python sessions',
   description: 'List the live Python sessions of the python tool: name, whether a call is running, cells run, idle time.',
   inputSchema: { type: 'object', properties: {}, additionalProperties: false },
+  annotations: { title: 'List Python sessions', readOnlyHint: true, openWorldHint: false },
+}
+
+/** The tool's long guide, as a resource and as a prompt: too long for the description a
+ *  client sends with every request, there when the model (or the user) wants it. */
+const GUIDE_URI = 'pykernel://guide'
+const GUIDE_PROMPT = 'python_guide'
+const GUIDE_TITLE = 'Guide to the python tool'
+const GUIDE_SUMMARY = 'How to use the python tool: sessions, time, output, the ready-made names in every session (read, write, display, kv, env), IPython habits, the sandbox, limits.'
+
+/**
+ * What code run by this server may write and reach, in one sentence, for the python
+ * tool's description; `kernel` is the pool's kernel options.
+ */
+function sandboxSentence(kernel) {
+  if (kernel.launcher) {
+    return `code runs through \`${kernel.launcher.join(' ')}\`, confined by what that gives it (not by pykernel's sandbox), in the far side's working directory.`
+  }
+  const writable = kernel.sandbox && kernel.sandbox.writable
+  const writes =
+    writable === 'all'
+      ? "code writes wherever the server's user may"
+      : `code writes only its working directory (${kernel.cwd ?? process.cwd()}), TMPDIR${writable ? ` and ${writable.join(', ')}` : ''}`
+  return `${writes}; credential files in the home directory read empty; ${networkOf(kernel) ? "the network is the host's" : 'there is no network'}.`
+}
+
+/** Whether the kernels reach the network: the host's unless their sandbox takes it away
+ *  (`pykernel mcp` itself has no option that does). */
+function networkOf(kernel) {
+  return !(kernel.sandbox && kernel.sandbox.network === false)
+}
+
+/** The python tool as this server lists it: the short description in its own terms (its
+ *  timeout, its sandbox, where the guide is), a title, and what it may do. */
+function pythonTool(kernel, timeoutSeconds) {
+  const description = tool.describe({
+    timeoutSeconds,
+    sandbox: sandboxSentence(kernel),
+    guide: `the resource ${GUIDE_URI} (or the prompt "${GUIDE_PROMPT}") has the full guide: helpers (read, write, display, kv), magics, limits.`,
+  })
+  return {
+    name: tool.name,
+    title: 'Run Python',
+    description,
+    inputSchema: tool.schema,
+    // Code may change or delete files it can write, and reach whatever the network does.
+    annotations: { title: 'Run Python', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: networkOf(kernel) },
+  }
 }
 
 /** A tool result of text only. */
@@ -133,23 +206,35 @@ async function resetSession(pool, args) {
   )
 }
 
-/**
- * The server for `pool`. `defaults` are the tool's context for every call: `cwd`,
- * `interpreter`, `timeoutSeconds` (when the model gives none).
- */
-function createServer(pool, defaults = {}) {
-  const { version } = require('../package.json')
-  const server = new Server({ name: 'pykernel', version }, { capabilities: { tools: {} }, instructions: `Run Python with the ${tool.name} tool; state persists per session.` })
+/** The line `pykernel mcp` prints, and the error `createServer` throws, without the SDK. */
+const MISSING_SDK = `pykernel mcp needs the MCP SDK: npm install ${SDK} (through npx: npx -p pykernel -p ${SDK} pykernel mcp)`
 
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: [{ name: tool.name, description: tool.description, inputSchema: tool.schema }, RESET_TOOL, LIST_TOOL],
-  }))
+/**
+ * The server for `pool`, whose kernels `kernel` (the pool's kernel options) describes.
+ * `timeoutSeconds` is the default of a call that gives none (undefined: the pool's, 30).
+ * Throws `ERR_MCP_SDK_MISSING` when the SDK is not installed.
+ */
+function createServer(pool, { kernel = {}, timeoutSeconds } = {}) {
+  const sdk = loadSdk()
+  if (!sdk) throw Object.assign(new Error(MISSING_SDK), { code: 'ERR_MCP_SDK_MISSING' })
+  const { Server, CallToolRequestSchema, ErrorCode, GetPromptRequestSchema, ListPromptsRequestSchema, ListResourcesRequestSchema, ListToolsRequestSchema, McpError, ReadResourceRequestSchema } = sdk
+  const { version } = require('../package.json')
+  const server = new Server(
+    { name: 'pykernel', version },
+    {
+      capabilities: { tools: {}, resources: {}, prompts: {} },
+      instructions: `Run Python with the ${tool.name} tool; state persists per session. Its full guide is the resource ${GUIDE_URI}.`,
+    },
+  )
+  const tools = [pythonTool(kernel, timeoutSeconds ?? 30), RESET_TOOL, LIST_TOOL]
+
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }))
 
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const args = request.params.arguments ?? {}
     switch (request.params.name) {
       case tool.name: {
-        const result = await tool.handle(args, { ...defaults, pool, signal: extra.signal, onOutput: progressReporter(extra) })
+        const result = await tool.handle(args, { timeoutSeconds, pool, signal: extra.signal, onOutput: progressReporter(extra) })
         return evalResultOf(result)
       }
       case RESET_TOOL.name:
@@ -161,24 +246,58 @@ function createServer(pool, defaults = {}) {
         throw new McpError(ErrorCode.InvalidParams, `Unknown tool "${request.params.name}": this server has ${tool.name}, ${RESET_TOOL.name} and ${LIST_TOOL.name}.`)
     }
   })
+
+  server.setRequestHandler(ListResourcesRequestSchema, async () => ({
+    resources: [{ uri: GUIDE_URI, name: GUIDE_PROMPT, title: GUIDE_TITLE, description: GUIDE_SUMMARY, mimeType: 'text/plain' }],
+  }))
+  server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+    if (request.params.uri !== GUIDE_URI) {
+      // -32002: the spec's "resource not found".
+      throw new McpError(-32002, `Unknown resource "${request.params.uri}": this server has ${GUIDE_URI}.`)
+    }
+    return { contents: [{ uri: GUIDE_URI, mimeType: 'text/plain', text: tool.guide }] }
+  })
+
+  server.setRequestHandler(ListPromptsRequestSchema, async () => ({
+    prompts: [{ name: GUIDE_PROMPT, title: GUIDE_TITLE, description: GUIDE_SUMMARY }],
+  }))
+  server.setRequestHandler(GetPromptRequestSchema, async (request) => {
+    if (request.params.name !== GUIDE_PROMPT) {
+      throw new McpError(ErrorCode.InvalidParams, `Unknown prompt "${request.params.name}": this server has ${GUIDE_PROMPT}.`)
+    }
+    return { description: GUIDE_SUMMARY, messages: [{ role: 'user', content: { type: 'text', text: tool.guide } }] }
+  })
   return server
 }
 
 /**
  * `pykernel mcp`: serves until the client closes stdin or a SIGINT/SIGTERM/SIGHUP comes,
- * then ends every kernel and resolves the exit code. `opts` are the CLI's (`python`,
- * `timeoutMs`).
+ * then ends every kernel and resolves the exit code. `opts` are the CLI's (`cwd`,
+ * `python`, `launcher`, `writable`, `timeoutMs`). Without the SDK installed it says what
+ * to install, on one line of stderr, and resolves 2.
  */
 async function serveMcp(addon, opts) {
+  if (!loadSdk()) {
+    process.stderr.write(`${MISSING_SDK}\n`)
+    return 2
+  }
+  if (opts.launcher && opts.cwd) {
+    process.stderr.write("pykernel: --cwd is for kernels here; a launched kernel starts in the far side's own directory; see pykernel --help\n")
+    return 2
+  }
+  const { StdioServerTransport } = loadSdk()
   // Full output of a truncated call, and kv stores, go here; gone with the server, as the
   // sessions are.
   const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-mcp-'))
-  // Through `--launcher` the kernels run elsewhere, in the far side's own directory.
+  // The kernels run, and their Python is found (a project's `.venv`), in `--cwd`: a
+  // desktop client starts its servers in `/`. Through `--launcher` they run elsewhere,
+  // in the far side's own directory.
   const kernel = opts.launcher
     ? { interpreter: opts.python, launcher: opts.launcher }
-    : { cwd: process.cwd(), interpreter: opts.python, ...(opts.writable ? { sandbox: { writable: opts.writable } } : {}) }
+    : { cwd: opts.cwd ?? process.cwd(), interpreter: opts.python, ...(opts.writable ? { sandbox: { writable: opts.writable } } : {}) }
   const pool = new addon.KernelPool({ kernel, artifactsDir })
   const server = createServer(pool, {
+    kernel,
     timeoutSeconds: opts.timeoutMs === undefined ? undefined : opts.timeoutMs / 1000,
   })
   let finish

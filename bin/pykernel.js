@@ -139,6 +139,14 @@ function parseArgs(argv) {
         if (!value) throw new UsageError('--images-dir needs a directory')
         opts.imagesDir = path.resolve(value)
         break
+      case '--cwd': {
+        ;[value, i] = takeValue(name, i, inline)
+        if (!value) throw new UsageError('--cwd needs a directory')
+        const dir = path.resolve(value)
+        if (!fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`--cwd ${value} is not a directory`)
+        opts.cwd = dir
+        break
+      }
       case '--writable':
         ;[value, i] = takeValue(name, i, inline)
         if (!value) throw new UsageError("--writable needs a directory, or 'all'")

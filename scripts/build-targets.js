@@ -19,6 +19,10 @@ const path = require('node:path')
 const root = path.resolve(__dirname, '..')
 const venv = path.join(root, '.venv-zig')
 const ZIG_TOOLS = ['cargo-zigbuild==0.24.1', 'ziglang==0.17.1']
+// Cross builds keep their own target directory: sharing `target/` with the native build,
+// their compiler settings (zig as CC, other flags for the build scripts) made the next
+// `npm run build` recompile everything.
+const crossTargetDir = path.join(root, 'target', 'cross')
 
 /** Rust target (with the glibc version cargo-zigbuild links against) -> platform directory. */
 const TARGETS = {
@@ -62,7 +66,7 @@ function main(argv) {
     const { build, platform } = TARGETS[target]
     const out = fs.mkdtempSync(path.join(os.tmpdir(), `pykernel-${platform}-`))
     try {
-      sh(napi, ['build', '--platform', '--release', '--target', build, '--cross-compile', '--output-dir', out], { env })
+      sh(napi, ['build', '--platform', '--release', '--target', build, '--cross-compile', '--target-dir', crossTargetDir, '--output-dir', out], { env })
       const file = `pykernel.${platform}.node`
       fs.copyFileSync(path.join(out, file), path.join(root, 'npm', platform, file))
       console.log(`-> npm/${platform}/${file}`)

@@ -6,6 +6,13 @@
 // - `npm install dist/pykernel-<v>.tgz dist/pykernel-<platform>-<v>.tgz` into an empty
 //   project (no build may run: `cargo`/`rustc` are not on PATH, and the main package has
 //   no install scripts);
+// - that install holds the two packages and nothing else (the library has no
+//   dependency; the MCP SDK is an optional peer);
+// - `npx pykernel mcp` without the SDK says, on one line, what to install and exits 2;
+//   then, with the SDK installed beside it, an MCP session over stdio (initialize, the
+//   tool list, a python call that prints 42) and a clean exit when stdin closes; and
+//   the same through `npx -p pykernel -p @modelcontextprotocol/sdk pykernel mcp`, as an
+//   MCP client's configuration starts it;
 // - `npx pykernel exec "print(6*7)"` prints 42, `npx pykernel --version` the version,
 //   `npx pykernel run script.py args` runs the script with its arguments;
 // - the README's install example (the first ```js block of its "Install" section) runs
@@ -14,7 +21,7 @@
 // - the TypeScript types resolve for a consumer (`tsc --strict` on an import).
 //
 // Exits non-zero, naming the step, if any of it fails. CI runs it after `npm test`.
-const { execFileSync } = require('node:child_process')
+const { execFileSync, spawn, spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -53,11 +60,87 @@ function run(name, cmd, args, options) {
   return out
 }
 
+/** The packages an install put in `project`'s node_modules, nested ones too, by name. */
+function installedPackages(project) {
+  const names = []
+  const walk = (dir) => {
+    if (!fs.existsSync(dir)) return
+    for (const entry of fs.readdirSync(dir)) {
+      if (entry.startsWith('.')) continue
+      if (entry.startsWith('@')) {
+        for (const scoped of fs.readdirSync(path.join(dir, entry))) visit(path.join(dir, entry, scoped), `${entry}/${scoped}`)
+      } else {
+        visit(path.join(dir, entry), entry)
+      }
+    }
+  }
+  const visit = (dir, name) => {
+    names.push(name)
+    walk(path.join(dir, 'node_modules'))
+  }
+  walk(path.join(project, 'node_modules'))
+  return names.sort()
+}
+
+/**
+ * Drives `command args` as an MCP client does, over stdio in NDJSON JSON-RPC: initialize,
+ * initialized, tools/list, a python call of `print(6*7)`; then closes its stdin. Resolves
+ * `{ tools, text, code }`: the tools' names, the call's text, the exit code.
+ */
+function mcpSession(command, args, options) {
+  return new Promise((resolve, reject) => {
+    const server = spawn(command, args, { ...options, stdio: ['pipe', 'pipe', 'pipe'] })
+    const timer = setTimeout(() => {
+      server.kill('SIGKILL')
+      reject(new Error(`no answer within 60 s; stderr: ${stderr}`))
+    }, 60_000)
+    let stderr = ''
+    let buffered = ''
+    const answers = new Map()
+    const waiting = new Map()
+    server.stderr.on('data', (data) => (stderr += data))
+    server.stdout.on('data', (data) => {
+      buffered += data
+      let newline
+      while ((newline = buffered.indexOf('\n')) >= 0) {
+        const message = JSON.parse(buffered.slice(0, newline))
+        buffered = buffered.slice(newline + 1)
+        if (message.id === undefined) continue
+        answers.set(message.id, message)
+        waiting.get(message.id)?.(message)
+      }
+    })
+    const send = (message) => server.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`)
+    const answer = (id) => (answers.has(id) ? Promise.resolve(answers.get(id)) : new Promise((r) => waiting.set(id, r)))
+    const exited = new Promise((r) => server.on('exit', (code) => r(code)))
+    server.on('error', reject)
+    ;(async () => {
+      send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'install-check', version: '0' } } })
+      const init = await answer(1)
+      if (!init.result) throw new Error(`initialize failed: ${JSON.stringify(init)}`)
+      send({ method: 'notifications/initialized' })
+      send({ id: 2, method: 'tools/list' })
+      const tools = (await answer(2)).result.tools.map((t) => t.name)
+      send({ id: 3, method: 'tools/call', params: { name: 'python', arguments: { cells: [{ code: 'print(6*7)' }] } } })
+      const call = await answer(3)
+      const text = call.result ? call.result.content.filter((c) => c.type === 'text').map((c) => c.text).join('') : JSON.stringify(call)
+      server.stdin.end()
+      const code = await exited
+      clearTimeout(timer)
+      resolve({ tools, text, code, stderr })
+    })().catch((error) => {
+      clearTimeout(timer)
+      server.kill('SIGKILL')
+      reject(new Error(`${error.message}; stderr: ${stderr}`))
+    })
+  })
+}
+
 function expect(name, out, want) {
   if (!out.includes(want)) throw new Error(`${name}: expected output with ${JSON.stringify(want)}, got ${JSON.stringify(out)}`)
 }
 
-function main() {
+async function main() {
   const main = path.join(dist, `pykernel-${pkg.version}.tgz`)
   const platform = path.join(dist, `pykernel-${hostPlatform()}-${pkg.version}.tgz`)
   for (const file of [main, platform]) {
@@ -72,6 +155,25 @@ function main() {
     run('no Rust on PATH', 'sh', ['-c', 'if command -v cargo || command -v rustc; then exit 1; else echo none; fi'], options)
     run('npm install', 'npm', ['install', '--no-audit', '--no-fund', main, platform], options)
     if (fs.existsSync(path.join(project, 'node_modules', 'pykernel', 'target'))) throw new Error('the install built the addon')
+
+    step = 'library install: packages'
+    const installed = installedPackages(project)
+    const wanted = ['pykernel', `pykernel-${hostPlatform()}`]
+    if (installed.join() !== wanted.join()) {
+      const listed = installed.length > 12 ? `${installed.slice(0, 12).join(', ')}, ...` : installed.join(', ')
+      throw new Error(`the library install holds ${installed.length} packages (${listed}); it must hold only ${wanted.join(' and ')}`)
+    }
+    console.log(`ok   library install: ${installed.length} packages (${installed.join(', ')})`)
+
+    step = 'npx pykernel mcp without the SDK'
+    const sdk = '@modelcontextprotocol/sdk'
+    const missing = spawnSync('npx', ['pykernel', 'mcp'], { ...options, input: '', encoding: 'utf8', timeout: 120_000 })
+    const line = `pykernel mcp needs the MCP SDK: npm install ${sdk} (through npx: npx -p pykernel -p ${sdk} pykernel mcp)\n`
+    if (missing.status !== 2 || missing.stderr !== line || missing.stdout !== '') {
+      throw new Error(`expected exit 2 and ${JSON.stringify(line)} on stderr alone, got ${missing.status}, stderr ${JSON.stringify(missing.stderr)}, stdout ${JSON.stringify(missing.stdout)}`)
+    }
+    console.log(`ok   ${step}: exit 2, ${line.trim()}`)
+
 
     expect('npx pykernel exec', run('npx pykernel exec', 'npx', ['pykernel', 'exec', 'print(6*7)'], options), '42\n')
     expect('npx pykernel --version', run('npx pykernel --version', 'npx', ['pykernel', '--version'], options), `pykernel ${pkg.version}`)
@@ -102,6 +204,29 @@ function main() {
     )
     const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
     run('types (tsc --strict)', process.execPath, [tsc, '--strict', '--noEmit', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--types', 'node', '--typeRoots', path.join(root, 'node_modules', '@types'), 'types.ts'], options)
+
+    // Last, so every step above ran against the library alone.
+    run('npm install the MCP SDK', 'npm', ['install', '--no-audit', '--no-fund', `${sdk}@${pkg.peerDependencies[sdk]}`], options)
+    step = 'npx pykernel mcp (an MCP session over stdio)'
+    const session = await mcpSession('npx', ['pykernel', 'mcp'], options)
+    if (session.tools.join() !== 'python,reset_session,list_sessions') throw new Error(`tools: ${session.tools.join(', ')}`)
+    if (session.text !== '42\n') throw new Error(`the python call printed ${JSON.stringify(session.text)}, not 42`)
+    if (session.code !== 0) throw new Error(`exited ${session.code} when stdin closed; stderr: ${session.stderr}`)
+    console.log(`ok   ${step}: tools ${session.tools.join(', ')}; print(6*7) gave 42; exit 0 when stdin closed`)
+
+    // As an MCP client's configuration runs it: npx fetching both packages, from an
+    // empty directory (a fresh npx cache, so nothing installed before is reused).
+    step = 'npx -p pykernel -p the SDK pykernel mcp --cwd <dir>'
+    const elsewhere = path.join(project, '..', `${path.basename(project)}-npx`)
+    fs.mkdirSync(elsewhere)
+    try {
+      const npxArgs = ['-y', '-p', main, '-p', platform, '-p', `${sdk}@${pkg.peerDependencies[sdk]}`, 'pykernel', 'mcp', '--cwd', elsewhere]
+      const npx = await mcpSession('npx', npxArgs, { cwd: elsewhere, env: { ...env, npm_config_cache: path.join(elsewhere, '.npm') } })
+      if (npx.text !== '42\n' || npx.code !== 0) throw new Error(`printed ${JSON.stringify(npx.text)}, exited ${npx.code}; stderr: ${npx.stderr}`)
+      console.log(`ok   ${step}: print(6*7) gave 42; exit 0 when stdin closed`)
+    } finally {
+      fs.rmSync(elsewhere, { recursive: true, force: true })
+    }
   } catch (error) {
     console.error(`FAIL ${step}: ${String(error.stderr || error.message).trim()}`)
     process.exitCode = 1

@@ -24,7 +24,9 @@ function ensureVenv() {
   if (fs.existsSync(python) && fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === want) return python
   const base = process.env.PYTHON || 'python3'
   sh(base, ['-m', 'venv', '--clear', venv])
-  sh(python, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '-r', requirements])
+  // pip's own lines (each package collected, then installed) show the minute this takes.
+  console.log(`making the test venv ${path.relative(root, venv)} from ${path.relative(root, requirements)} (about a minute, once)`)
+  sh(python, ['-m', 'pip', 'install', '--disable-pip-version-check', '--progress-bar', 'off', '-r', requirements])
   fs.writeFileSync(stamp, want)
   return python
 }

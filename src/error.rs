@@ -44,7 +44,7 @@ pub enum KernelError {
     #[error("cannot prepare the runner directory {path}: {reason}")]
     RunnerDir { path: PathBuf, reason: String },
 
-    /// artifactsDir, its kv store or a file in them is not safe to use (README.md#security-model).
+    /// artifactsDir, its kv store or a file in them is not safe to use (docs/security.md).
     #[error(transparent)]
     ArtifactsDir(#[from] crate::store::safe_fs::Refusal),
 

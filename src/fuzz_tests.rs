@@ -490,7 +490,7 @@ proptest! {
         let lines: Vec<String> = lines.iter().map(|&(n, c)| c.to_string().repeat(n)).collect();
         let text = lines.join("\n");
         let t = truncate_output(&text, &OutputLimits::default(), None);
-        // The README's numbers, spelled out: a change of the defaults must fail here.
+        // The documented numbers (docs/api.md), spelled out: a change of the defaults must fail here.
         prop_assert!(t.text.len() <= 20 * 1024 + 50 * 1024 + 64 + 8 * 2, "{} bytes", t.text.len());
         for line in t.text.lines() {
             prop_assert!(line.len() <= 768 + '…'.len_utf8() || line.starts_with("[…"));

@@ -470,13 +470,13 @@ test('with no Python to be found, the error says to pass --python', async () => 
   assert.doesNotMatch(run.stderr + check.stderr, /`interpreter`/)
 })
 
-test("--help prints usage, as the README's command-line section shows it", async () => {
+test("--help prints usage, as docs/cli.md shows it", async () => {
   const help = await cli(['--help'])
   assert.equal(help.code, 0)
   assert.match(help.stdout, /^Usage:/)
   assert.equal(help.stderr, '')
-  const readme = fs.readFileSync(path.join(__dirname, '..', '..', 'README.md'), 'utf8')
-  assert.ok(readme.includes('`pykernel --help`:\n\n```\n' + help.stdout + '```\n'), 'README shows another usage text')
+  const readme = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'cli.md'), 'utf8')
+  assert.ok(readme.includes('`pykernel --help`:\n\n```\n' + help.stdout + '```\n'), 'docs/cli.md shows another usage text')
 })
 
 test('--version and -V print the package version and exit 0', async () => {

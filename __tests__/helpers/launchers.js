@@ -238,20 +238,20 @@ function bwrapLauncher({ extra = [] } = {}) {
   ]
 }
 
-// ---------------------------------------------------------------- the README's bwrap recipes
+// ---------------------------------------------------------------- the documented bwrap recipes
 
 /**
- * The bwrap launchers the README prints under "Recipes", as `{ root, user }`: the recipe
+ * The bwrap launchers docs/launchers.md prints under "Recipes", as `{ root, user }`: the recipe
  * for a host running as root and the one for a host running as an ordinary user, each the
  * argv of a `{ launcher: [...] }` whose comment says which host it is for ("as root", "an
- * ordinary user"). Read from README.md itself, so a recipe edited there is the one tested.
+ * ordinary user"). Read from docs/launchers.md itself, so a recipe edited there is the one tested.
  */
-function readmeBwrapRecipes() {
-  const readme = fs.readFileSync(path.join(__dirname, '..', '..', 'README.md'), 'utf8')
-  const start = readme.indexOf('**Recipes**')
-  if (start < 0) throw new Error('README.md has no **Recipes** paragraph')
-  const block = /```js\n([\s\S]*?)```/.exec(readme.slice(start))
-  if (!block) throw new Error('README.md has no code block under **Recipes**')
+function documentedBwrapRecipes() {
+  const doc = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'launchers.md'), 'utf8')
+  const start = doc.indexOf('\n## Recipes\n')
+  if (start < 0) throw new Error('docs/launchers.md has no "## Recipes" section')
+  const block = /```js\n([\s\S]*?)```/.exec(doc.slice(start))
+  if (!block) throw new Error('docs/launchers.md has no code block under "## Recipes"')
   const recipes = {}
   // A comment (one or more `//` lines) right above `{ launcher: [...] }`.
   for (const [, comment, list] of block[1].matchAll(/((?:^\/\/.*\n)+)\{ launcher: (\[[^\]]*\]) \}/gm)) {
@@ -259,12 +259,12 @@ function readmeBwrapRecipes() {
     const argv = JSON.parse(list.replace(/'/g, '"'))
     if (!argv.includes('bwrap')) continue
     const host = /\bas root\b/.test(comment) ? 'root' : /\ban ordinary user\b/.test(comment) ? 'user' : null
-    if (!host) throw new Error(`a bwrap recipe in README.md does not say which host it is for:\n${comment}`)
-    if (recipes[host]) throw new Error(`README.md has two bwrap recipes for a host running as ${host}`)
+    if (!host) throw new Error(`a bwrap recipe in docs/launchers.md does not say which host it is for:\n${comment}`)
+    if (recipes[host]) throw new Error(`docs/launchers.md has two bwrap recipes for a host running as ${host}`)
     recipes[host] = argv
   }
   for (const host of ['root', 'user']) {
-    if (!recipes[host]) throw new Error(`README.md's Recipes have no bwrap recipe for a host running as ${host === 'root' ? 'root' : 'an ordinary user'}`)
+    if (!recipes[host]) throw new Error(`docs/launchers.md's Recipes have no bwrap recipe for a host running as ${host === 'root' ? 'root' : 'an ordinary user'}`)
   }
   return recipes
 }
@@ -382,7 +382,7 @@ module.exports = {
   bwrapAvailable,
   unshareLauncher,
   unshareAvailable,
-  readmeBwrapRecipes,
+  documentedBwrapRecipes,
   pythonThrough,
   ensureTestUser,
   asUser,

@@ -7,7 +7,7 @@ const helpers = require('../helpers/kernel')
 /** The responsiveness bound: the median of a few `1+1` round trips on another kernel stays
  *  under PROBE_BOUND_MS, or under PROBE_FLOOR_FACTOR times the same probe's median measured
  *  when nothing hostile ran (its floor), whichever is larger. On an idle machine the floor
- *  is ~1 ms and the 100 ms RELIABILITY.md states decides; on a loaded one (a CPU hog on both
+ *  is ~1 ms and the 100 ms docs/reliability.md states decides; on a loaded one (a CPU hog on both
  *  cores) every round trip is slower, and the bound grows with it instead of flaking. A
  *  host that stalls (a blocked event loop, a pump that starves the others) is still seconds
  *  late and fails either way. The median of PROBE_TRIES tries, not every try, is bounded:

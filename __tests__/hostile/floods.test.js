@@ -6,7 +6,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const { startKernel, tempDir, waitFor, whileRunning, assertResponsive, probeFloor, assertKernelWorks, rssSampler, MB } = require('./_common')
 
-const HOST_RSS_BOUND = 100 * MB // growth over the start allowed while a flood runs (RELIABILITY.md)
+const HOST_RSS_BOUND = 100 * MB // growth over the start allowed while a flood runs (docs/reliability.md)
 
 let probe // a second, healthy kernel: "another session answers meanwhile"
 test.before(async () => {
@@ -74,7 +74,7 @@ test('1 GB printed: host memory bounded, output truncated, artifact complete, ho
   assert.ok(r.truncated, 'truncation is reported')
   assert.equal(r.truncated.totalBytes, expectedBytes)
   assert.equal(r.truncated.totalLines, LINES + 1)
-  // The artifact holds every byte (RELIABILITY.md), ending as the output did.
+  // The artifact holds every byte (docs/reliability.md), ending as the output did.
   const artifact = r.truncated.artifactPath
   assert.ok(artifact, 'the full output was saved')
   const size = fs.statSync(artifact).size
@@ -207,7 +207,7 @@ test('NUL bytes from print, fd 1 and stderr are kept raw in the result and remov
 })
 
 test('print followed at once by os.write(1) keeps the order the cell wrote in', async (t) => {
-  // Not a flood: found while writing the NUL case. README: "print, os.system, subprocesses,
+  // Not a flood: found while writing the NUL case. docs/api.md: "print, os.system, subprocesses,
   // C code writing to fd 1/2 ... are all captured, in order".
   const kernel = await startKernel()
   t.after(() => kernel.shutdown())

@@ -1,5 +1,5 @@
 'use strict'
-// Hostile cells against the sandbox (README.md#security-model). Each test is the attack: a
+// Hostile cells against the sandbox (docs/security.md). Each test is the attack: a
 // cell tries to reach the host, another session or a later kernel, and the test proves it
 // failed. The kernel runs as the init of its own user + PID + mount namespaces, under
 // Landlock.

@@ -1,5 +1,5 @@
 'use strict'
-// Kernels forked from a zygote: KernelOptions.preload (README.md#kernel). The zygote
+// Kernels forked from a zygote: KernelOptions.preload (docs/api.md#kernel). The zygote
 // imports the list once; every kernel with the same settings is forked from it with the
 // modules loaded. Tests: which kernels are forked, that forked kernels share no state,
 // that they end, report and clean up as spawned ones do, that %pip and edits still take

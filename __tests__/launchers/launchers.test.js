@@ -1,10 +1,10 @@
 'use strict'
 // Kernels started through real launchers: ssh to a throwaway sshd on 127.0.0.1, bwrap with a
-// private /tmp, the README's bwrap recipe, and unshare. Each runs the core subset: start,
+// private /tmp, the bwrap recipe of docs/launchers.md, and unshare. Each runs the core subset: start,
 // streaming, display, an interrupt in band, timeout escalation, crash reports, shutdown
 // leaving nothing on either side, and a dropped link. CI installs the tools (.ci/run);
 // without CI a missing tool skips. PYKERNEL_TEST_LAUNCHERS=<name>,... runs only those
-// launchers (the README recipe's test runs this file so as an ordinary user).
+// launchers (the documented recipe's test runs this file so as an ordinary user).
 const { test, describe, before, after } = require('node:test')
 const net = require('node:net')
 const { spawn } = require('node:child_process')
@@ -180,14 +180,14 @@ const SETUPS = {
       return { launcher, plain: launcher, stop: async () => {} }
     },
   },
-  // As README.md prints it, for a host running as this process does (root or not).
+  // As docs/launchers.md prints it, for a host running as this process does (root or not).
   'readme-bwrap': {
-    title: "the README's bwrap recipe",
-    available: () => launchers.bwrapAvailable() && launchers.onPath(readmeRecipe()[0]),
+    title: "the documented bwrap recipe",
+    available: () => launchers.bwrapAvailable() && launchers.onPath(documentedRecipe()[0]),
     privateTmp: true,
     hardened: true,
     async make() {
-      const launcher = readmeRecipe()
+      const launcher = documentedRecipe()
       // The root recipe runs the kernel as uid 65534, which cannot enter /root (pyenv).
       const interpreter = launchers.pythonThrough(launcher)
       assert.ok(interpreter, `no Python 3.8+ runs through ${launcher.join(' ')}`)
@@ -203,9 +203,9 @@ const SETUPS = {
   },
 }
 
-/** The README's bwrap recipe for a host running as this process does. */
-function readmeRecipe() {
-  return launchers.readmeBwrapRecipes()[process.getuid() === 0 ? 'root' : 'user']
+/** The documented bwrap recipe for a host running as this process does. */
+function documentedRecipe() {
+  return launchers.documentedBwrapRecipes()[process.getuid() === 0 ? 'root' : 'user']
 }
 
 const ONLY = process.env.PYKERNEL_TEST_LAUNCHERS ? process.env.PYKERNEL_TEST_LAUNCHERS.split(',') : null
@@ -479,9 +479,9 @@ for (const [name, setup] of Object.entries(SETUPS)) {
 }
 
 // The recipe for a host running as an ordinary user, run by one: this file again, limited to
-// the README recipe, as a user made for the test (root only; everyone else is such a user,
+// the documented recipe, as a user made for the test (root only; everyone else is such a user,
 // and the loop above ran it).
-describe("the README's bwrap recipe, its host an ordinary user", { skip: ONLY !== null && 'PYKERNEL_TEST_LAUNCHERS names launchers' }, () => {
+describe("the documented bwrap recipe, its host an ordinary user", { skip: ONLY !== null && 'PYKERNEL_TEST_LAUNCHERS names launchers' }, () => {
   test('the whole launcher suite and the attack pass through it', async (t) => {
     if (process.getuid() !== 0) {
       t.skip(`this host is already an ordinary user (uid ${process.getuid()}): the loop above ran this recipe; the root recipe was NOT tested (it needs root)`)
@@ -495,11 +495,11 @@ describe("the README's bwrap recipe, its host an ordinary user", { skip: ONLY !=
     const user = launchers.ensureTestUser()
     if (!user) {
       if (process.env.CI) assert.fail('useradd is missing, but CI is set: the recipe for an ordinary user must be tested')
-      t.skip('useradd is not installed: the README recipe for a host running as an ordinary user was NOT tested')
+      t.skip('useradd is not installed: the documented recipe for a host running as an ordinary user was NOT tested')
       return
     }
     const asUser = launchers.asUser(user)
-    const recipe = launchers.readmeBwrapRecipes().user
+    const recipe = launchers.documentedBwrapRecipes().user
     const interpreter = launchers.pythonThrough([...asUser, ...recipe])
     assert.ok(interpreter, `no Python 3.8+ runs as ${user.name} through ${recipe.join(' ')}`)
     // A home and a cwd of the user's own; the addon, this repository and the interpreter
@@ -532,7 +532,7 @@ describe("the README's bwrap recipe, its host an ordinary user", { skip: ONLY !=
       assert.ok(passed.some((n) => /^an ordinary host's kernel gets no capability/.test(n)), `the attack did not run as ${user.name}:\n${out}`)
       assert.ok(passed.includes('shutdown leaves no process on either side'), out)
       const skipped = passed.filter((n) => /# SKIP/.test(n))
-      assert.deepEqual(skipped.map((n) => n.replace(/ # SKIP.*/, '')), ["the README's bwrap recipe, its host an ordinary user", 'launcher edge cases (env as the launcher)'], out)
+      assert.deepEqual(skipped.map((n) => n.replace(/ # SKIP.*/, '')), ["the documented bwrap recipe, its host an ordinary user", 'launcher edge cases (env as the launcher)'], out)
       assert.match(out, /^# fail 0$/m)
       const count = Number((/^# pass (\d+)$/m.exec(out) || [])[1])
       assert.ok(count >= 10, `${count} tests passed as ${user.name}, the recipe's describe has 10:\n${out}`)

@@ -27,12 +27,13 @@ async function connect(t, extra = []) {
 const run = (client, args, options) => client.callTool({ name: 'python', arguments: args }, undefined, options)
 const textOf = (result) => result.content.filter((c) => c.type === 'text').map((c) => c.text).join('')
 
-test('lists the python tool with our schema and description, and the session tools', async (t) => {
+test('lists the python tool with our schema, and the session tools', async (t) => {
   const client = await connect(t)
   const { tools } = await client.listTools()
   assert.deepEqual(tools.map((x) => x.name), ['python', 'reset_session', 'list_sessions'])
   assert.deepEqual(tools[0].inputSchema, tool.schema)
-  assert.equal(tools[0].description, tool.description)
+  // The short description, in this server's terms (mcp-server.test.js).
+  assert.match(tools[0].description, /^Run Python cells in a persistent process/)
 })
 
 test('a cell with a matplotlib plot returns its text and the plot as image content', async (t) => {

@@ -1,5 +1,5 @@
 'use strict'
-// Numeric options at the napi boundary (README.md#option-ranges): negative, NaN,
+// Numeric options at the napi boundary (docs/api.md#option-ranges): negative, NaN,
 // fractional and absurd values are an ERR_INVALID_ARG naming the option and its range;
 // constructors throw, async methods reject. Fast: one short-lived kernel and pools that
 // start none.

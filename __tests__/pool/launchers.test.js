@@ -1,5 +1,5 @@
 'use strict'
-// Pool placement (README.md#kernelpool-sessions-behind-an-eval-tool): a request's own
+// Pool placement (docs/api.md#kernelpool-sessions-behind-an-eval-tool): a request's own
 // launcher, `launchers` with round-robin and least-loaded placement, the host's
 // `launcherFor`, spares kept on the default launcher. Real kernels through cheap local
 // launchers: `env PK_PLACE=<tag>` execs the Python with one more variable, so a cell tells

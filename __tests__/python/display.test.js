@@ -1,5 +1,5 @@
 'use strict'
-// Rich display (README.md#display-in-the-kernel) with the real libraries of the test venv:
+// Rich display (docs/python.md#display-in-the-kernel) with the real libraries of the test venv:
 // matplotlib, pandas, pillow and plotly. A missing library fails its test; nothing here is
 // skipped.
 const test = require('node:test')
@@ -74,7 +74,7 @@ test('rich display', async (t) => {
     const ds = displays(events)
     assert.equal(ds.length, 1)
     const b = ds[0].bundle
-    // The default renderer is ipykernel's plotly_mimetype (README): the figure as JSON.
+    // The default renderer is ipykernel's plotly_mimetype (docs/python.md): the figure as JSON.
     const plotlyJson = b['application/vnd.plotly.v1+json']
     assert.ok(plotlyJson, `plotly bundle: ${Object.keys(b)}`)
     assert.deepEqual(plotlyJson.data[0].y, [4, 1, 2])

@@ -1,5 +1,5 @@
 'use strict'
-// IPython-style magics and shell commands (README.md#magics-and-shell-commands), against
+// IPython-style magics and shell commands (docs/python.md#magics-and-shell-commands), against
 // real Python.
 const test = require('node:test')
 const assert = require('node:assert/strict')

@@ -1,5 +1,5 @@
 'use strict'
-// The kernel as a notebook to the code it runs (README.md#display-in-the-kernel):
+// The kernel as a notebook to the code it runs (docs/python.md#display-in-the-kernel):
 // libraries that look for Jupyter find it, and IPython's display functions and objects
 // show as they do in Jupyter. Expected texts were measured beside ipykernel on the same
 // interpreter. The test venv has IPython; "without IPython" kernels block its import

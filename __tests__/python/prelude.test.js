@@ -1,6 +1,6 @@
 'use strict'
 // The prelude helpers and the kv store shared with JavaScript
-// (README.md#prelude-helpers-the-host-bridge-and-the-kv-store), against real Python:
+// (docs/python.md#prelude-helpers-the-host-bridge-and-the-kv-store), against real Python:
 // files, the namespace, the bridge helpers and their fan-out.
 const test = require('node:test')
 const assert = require('node:assert/strict')

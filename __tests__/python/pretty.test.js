@@ -1,6 +1,6 @@
 'use strict'
 // The text/plain of results and displays is pretty-printed as IPython does
-// (README.md#display-in-the-kernel): one key per line for a dict too wide for a line,
+// (docs/python.md#display-in-the-kernel): one key per line for a dict too wide for a line,
 // sorted sets, long lists one item per line. IPython's own printer (in the test venv) is
 // the reference.
 const test = require('node:test')
@@ -111,7 +111,7 @@ test('pretty text', async (t) => {
 
   await t.test('where IPython leaves a line longer than 79 characters, ours breaks it', async () => {
     // IPython breaks a tuple key and leaves the end of its value on one overlong line, and
-    // does the same to a list holding a multi-line repr inside another list; the README
+    // does the same to a list holding a multi-line repr inside another list; docs/python.md
     // lists these differences.
     for (const code of ["{(1, 'a'): [list(range(30)), 'x' * 40, 'y' * 40]}", "[[1, 2], [3, WithRepr(), 'z' * 70]]"]) {
       const text = await value(kernel, code)

@@ -1,5 +1,5 @@
 'use strict'
-// Every Python version the README promises (3.8 to 3.13) runs a kernel: output, results,
+// Every Python version the documentation promises (3.8 to 3.13) runs a kernel: output, results,
 // errors, magics, shell commands, top-level await, display. Each version present on the
 // machine is tested (pyenv's, the system's, anything on PATH); one that is missing is
 // reported as skipped, by name, never counted as passed. 3.7 is refused clearly.

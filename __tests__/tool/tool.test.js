@@ -42,10 +42,22 @@ test('the schema is valid JSON Schema: it accepts typical calls and refuses malf
   assert.equal(tool.name, 'python')
 })
 
-test('the description tells the model what the seeds prompt covers', () => {
+test('the guide tells the model what the seeds prompt covers', () => {
   for (const topic of [/session/i, /1\.\.3600/, /timeout/, /artifact:\/\//, /read\(/, /display\(/, /kv\./, /env\(/, /agent\(/, /completion\(/, /tool\.<name>/, /!cmd/, /%pip/, /%%bash/, /image/i, /input\(\)/, /768 bytes/, /Sandbox/, /refused write/]) {
+    assert.match(tool.guide, topic)
+  }
+})
+
+test('the description is short (about 250 tokens) and says what matters on every call, in the host\'s words', () => {
+  assert.ok(tool.description.length <= 1000, `${tool.description.length} characters`)
+  for (const topic of [/session/, /persistent/, /"timeout" seconds \(default 30\)/, /full text/, /read\(/, /images/i, /^Sandbox: .*working directory/m, /^Guide: /m]) {
     assert.match(tool.description, topic)
   }
+  assert.equal(tool.describe(), tool.description)
+  const hosted = tool.describe({ timeoutSeconds: 120, sandbox: 'none here.', guide: 'read pykernel://guide.' })
+  assert.match(hosted, /\(default 120\)/)
+  assert.match(hosted, /^Sandbox: none here\.$/m)
+  assert.match(hosted, /^Guide: read pykernel:\/\/guide\.$/m)
 })
 
 test('handle refuses what the schema refuses, with the reason and ERR_INVALID_ARG, and runs nothing', async (t) => {

@@ -34,7 +34,7 @@ follows it up to the next place a line may break; otherwise each of its own
 break places becomes a new line at the indentation current when the place
 was made.  Groups are decided outside in.  Where IPython's streaming printer
 decides otherwise (a multi-line repr inside a list inside a list: IPython may
-leave the inner list on one line), the README says so.
+leave the inner list on one line), docs/python.md says so.
 
 The runner imports this module with the display module, only for values that
 are not a plain str, int, float, bool or None; it imports nothing at load

@@ -417,7 +417,7 @@ fn deliver_live(text: &mut AgentText, on_output: &mut Option<Box<dyn FnMut(Strin
 const DIED_NOTICE_END: &str =
     "; the kernel's state was lost and it will be recreated on the next call.";
 
-/// The notice for a cell that hit its timeout (its wording is documented: README.md#kernelevaluatecells-options-the-agent-ready-result).
+/// The notice for a cell that hit its timeout (its wording is documented: docs/api.md#kernelevaluatecells-options-the-agent-ready-result).
 pub fn timeout_notice(timeout: Duration, killed: bool) -> String {
     if killed {
         "eval cell timed out and the kernel was unresponsive to interrupt; the kernel has been killed and will be recreated on the next call.".into()

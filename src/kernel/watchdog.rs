@@ -1,4 +1,4 @@
-//! A cell's time budget (README.md#kernelpool-sessions-behind-an-eval-tool): a wall-clock window that stands still while calls to
+//! A cell's time budget (docs/api.md#kernelpool-sessions-behind-an-eval-tool): a wall-clock window that stands still while calls to
 //! another model (`agent()`, `completion()`) are in flight. Pauses are counted, since
 //! `parallel()` keeps several calls in flight at once; when the last one returns, a fresh
 //! window starts, so a cell that waited on a slow agent gets its whole budget for the work

@@ -1,4 +1,4 @@
-//! Output for the agent and for TUIs (README.md#display-in-the-kernel, README.md#live-output-artifacts-and-outputbuilder). Pure Rust: no napi, no tokio.
+//! Output for the agent and for TUIs (docs/python.md#display-in-the-kernel, docs/api.md#live-output-artifacts-and-outputbuilder). Pure Rust: no napi, no tokio.
 //!
 //! Which file owns what:
 //! - `sanitize`: terminal text -> plain text (ANSI, controls, `\r` rewrites), streaming.

@@ -1,4 +1,4 @@
-//! MIME bundle -> what the agent reads (README.md#display-in-the-kernel).
+//! MIME bundle -> what the agent reads (docs/python.md#display-in-the-kernel).
 //!
 //! Text precedence: `text/markdown` > `text/plain` > `text/html` (converted to Markdown).
 //! Captured alongside: `image/png` and `image/jpeg` (base64), `application/json`, and the

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use super::artifact::{ArtifactSink, ArtifactWriter};
 use super::sanitize::Sanitizer;
 
-/// The cut points (README.md#the-output-rules-for-any-tool-outputbuilder: 768 B per line, 20 KiB head, 50 KiB tail).
+/// The cut points (docs/agents.md#the-output-rules-for-any-tool-outputbuilder: 768 B per line, 20 KiB head, 50 KiB tail).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputLimits {
     pub line_bytes: usize,

@@ -1,4 +1,4 @@
-//! Where a pool's kernels run: the launcher of a session that names none (README.md#kernels-elsewhere-containers-remote-hosts-clusters).
+//! Where a pool's kernels run: the launcher of a session that names none (docs/launchers.md).
 //!
 //! A request may name its own launcher. Otherwise the pool places the session, once, when
 //! its first kernel starts: over `launchers` in turn (round-robin) or on the one running

@@ -1,4 +1,4 @@
-//! Which of the host's environment variables a kernel may see (README.md#security-model).
+//! Which of the host's environment variables a kernel may see (docs/security.md).
 //!
 //! Per variable, in this order: the denylist drops; the allowlist keeps; the secret pattern
 //! drops; the allow-prefixes keep; everything else drops. Dropping by default means a new

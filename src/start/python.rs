@@ -1,4 +1,4 @@
-//! Which Python runs the kernel (README.md#other-exports, `resolvePython`).
+//! Which Python runs the kernel (docs/api.md#other-exports, `resolvePython`).
 //!
 //! An explicit interpreter skips discovery. Otherwise the candidates, in order:
 //! `VIRTUAL_ENV`, `CONDA_PREFIX`, `<cwd>/.venv`, `<cwd>/venv`, the managed venv

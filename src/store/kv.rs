@@ -1,4 +1,4 @@
-//! The session key-value store (README.md#prelude-helpers-the-host-bridge-and-the-kv-store), shared by JavaScript (`KvStore`) and Python
+//! The session key-value store (docs/python.md#prelude-helpers-the-host-bridge-and-the-kv-store), shared by JavaScript (`KvStore`) and Python
 //! (`kv` in the prelude): one JSON file `{"version":1,"values":{...}}` per session under
 //! `<artifactsDir>/kernel-store/`.
 //!
