@@ -66,6 +66,12 @@ export interface AiSdkToolParts {
  *  and how the tool gives images and output. */
 export interface PythonToolOptions extends ToolContext {
   /**
+   * The model-facing description. By default `describe()` of `pykernel/tool` with
+   * `timeoutSeconds`, saying the full `guide` is in the instructions when the host put it
+   * there (`system`).
+   */
+  description?: string | undefined
+  /**
    * The form of images in `toModelOutput`: by default `image-data` (v6, v7) or, called as
    * v5 calls it, `media`; `'file'` is v7's own form (no deprecation notice).
    */

@@ -6,6 +6,10 @@
 // whichever copy or version of it the host has.
 const tool = require('./tool.js')
 
+/** Where the model finds the long guide: the framework has no place for it but the
+ *  host's instructions (`system`, an agent's `instructions`), so the host puts it there. */
+const GUIDE_LINE = 'the full guide (helpers such as read, write, display and kv; magics; limits) is in your instructions when the host included it.'
+
 /**
  * The input schema as the SDK's `jsonSchema(schema)` returns it: an object marked with the
  * SDK's global symbol (`Symbol.for`, so any copy of the SDK recognises it) and no `validate`,
@@ -46,7 +50,9 @@ function toModelOutput(argument, imagePart) {
 
 /**
  * The tool for the SDK's `tools`: `description`, `inputSchema`, `execute` and
- * `toModelOutput`. `options.pool` is the `KernelPool`; `options.imagePart` the form of
+ * `toModelOutput`. `options.pool` is the `KernelPool`; `options.description` replaces
+ * the model-facing text (by default `describe()` with the host's timeout, saying the guide
+ * is in the instructions); `options.imagePart` the form of
  * images (above); `options.stream: true` makes `execute` yield the output so far as
  * preliminary results (the SDK streams them to a UI; the model reads only the last, the
  * call's result); the rest is `handle`'s context (`sessionId`, `ownerId`, `cwd`,
@@ -57,14 +63,15 @@ function pythonTool(options) {
   if (options === null || typeof options !== 'object' || !options.pool || typeof options.pool.execute !== 'function') {
     throw invalid('options.pool must be a KernelPool')
   }
-  const { imagePart, stream, ...context } = options
+  const { imagePart, stream, description, ...context } = options
   if (imagePart !== undefined && !Object.hasOwn(IMAGE_PARTS, imagePart)) {
     throw invalid(`options.imagePart must be one of ${Object.keys(IMAGE_PARTS).map((k) => `'${k}'`).join(', ')}`)
   }
+  if (description !== undefined && typeof description !== 'string') throw invalid('options.description must be a string')
   const run = (input, { abortSignal } = {}, onOutput = context.onOutput) =>
     tool.handle(input, { ...context, signal: anySignal(context.signal, abortSignal), onOutput })
   return {
-    description: tool.description,
+    description: description ?? tool.describe({ timeoutSeconds: context.timeoutSeconds, guide: GUIDE_LINE }),
     inputSchema,
     execute: stream ? (input, executeOptions) => streamed(run, input, executeOptions, context.onOutput) : run,
     toModelOutput: (argument) => toModelOutput(argument, imagePart),

@@ -27,8 +27,16 @@ export interface AgentsToolOptions {
   execute(input: unknown, runContext?: unknown, details?: { signal?: AbortSignal | undefined }): Promise<AgentsToolOutput>
 }
 
-/** `handle`'s context: the pool, and the conversation, cwd, timeout, signal, callbacks. */
-export type PythonToolOptions = ToolContext
+/** `handle`'s context (the pool, and the conversation, cwd, timeout, signal, callbacks),
+ *  and the description. */
+export interface PythonToolOptions extends ToolContext {
+  /**
+   * The model-facing description. By default `describe()` of `pykernel/tool` with
+   * `timeoutSeconds`, saying the full `guide` is in the instructions when the host put it
+   * there (the agent's `instructions`).
+   */
+  description?: string | undefined
+}
 
 /** The options for `tool(pythonTool({ pool }))` from `@openai/agents`. */
 export declare function pythonTool(options: PythonToolOptions): AgentsToolOptions

@@ -6,6 +6,10 @@
 // Nothing of the SDK is loaded here; the host passes the options to its own `tool()`.
 const tool = require('./tool.js')
 
+/** Where the model finds the long guide: the framework has no place for it but the
+ *  host's instructions (`system`, an agent's `instructions`), so the host puts it there. */
+const GUIDE_LINE = 'the full guide (helpers such as read, write, display and kv; magics; limits) is in your instructions when the host included it.'
+
 /**
  * Keywords that only constrain values. Strict mode takes a subset of JSON Schema, and which
  * of these it accepts depends on the model (`minLength` never; `minItems`,
@@ -72,21 +76,22 @@ function toolOutput(result) {
 
 /**
  * The options for the SDK's `tool()`: `name`, `description`, the strict `parameters`,
- * `strict: true` and `execute`. `options.pool` is the `KernelPool`; the rest is `handle`'s
+ * `strict: true` and `execute`. `options.pool` is the `KernelPool`; `options.description`
+ * replaces the model-facing text (by default `describe()` with the host's timeout, saying
+ * the guide is in the instructions); the rest is `handle`'s
  * context (`sessionId`, `ownerId`, `cwd`, `interpreter`, `timeoutSeconds`, `signal`,
  * `onEvent`, `onOutput`). The run's signal (the SDK's `details.signal`) cancels the call as
  * `signal` does.
  */
 function pythonTool(options) {
   if (options === null || typeof options !== 'object' || !options.pool || typeof options.pool.execute !== 'function') {
-    const error = new TypeError('pykernel/openai-agents pythonTool(options): options.pool must be a KernelPool')
-    error.code = 'ERR_INVALID_ARG'
-    throw error
+    throw invalid('options.pool must be a KernelPool')
   }
-  const context = { ...options }
+  const { description, ...context } = options
+  if (description !== undefined && typeof description !== 'string') throw invalid('options.description must be a string')
   return {
     name: tool.name,
-    description: tool.description,
+    description: description ?? tool.describe({ timeoutSeconds: context.timeoutSeconds, guide: GUIDE_LINE }),
     parameters,
     strict: true,
     execute: async (input, _runContext, details) => {
@@ -94,6 +99,12 @@ function pythonTool(options) {
       return toolOutput(await tool.handle(input, { ...context, signal }))
     },
   }
+}
+
+function invalid(message) {
+  const error = new TypeError(`pykernel/openai-agents pythonTool(options): ${message}`)
+  error.code = 'ERR_INVALID_ARG'
+  return error
 }
 
 /** The signal that aborts when either does (either may be absent). */

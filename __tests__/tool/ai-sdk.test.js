@@ -45,7 +45,7 @@ test('generateText runs the tool: the model is offered our schema, and reads the
   const model = new MockLanguageModelV3({ doGenerate: [toolCall({ cells: [{ code: 'print(6*7)' }, { code: FIGURE, title: 'plot' }] }), done] })
   const result = await generateText({
     model,
-    tools: { python: aiSdk.pythonTool({ pool, sessionId: 'chat-1' }) },
+    tools: { python: aiSdk.pythonTool({ pool, sessionId: 'chat-1', timeoutSeconds: 90 }) },
     prompt: 'compute and plot',
     stopWhen: stepCountIs(2),
   })
@@ -53,7 +53,9 @@ test('generateText runs the tool: the model is offered our schema, and reads the
   assert.equal(model.doGenerateCalls.length, 2)
   const [offered] = model.doGenerateCalls[0].tools
   assert.equal(offered.name, 'python')
-  assert.equal(offered.description, tool.description)
+  assert.equal(offered.description, tool.describe({ timeoutSeconds: 90, guide: offered.description.match(/^Guide: (.*)$/m)[1] }))
+  assert.match(offered.description, /\(default 90\)/, "the host's timeout")
+  assert.match(offered.description, /^Guide: .* in your instructions when the host included it\.$/m, 'the guide is where the host can put it')
   assert.deepEqual(offered.inputSchema, tool.schema)
 
   const output = toolResultSent(model.doGenerateCalls[1])
@@ -107,6 +109,8 @@ test("imagePart: 'file' gives v7's own form; an unknown form is the host's error
   assert.equal(image.data.type, 'data')
   assert.equal(image.data.data, output.images[0].data)
   assert.throws(() => aiSdk.pythonTool({ pool, imagePart: 'png' }), { code: 'ERR_INVALID_ARG', message: /imagePart must be one of 'image-data', 'file', 'media'/ })
+  assert.equal(aiSdk.pythonTool({ pool, description: 'Run Python.' }).description, 'Run Python.', 'the host\'s own description')
+  assert.throws(() => aiSdk.pythonTool({ pool, description: 42 }), { code: 'ERR_INVALID_ARG', message: /description must be a string/ })
 })
 
 test('stream: true yields the output so far, then the result, which is what the model reads', async (t) => {

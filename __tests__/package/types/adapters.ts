@@ -21,7 +21,7 @@ async function main(): Promise<void> {
     else console.log(part.mediaType, part.data.length)
   }
 
-  const options: agents.AgentsToolOptions = agents.pythonTool({ pool, cwd: '/tmp', timeoutSeconds: 60 })
+  const options: agents.AgentsToolOptions = agents.pythonTool({ pool, cwd: '/tmp', timeoutSeconds: 60, description: 'Run Python.' })
   const strict: true = options.strict
   const required: string[] = agents.parameters.required
   const output: agents.AgentsToolOutput = await options.execute({ cells: [{ code: '1' }] }, undefined, { signal: controller.signal })
