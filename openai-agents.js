@@ -33,7 +33,7 @@ function strictSchema(schema) {
   const out = {}
   for (const [key, value] of Object.entries(schema)) {
     if (VALUE_CONSTRAINTS.includes(key)) continue
-    out[key] = key === 'properties' || key === '$defs' ? mapValues(value, strictSchema) : strictSchema(value)
+    out[key] = ['properties', '$defs', 'definitions'].includes(key) ? mapValues(value, strictSchema) : strictSchema(value)
   }
   if ([schema.type].flat().includes('object') && schema.properties) {
     const required = new Set(schema.required || [])
