@@ -129,7 +129,8 @@ export declare const schema: ToolSchema
 /** The session a call without `session` uses: `"default"`. */
 export declare const DEFAULT_SESSION: string
 /**
- * Runs one call through `ctx.pool.execute`. Bad input and refused calls resolve with
+ * Runs one call through `ctx.pool.execute`. An optional field set to `null` counts as
+ * absent (a strict-mode model sends null for each field it leaves unset). Bad input and refused calls resolve with
  * `isError` and `details.code`; a bad `ctx` rejects with `ERR_INVALID_ARG`.
  */
 export declare function handle(request: unknown, ctx: ToolContext): Promise<ToolResult>

@@ -116,6 +116,32 @@ function isPlainObject(value) {
   return value !== null && typeof value === 'object' && !Array.isArray(value)
 }
 
+/** The optional fields (of a call, of a cell): those the schema does not require. */
+const OPTIONAL_FIELDS = optionalFields(schema)
+const OPTIONAL_CELL_FIELDS = optionalFields(schema.properties.cells.items)
+
+function optionalFields(objectSchema) {
+  return Object.keys(objectSchema.properties).filter((key) => !objectSchema.required.includes(key))
+}
+
+/**
+ * The request with its optional fields that are `null` left out: null means absent. A
+ * strict-mode tool schema (OpenAI's structured outputs, the OpenAI Agents SDK) lists every
+ * field as required, so the model sends null for each one it leaves unset. Required fields
+ * keep their null, which the check then refuses.
+ */
+function withoutNulls(request) {
+  if (!isPlainObject(request)) return request
+  const cells = Array.isArray(request.cells)
+    ? request.cells.map((cell) => (isPlainObject(cell) ? dropNulls(cell, OPTIONAL_CELL_FIELDS) : cell))
+    : request.cells
+  return { ...dropNulls(request, OPTIONAL_FIELDS), ...('cells' in request ? { cells } : {}) }
+}
+
+function dropNulls(object, keys) {
+  return Object.fromEntries(Object.entries(object).filter(([key, value]) => !(value === null && keys.includes(key))))
+}
+
 /** The first way `value` breaks `schema`, or undefined. Checks exactly this schema's rules
  *  (no general validator: the package has no dependency for it, and a model needs the
  *  reason in one line). */
@@ -207,7 +233,8 @@ function partsOf(result) {
 }
 
 /**
- * Runs one tool call. `ctx.pool` is the `KernelPool`; the rest is optional:
+ * Runs one tool call (an optional field set to `null` counts as absent, as a strict-mode
+ * model sends it). `ctx.pool` is the `KernelPool`; the rest is optional:
  * `sessionId`/`ownerId` (the conversation), `cwd`, `interpreter`, `timeoutSeconds` (the
  * default when the model gives none), `signal`, `onEvent`, `onOutput` (the pool's).
  *
@@ -227,6 +254,7 @@ async function handle(request, ctx) {
   if (ctx.sessionId !== undefined && (typeof ctx.sessionId !== 'string' || ctx.sessionId === '')) {
     throw coded('pykernel/tool handle(request, ctx): ctx.sessionId must be a non-empty string')
   }
+  request = withoutNulls(request)
   const problem = invalidRequest(request)
   if (problem) return refused(`Invalid ${name} tool input: ${problem}.`, 'ERR_INVALID_ARG')
   const evalRequest = evalRequestOf(request, ctx)

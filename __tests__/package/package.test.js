@@ -28,7 +28,7 @@ test('every export of the binding is a named export of the package, from CommonJ
   }
 })
 
-test("the exports map: 'pykernel', 'pykernel/tool' and 'pykernel/package.json' by name, from CommonJS and ESM", () => {
+test("the exports map: 'pykernel', 'pykernel/tool', the adapters and 'pykernel/package.json' by name, from CommonJS and ESM", () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-exports-'))
   try {
     fs.mkdirSync(path.join(dir, 'node_modules'))
@@ -38,6 +38,17 @@ test("the exports map: 'pykernel', 'pykernel/tool' and 'pykernel/package.json' b
     const run = (file) => execFileSync(process.execPath, [path.join(dir, file)], { cwd: dir, encoding: 'utf8' }).trim()
     assert.equal(run('cjs.js'), `function python function ${pkg.version}`)
     assert.equal(run('esm.mjs'), 'function python function object')
+    // The adapters by name; and, copied beside tool.js alone where no node_modules is in
+    // reach, they still load: they need neither framework.
+    fs.writeFileSync(path.join(dir, 'adapters.mjs'), "import { pythonTool as forAiSdk, inputSchema } from 'pykernel/ai-sdk'; import { pythonTool as forAgents, parameters } from 'pykernel/openai-agents'; console.log(typeof forAiSdk, typeof inputSchema.jsonSchema, typeof forAgents, parameters.additionalProperties)\n")
+    fs.writeFileSync(path.join(dir, 'adapters.js'), "const a = require('pykernel/ai-sdk'); const o = require('pykernel/openai-agents'); console.log(a.name, o.name)\n")
+    assert.equal(run('adapters.mjs'), 'function object function false')
+    assert.equal(run('adapters.js'), 'python python')
+    const alone = path.join(dir, 'alone')
+    fs.mkdirSync(alone)
+    for (const file of ['tool.js', 'ai-sdk.js', 'openai-agents.js']) fs.copyFileSync(path.join(root, file), path.join(alone, file))
+    const probe = "const a = require('./ai-sdk.js'); const o = require('./openai-agents.js'); console.log(typeof a.pythonTool, typeof o.pythonTool)"
+    assert.equal(execFileSync(process.execPath, ['-e', probe], { cwd: alone, encoding: 'utf8' }).trim(), 'function function')
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }
@@ -48,7 +59,7 @@ test('the library needs no dependency: the MCP SDK is an optional peer, loaded b
   assert.equal(pkg.peerDependencies['@modelcontextprotocol/sdk'], pkg.devDependencies['@modelcontextprotocol/sdk'])
   assert.deepEqual(pkg.peerDependenciesMeta, { '@modelcontextprotocol/sdk': { optional: true } })
   // Everything the package exports, and the CLI's module, load without touching it.
-  const probe = `require('./main.js'); require('./tool.js'); require('./check-options.js'); require('./bin/mcp.js')
+  const probe = `require('./main.js'); require('./tool.js'); require('./ai-sdk.js'); require('./openai-agents.js'); require('./check-options.js'); require('./bin/mcp.js')
 console.log(Object.keys(require.cache).filter((f) => f.includes('@modelcontextprotocol')).length)`
   assert.equal(execFileSync(process.execPath, ['-e', probe], { cwd: root, encoding: 'utf8' }).trim(), '0')
 })
@@ -78,7 +89,7 @@ test('npm run pack: the main package ships what users need, no addon, no scripts
     execFileSync(process.execPath, [path.join(root, 'scripts', 'pack.js')], { env: { ...process.env, PYKERNEL_DIST: dist }, encoding: 'utf8' })
     const tarball = path.join(dist, `pykernel-${pkg.version}.tgz`)
     const files = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n').map((f) => f.replace(/^package\//, ''))
-    for (const want of ['main.js', 'check-options.js', 'option-keys.js', 'index.js', 'index.d.ts', 'types.d.ts', 'tool.js', 'tool.d.ts', 'bin/pykernel.js', 'bin/mcp.js', 'runner/runner.py', 'runner/pykernel_runner/kernel.py', 'README.md', 'LICENSE', 'CHANGELOG.md', 'package.json']) {
+    for (const want of ['main.js', 'check-options.js', 'option-keys.js', 'index.js', 'index.d.ts', 'types.d.ts', 'tool.js', 'tool.d.ts', 'ai-sdk.js', 'ai-sdk.d.ts', 'openai-agents.js', 'openai-agents.d.ts', 'bin/pykernel.js', 'bin/mcp.js', 'runner/runner.py', 'runner/pykernel_runner/kernel.py', 'README.md', 'LICENSE', 'CHANGELOG.md', 'package.json']) {
       assert.ok(files.includes(want), `${want} is in the tarball (it holds: ${files.join(', ')})`)
     }
     assert.deepEqual(files.filter((f) => f.endsWith('.node') || f.includes('__pycache__') || f.startsWith('src/')), [])

@@ -5,6 +5,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
 const { addon } = require('../helpers/kernel')
@@ -16,6 +17,43 @@ test('a strict-mode host program type-checks against index.d.ts', () => {
   const args = [tsc, '--noEmit', '--strict', '--exactOptionalPropertyTypes', '--target', 'es2022',
     '--module', 'commonjs', '--moduleResolution', 'node', '--types', 'node', '--skipLibCheck', 'false',
     path.join(__dirname, 'types', 'usage.ts')]
+  try {
+    execFileSync(process.execPath, args, { cwd: root, encoding: 'utf8', stdio: 'pipe' })
+  } catch (error) {
+    assert.fail(`tsc failed:\n${error.stdout}${error.stderr}`)
+  }
+})
+
+test('the framework adapters\' declarations type-check strictly and stand alone, needing neither framework', (t) => {
+  // A host's program through the exports map; the adapters' declarations import only the
+  // package's own types (checked after), so a host without `ai` or `@openai/agents` (or
+  // with another version of either) compiles them the same.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-adapter-types-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  fs.mkdirSync(path.join(dir, 'node_modules'))
+  fs.symlinkSync(root, path.join(dir, 'node_modules', 'pykernel'))
+  fs.copyFileSync(path.join(__dirname, 'types', 'adapters.ts'), path.join(dir, 'adapters.ts'))
+  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+  const args = [tsc, '--noEmit', '--strict', '--exactOptionalPropertyTypes', '--target', 'es2022', '--module', 'nodenext',
+    '--moduleResolution', 'nodenext', '--types', 'node', '--typeRoots', path.join(root, 'node_modules', '@types'),
+    '--skipLibCheck', 'false', path.join(dir, 'adapters.ts')]
+  try {
+    execFileSync(process.execPath, args, { cwd: dir, encoding: 'utf8', stdio: 'pipe' })
+  } catch (error) {
+    assert.fail(`tsc failed:\n${error.stdout}${error.stderr}`)
+  }
+  for (const file of ['ai-sdk.d.ts', 'openai-agents.d.ts']) {
+    const imports = [...fs.readFileSync(path.join(root, file), 'utf8').matchAll(/from '([^']+)'/g)].map((m) => m[1])
+    assert.deepEqual(imports.filter((name) => !name.startsWith('./')), [], `${file} imports only the package's own types`)
+  }
+})
+
+test("the adapters' objects are what the frameworks' own types take (ai's Tool, @openai/agents' tool())", () => {
+  // Against the devDependencies' declarations (their own files unchecked: skipLibCheck);
+  // `pykernel/...` resolves to this package by its own name.
+  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+  const args = [tsc, '--noEmit', '--strict', '--exactOptionalPropertyTypes', '--target', 'es2022', '--module', 'nodenext',
+    '--moduleResolution', 'nodenext', '--types', 'node', '--skipLibCheck', 'true', path.join(__dirname, 'types', 'adapters-frameworks.ts')]
   try {
     execFileSync(process.execPath, args, { cwd: root, encoding: 'utf8', stdio: 'pipe' })
   } catch (error) {

@@ -75,6 +75,31 @@ test('handle refuses what the schema refuses, with the reason and ERR_INVALID_AR
   assert.equal(ok.text, '42\n', 'the pool is still usable')
 })
 
+test('null in an optional field means absent, as a strict-mode model sends it; a required field stays required', async (t) => {
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const unset = { session: null, timeout: null, reset: null }
+  const cell = (code) => ({ code, title: null, timeout: null, reset: null })
+  const first = await tool.handle({ cells: [cell('x = 41')], ...unset }, { pool })
+  assert.equal(first.isError, false, first.text)
+  assert.equal(first.details.session, tool.DEFAULT_SESSION)
+  const second = await tool.handle({ cells: [cell('x + 1')], ...unset }, { pool })
+  assert.equal(second.text, '42\n', 'the default session, not reset')
+  const slow = await tool.handle({ cells: [cell('import time\ntime.sleep(5)')], ...unset }, { pool, timeoutSeconds: 1 })
+  assert.equal(slow.details.timedOut, true, "a null timeout leaves the host's default")
+  for (const [input, reason] of [
+    [{ cells: null }, /"cells" must be a non-empty array/],
+    [{ cells: [null] }, /cells\[0\] must be an object/],
+    [{ cells: [{ code: null }] }, /cells\[0\]\.code must be a string/],
+    [{ cells: [cell('1')], language: null }, /unknown field "language"/],
+    [{ cells: [{ ...cell('1'), language: null }] }, /cells\[0\] has an unknown field "language"/],
+  ]) {
+    const r = await tool.handle(input, { pool })
+    assert.equal(r.details.code, 'ERR_INVALID_ARG', JSON.stringify(input))
+    assert.match(r.text, reason)
+  }
+})
+
 test('handle rejects a context without a pool (the host\'s mistake) with ERR_INVALID_ARG', async () => {
   await assert.rejects(tool.handle({ cells: [{ code: '1' }] }, {}), { code: 'ERR_INVALID_ARG', message: /ctx\.pool must be a KernelPool/ })
   await assert.rejects(tool.handle({ cells: [{ code: '1' }] }, undefined), { code: 'ERR_INVALID_ARG' })
