@@ -6,10 +6,6 @@
 // whichever copy or version of it the host has.
 const tool = require('./tool.js')
 
-/** Where the model finds the long guide: the framework has no place for it but the
- *  host's instructions (`system`, an agent's `instructions`), so the host puts it there. */
-const GUIDE_LINE = 'the full guide (helpers such as read, write, display and kv; magics; limits) is in your instructions when the host included it.'
-
 /**
  * The input schema as the SDK's `jsonSchema(schema)` returns it: an object marked with the
  * SDK's global symbol (`Symbol.for`, so any copy of the SDK recognises it) and no `validate`,
@@ -71,7 +67,7 @@ function pythonTool(options) {
   const run = (input, { abortSignal } = {}, onOutput = context.onOutput) =>
     tool.handle(input, { ...context, signal: anySignal(context.signal, abortSignal), onOutput })
   return {
-    description: description ?? tool.describe({ timeoutSeconds: context.timeoutSeconds, guide: GUIDE_LINE }),
+    description: description ?? tool.describe({ timeoutSeconds: context.timeoutSeconds }),
     inputSchema,
     execute: stream ? (input, executeOptions) => streamed(run, input, executeOptions, context.onOutput) : run,
     toModelOutput: (argument) => toModelOutput(argument, imagePart),

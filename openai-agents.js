@@ -6,10 +6,6 @@
 // Nothing of the SDK is loaded here; the host passes the options to its own `tool()`.
 const tool = require('./tool.js')
 
-/** Where the model finds the long guide: the framework has no place for it but the
- *  host's instructions (`system`, an agent's `instructions`), so the host puts it there. */
-const GUIDE_LINE = 'the full guide (helpers such as read, write, display and kv; magics; limits) is in your instructions when the host included it.'
-
 /**
  * Keywords that only constrain values. Strict mode takes a subset of JSON Schema, and which
  * of these it accepts depends on the model (`minLength` never; `minItems`,
@@ -91,7 +87,7 @@ function pythonTool(options) {
   if (description !== undefined && typeof description !== 'string') throw invalid('options.description must be a string')
   return {
     name: tool.name,
-    description: description ?? tool.describe({ timeoutSeconds: context.timeoutSeconds, guide: GUIDE_LINE }),
+    description: description ?? tool.describe({ timeoutSeconds: context.timeoutSeconds }),
     parameters,
     strict: true,
     execute: async (input, _runContext, details) => {

@@ -91,7 +91,8 @@ function describe(host = {}) {
   const {
     timeoutSeconds = 30,
     sandbox = 'code writes only its working directory and TMPDIR; credential files in the home directory read empty; the network is the host\'s.',
-    guide: guideLine = 'the full guide (helpers, magics, limits) is the tool\'s guide.',
+    // A host without a place to serve the guide gives it with the instructions, or not.
+    guide: guideLine = 'the full guide (helpers such as read, write, display and kv; magics; limits) is in your instructions when the host included it.',
   } = host
   return `Run Python cells in a persistent process and read what they printed, returned and displayed.
 - Sessions: variables, imports and the working directory stay for the next call with the same "session" (default "${DEFAULT_SESSION}"); "reset": true starts it fresh.

@@ -226,7 +226,8 @@ function createServer(pool, { kernel = {}, timeoutSeconds } = {}) {
       instructions: `Run Python with the ${tool.name} tool; state persists per session. Its full guide is the resource ${GUIDE_URI}.`,
     },
   )
-  const tools = [pythonTool(kernel, timeoutSeconds ?? 30), RESET_TOOL, LIST_TOOL]
+  // The description states the timeout a call gets: the pool clamps it to 1..3600 s.
+  const tools = [pythonTool(kernel, Math.min(3600, Math.max(1, timeoutSeconds ?? 30))), RESET_TOOL, LIST_TOOL]
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }))
 
