@@ -69,7 +69,7 @@ test('npm run pack: the main package ships what users need, no addon, no scripts
     execFileSync(process.execPath, [path.join(root, 'scripts', 'pack.js')], { env: { ...process.env, PYKERNEL_DIST: dist }, encoding: 'utf8' })
     const tarball = path.join(dist, `pykernel-${pkg.version}.tgz`)
     const files = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n').map((f) => f.replace(/^package\//, ''))
-    for (const want of ['main.js', 'check-options.js', 'option-keys.js', 'index.js', 'index.d.ts', 'types.d.ts', 'tool.js', 'tool.d.ts', 'bin/pykernel.js', 'bin/mcp.js', 'runner/runner.py', 'runner/pykernel_runner/kernel.py', 'README.md', 'LICENSE', 'CHANGELOG.md', 'package.json']) {
+    for (const want of ['main.js', 'index.js', 'index.d.ts', 'types.d.ts', 'tool.js', 'tool.d.ts', 'bin/pykernel.js', 'bin/mcp.js', 'runner/runner.py', 'runner/pykernel_runner/kernel.py', 'README.md', 'LICENSE', 'CHANGELOG.md', 'package.json']) {
       assert.ok(files.includes(want), `${want} is in the tarball (it holds: ${files.join(', ')})`)
     }
     assert.deepEqual(files.filter((f) => f.endsWith('.node') || f.includes('__pycache__') || f.startsWith('src/')), [])

@@ -208,14 +208,14 @@ impl<'a, 'env> OptionReader<'a, 'env> {
         Self { env, obj }
     }
 
-    pub fn get<T: FromNapiValue + ValidateNapiValue>(
-        &self,
-        name: &'static str,
-        expected: &str,
-    ) -> Parsed<Option<T>> {
+    /// The option `name`; `undefined` and `null` are none. Its type was checked with the
+    /// call's arguments (`args::check`), so `expected` names it only should that be
+    /// skipped.
+    pub fn get<T: FromNapiValue>(&self, name: &'static str, expected: &str) -> Parsed<Option<T>> {
         match self.obj {
             Some(obj) => obj
-                .get::<T>(name)
+                .get::<Option<T>>(name)
+                .map(Option::flatten)
                 .map_err(|_| invalid(name, format!("must be {expected}"))),
             None => Ok(None),
         }
