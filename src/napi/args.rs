@@ -222,11 +222,20 @@ struct Walk {
 }
 
 impl Walk {
+    /// A napi call's status: a JavaScript exception (a getter, a Proxy's trap) is the
+    /// value's fault, anything else the addon's (`ERR_INTERNAL`).
     fn ok(&self, status: sys::napi_status, path: &str) -> Parsed<()> {
         if status == sys::Status::napi_ok {
-            Ok(())
-        } else {
-            Err(unreadable(self.env, path, &format!("napi status {status}")))
+            return Ok(());
+        }
+        match take_exception(self.env) {
+            Some(thrown) => Err(KernelError::InvalidArgumentAt {
+                path: path.to_string(),
+                reason: format!("could not be read: {thrown}"),
+            }),
+            None => Err(KernelError::Internal {
+                reason: format!("napi status {status} while reading argument `{path}`"),
+            }),
         }
     }
 

@@ -16,9 +16,7 @@ use super::cells::EvalCell;
 use super::delivery::{
     settled_callback, with_on_event_error, Callback, EventSink, SettledCallback,
 };
-use super::options::{
-    bounds, optional_integer, optional_millis, Cancellation, Misfit, OptionReader,
-};
+use super::options::{bounds, optional_integer, optional_millis, Cancellation, OptionReader};
 use super::results::{EvalResult, ExecuteResult, ShutdownResult};
 use super::sandbox::{sandbox_config, IsolationInfo, SandboxOptions};
 use super::signatures as sig;
@@ -64,7 +62,7 @@ pub struct KernelOptions {
     /// Promise resolves to, is the reply as JSON (`undefined` is Python's `None`); a throw
     /// or rejection, or a reply JSON cannot hold, is a RuntimeError in the cell.
     #[napi(ts_type = "(call: BridgeCall) => unknown")]
-    pub on_call: Option<Either<FunctionRef<Value, Unknown<'static>>, Misfit>>,
+    pub on_call: Option<FunctionRef<Value, Unknown<'static>>>,
     /// With `sessionId`, where the session's kv store lives (`<dir>/kernel-store/`).
     pub artifacts_dir: Option<String>,
     pub session_id: Option<String>,
@@ -124,17 +122,13 @@ impl KernelOptions {
             (100, bounds::MAX_WAIT_MS),
             DEFAULT_LINK_TIMEOUT,
         )?;
-        match self.on_call {
-            None => {}
-            Some(Either::A(on_call)) => {
-                config.bridge = Some(JsBridge::shared(env, &on_call).map_err(|e| {
-                    KernelError::InvalidArgument {
-                        name: "onCall",
-                        reason: e.reason.clone(),
-                    }
-                })?);
-            }
-            Some(Either::B(misfit)) => return Err(misfit.refused("onCall", "a function")),
+        if let Some(on_call) = self.on_call {
+            config.bridge = Some(JsBridge::shared(env, &on_call).map_err(|e| {
+                KernelError::InvalidArgument {
+                    name: "onCall",
+                    reason: e.reason.clone(),
+                }
+            })?);
         }
         config.artifacts_dir = self.artifacts_dir.map(PathBuf::from);
         config.max_processes = optional_integer(

@@ -18,9 +18,7 @@ use super::cells::EvalCell;
 use super::delivery::with_on_event_error;
 use super::delivery::EventSink;
 use super::kernel::KernelOptions;
-use super::options::{
-    bounds, optional_integer, optional_millis, preload_modules, Misfit, OptionReader,
-};
+use super::options::{bounds, optional_integer, optional_millis, preload_modules, OptionReader};
 use super::placement::read_placement;
 use super::results::EvalResult;
 use super::signatures as sig;
@@ -110,7 +108,7 @@ pub struct PoolOptions {
     #[napi(
         ts_type = "(sessionKey: { sessionId?: string; sessionFile?: string; ownerId?: string }) => string[] | undefined | null | Promise<string[] | undefined | null>"
     )]
-    pub launcher_for: Option<Either<FunctionRef<Value, Unknown<'static>>, Misfit>>,
+    pub launcher_for: Option<FunctionRef<Value, Unknown<'static>>>,
 }
 
 #[napi(object)]
