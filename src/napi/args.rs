@@ -15,6 +15,12 @@
 //!
 //! The check reads types only; values (ranges, choices among strings) are checked where
 //! they are read, with their own messages.
+//!
+//! A new entry point: take each argument as `Unknown` (`Option<Unknown>` when it may be
+//! left out) with `ts_args_type` saying its type, build (`scripts/dts.js` adds its
+//! signature, e.g. `sig::KERNEL_IS_COMPLETE` for `Kernel#isComplete`), then
+//! `args::check(env, sig::KERNEL_IS_COMPLETE, &[Some(code)])` and `convert` each argument;
+//! an async one returns `rejected(env, err)` on an error, a sync one `Err(js_error(..))`.
 
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -152,6 +158,17 @@ impl Ty {
 /// Checks the arguments of a call (`args[i]` for `params[i]`; `None` for one left out,
 /// `undefined` or `null`) against its signature.
 pub(super) fn check(env: &Env, params: &[Param], args: &[Option<Unknown>]) -> Parsed<()> {
+    if params.len() != args.len() {
+        // An entry point whose Rust parameters and `index.d.ts` signature differ.
+        return Err(KernelError::Internal {
+            reason: format!(
+                "{} arguments checked against a signature of {} ({})",
+                args.len(),
+                params.len(),
+                params.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+            ),
+        });
+    }
     let walk = Walk { env: env.raw() };
     for (param, arg) in params.iter().zip(args) {
         match arg {
