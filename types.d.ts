@@ -49,11 +49,9 @@ export type ErrorCode =
   | 'ERR_SANDBOX'
   | 'ERR_SESSION_DISPOSED'
 
-/** An error from pykernel: an `Error` with one of the codes above. A napi argument
- *  conversion failure keeps its original status in `napiCode`. */
+/** An error from pykernel: an `Error` with one of the codes above. */
 export interface PykernelError extends Error {
   code: ErrorCode
-  napiCode?: string
 }
 
 export interface ExecuteOptions {

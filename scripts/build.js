@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict'
 // `npm run build` (`--debug` for `build:debug`): the addon for this machine, then
-// scripts/dts.js over the generated types.
+// scripts/dts.js over the generated types (which builds once more when the table of
+// argument types it writes changed).
 //
 // build.rs leaves out the rebuild napi's CLI asks for when its folder of type definitions
 // is missing (see there), so a crate cargo thinks fresh can meet an empty folder (removed
@@ -32,4 +33,4 @@ if (!typesDeclared()) {
   build()
   if (!typesDeclared()) throw new Error('index.d.ts declares no Kernel after a full rebuild: see the napi build output above')
 }
-require('./dts.js')
+require('./dts.js').finish(build)

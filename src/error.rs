@@ -83,6 +83,15 @@ pub enum KernelError {
     #[error("invalid argument `{name}`: {reason}")]
     InvalidArgument { name: &'static str, reason: String },
 
+    /// An argument of the wrong type, or a key its options object does not have, named by
+    /// its path in the call (`sandbox.writable[0]`).
+    #[error("invalid argument `{path}`: {reason}")]
+    InvalidArgumentAt { path: String, reason: String },
+
+    /// A napi call that should not fail did; nothing the caller can change.
+    #[error("internal error: {reason}. Please report it.")]
+    Internal { reason: String },
+
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -106,7 +115,10 @@ impl KernelError {
             KernelError::RunnerDir { .. } => "ERR_RUNNER_DIR",
             KernelError::ArtifactsDir(_) => "ERR_ARTIFACTS_DIR",
             KernelError::ArtifactNotFound { .. } => "ERR_ARTIFACT_NOT_FOUND",
-            KernelError::InvalidArgument { .. } => "ERR_INVALID_ARG",
+            KernelError::InvalidArgument { .. } | KernelError::InvalidArgumentAt { .. } => {
+                "ERR_INVALID_ARG"
+            }
+            KernelError::Internal { .. } => "ERR_INTERNAL",
             KernelError::Sandbox { .. } => "ERR_SANDBOX",
             KernelError::Launcher { .. } => "ERR_LAUNCHER",
             KernelError::PoolDisposed | KernelError::DisposeInProgress => "ERR_POOL_DISPOSED",

@@ -604,9 +604,8 @@ test('without its native addon the CLI says what to install, in one line, and ex
   // The package as npm installs it when the platform package is left out: no .node file.
   const root = path.join(__dirname, '..', '..')
   const copy = tmpdir()
-  for (const entry of ['bin', 'runner', 'main.js', 'index.js', 'check-options.js', 'option-keys.js', 'tool.js', 'package.json']) {
-    fs.cpSync(path.join(root, entry), path.join(copy, entry), { recursive: true })
-  }
+  const { files } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'))
+  for (const entry of ['package.json', ...files]) fs.cpSync(path.join(root, entry), path.join(copy, entry), { recursive: true })
   const env = { ...process.env }
   delete env.NAPI_RS_NATIVE_LIBRARY_PATH
   const run = (args) =>

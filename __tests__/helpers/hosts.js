@@ -47,7 +47,7 @@ function sharedAddon() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-addon-'))
   fs.chmodSync(dir, 0o755)
   for (const name of fs.readdirSync(ROOT)) {
-    if (['main.js', 'index.js', 'check-options.js', 'option-keys.js'].includes(name) || name.endsWith('.node')) {
+    if (['main.js', 'index.js'].includes(name) || name.endsWith('.node')) {
       fs.copyFileSync(path.join(ROOT, name), path.join(dir, name))
       fs.chmodSync(path.join(dir, name), 0o644)
     }

@@ -86,7 +86,8 @@ test.describe('onCall', { concurrency: 4 }, () => {
       for (const [kind, got] of [['object', 'an object'], ['number', 'a number'], ['string', 'a string']]) {
         for (const made of [`kernel-${kind}`, `pool-${kind}`]) {
           assert.equal(report[made].code, 'ERR_INVALID_ARG', `${made}: ${JSON.stringify(report[made])}`)
-          assert.equal(report[made].message, `invalid argument \`onCall\`: must be a function, got ${got}`, made)
+          const at = made.startsWith('pool') ? 'kernel.onCall' : 'onCall'
+          assert.equal(report[made].message, `invalid argument \`${at}\`: expected a function, got ${got}`, made)
         }
       }
     })
@@ -109,7 +110,7 @@ test.describe('onEvent', { concurrency: 4 }, () => {
         const report = await survive(runtime, runtimeName, how)
         for (const entry of ['execute', 'evaluate', 'pool']) {
           assert.equal(report[entry].code, 'ERR_INVALID_ARG', `${entry}: ${JSON.stringify(report[entry])}`)
-          assert.match(report[entry].message, /onEvent.*must be a function/, entry)
+          assert.match(report[entry].message, /^invalid argument `onEvent`: expected a function, got /, entry)
         }
       })
     }

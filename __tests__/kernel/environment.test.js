@@ -142,8 +142,8 @@ test('checkPythonKernelAvailability says why when there is no Python', async () 
 
 test('checkPythonKernelAvailability never throws: a mistyped option or a missing cwd is a plain answer', async () => {
   for (const [options, reason] of [
-    [{ cwd: 42 }, /^invalid argument `options`: .*ResolvePythonOptions\.cwd/],
-    [42, /^invalid argument `options`: must be an object$/],
+    [{ cwd: 42 }, /^invalid argument `cwd`: expected a string, got a number$/],
+    [42, /^invalid argument `options`: expected an object, got a number$/],
     [{ cwd: '/no/such/dir' }, /^cwd \/no\/such\/dir does not exist; pass an existing directory as `cwd`\.$/],
   ]) {
     const answer = await addon.checkPythonKernelAvailability(options)

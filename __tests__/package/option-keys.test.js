@@ -2,17 +2,17 @@
 // Unknown keys in option objects: napi-rs reads the fields it knows and ignores the rest,
 // so a misspelt option did nothing and said nothing. Each is an ERR_INVALID_ARG naming
 // the key's path and the keys its object has; constructors and sync functions throw,
-// async methods reject. The keys come from index.d.ts (option-keys.js, generated).
+// async methods reject. The keys come from index.d.ts (src/napi/signatures.rs, generated).
 const fs = require('node:fs')
 const path = require('node:path')
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { addon, python, startKernel, kernelDefaults, tempDir } = require('../helpers/kernel')
-const OPTION_KEYS = require('../../option-keys.js')
 const optionTable = require('../../scripts/option-table.js')
 
 const root = path.join(__dirname, '..', '..')
-/** What index.d.ts declares now, read afresh rather than from option-keys.js. */
+/** What index.d.ts declares: the keys the addon's table (src/napi/signatures.rs) has,
+ *  while it is current (the last test checks it is). */
 const DOCUMENTED = optionTable.optionTable(fs.readFileSync(path.join(root, 'index.d.ts'), 'utf8'))
 const { Kernel, KernelPool, KvStore, OutputBuilder } = addon
 
@@ -35,7 +35,7 @@ test('a misspelt sandbox key is refused, not a kernel that runs unconfined', asy
   assert.equal(
     outcome.message,
     'invalid argument `sandbox.writeable`: SandboxOptions has no key `writeable` (did you mean `writable`?); ' +
-      `its keys are ${Object.keys(OPTION_KEYS.interfaces.SandboxOptions).join(', ')}`,
+      `its keys are ${Object.keys(DOCUMENTED.interfaces.SandboxOptions).join(', ')}`,
   )
   assert.equal(fs.existsSync(target), false)
   // The same typo one level down, in the pool's kernel defaults, before any kernel starts.
@@ -74,7 +74,7 @@ test('the message names the nearest key when one is a likely misspelling, and no
   try {
     await assert.rejects(pool.execute({ cells: [{ code: '1' }, { code: '2', titel: 'x' }] }), {
       code: 'ERR_INVALID_ARG',
-      message: `invalid argument \`cells[1].titel\`: EvalCell has no key \`titel\` (did you mean \`title\`?); its keys are ${Object.keys(OPTION_KEYS.interfaces.EvalCell).join(', ')}`,
+      message: `invalid argument \`cells[1].titel\`: EvalCell has no key \`titel\` (did you mean \`title\`?); its keys are ${Object.keys(DOCUMENTED.interfaces.EvalCell).join(', ')}`,
     })
     assert.deepEqual(pool.sessions, [], 'no session was made for the refused request')
   } finally {
@@ -151,7 +151,7 @@ function planted(shape, plant, fill) {
   if (Array.isArray(shape)) return [planted(shape[0], plant, fill)]
   const value = { ...REQUIRED[shape], ...fill[shape] }
   const [key, ...rest] = plant
-  value[key] = rest.length ? planted(OPTION_KEYS.interfaces[shape][key], rest, fill) : 1
+  value[key] = rest.length ? planted(DOCUMENTED.interfaces[shape][key], rest, fill) : 1
   return value
 }
 
@@ -161,7 +161,7 @@ function plantings(shape, seen = new Set()) {
   const name = Array.isArray(shape) ? shape[0] : shape
   const found = [['notAnOption']]
   if (seen.has(name)) return found
-  for (const [key, nested] of Object.entries(OPTION_KEYS.interfaces[name])) {
+  for (const [key, nested] of Object.entries(DOCUMENTED.interfaces[name])) {
     if (nested !== null) for (const p of plantings(nested, new Set([...seen, name]))) found.push([key, ...p])
   }
   return found
@@ -173,7 +173,7 @@ function pathOf(slot, keys) {
   let shape = Array.isArray(slot.shape) ? slot.shape[0] : slot.shape
   for (const key of keys) {
     at = at ? `${at}.${key}` : key
-    const nested = OPTION_KEYS.interfaces[shape]?.[key]
+    const nested = DOCUMENTED.interfaces[shape]?.[key]
     if (Array.isArray(nested)) at += '[0]'
     shape = Array.isArray(nested) ? nested[0] : nested
   }
@@ -185,9 +185,9 @@ test('every entry point refuses an unknown key at every level, as it refuses a w
   const pool = new KernelPool({ prewarm: 0, heartbeatIntervalMs: 0, kernel: kernelDefaults() })
   t.after(() => Promise.all([kernel.shutdown(), pool.disposeAll()]))
   const table = callers({ kernel, pool })
-  assert.deepEqual(Object.keys(table).sort(), Object.keys(OPTION_KEYS.entryPoints).sort(), 'a caller for each entry point')
+  assert.deepEqual(Object.keys(table).sort(), Object.keys(DOCUMENTED.entryPoints).sort(), 'a caller for each entry point')
   const seen = []
-  for (const [entry, slots] of Object.entries(OPTION_KEYS.entryPoints)) {
+  for (const [entry, slots] of Object.entries(DOCUMENTED.entryPoints)) {
     const { kind, args, call, fill = {} } = table[entry]
     for (const [i, slot] of slots.entries()) {
       if (!slot) continue
@@ -269,11 +269,11 @@ test('free-form dictionaries (env, baseEnv, MIME bundles) take any key', async (
   assert.equal(addon.filterEnv({ PATH: '/bin', ANY_NAME: 'v' }, {}).PATH, '/bin')
 })
 
-test('option-keys.js is what index.d.ts says now, and has every field of the Rust option structs', () => {
+test('src/napi/signatures.rs is what index.d.ts says now, and has every field of the Rust option structs', () => {
   assert.equal(
-    fs.readFileSync(path.join(root, 'option-keys.js'), 'utf8'),
+    fs.readFileSync(optionTable.RUST_TABLE, 'utf8'),
     optionTable.expected(),
-    'option-keys.js is stale: run `node scripts/dts.js` (npm run build does) and commit it',
+    'src/napi/signatures.rs is stale: run `npm run build` (scripts/dts.js) and commit it',
   )
   // The fields napi reads from each `#[napi(object)]` struct the table names, in their
   // JavaScript spelling: a struct field missing from index.d.ts (a stale build) fails here.
@@ -287,18 +287,18 @@ test('option-keys.js is what index.d.ts says now, and has every field of the Rus
       structs.set(name, fields)
     }
   }
-  const checked = Object.keys(OPTION_KEYS.interfaces).filter((name) => structs.has(name))
+  const checked = Object.keys(DOCUMENTED.interfaces).filter((name) => structs.has(name))
   for (const name of ['SandboxOptions', 'KernelOptions', 'PoolOptions', 'EvalCell', 'ResolvePythonOptions', 'OutputBuilderOptions']) {
     assert.ok(checked.includes(name), `${name} is a Rust struct the table names`)
   }
   for (const name of checked) {
-    assert.deepEqual(Object.keys(OPTION_KEYS.interfaces[name]).sort(), [...structs.get(name)].sort(), `${name}: the table's keys are the struct's fields`)
+    assert.deepEqual(Object.keys(DOCUMENTED.interfaces[name]).sort(), [...structs.get(name)].sort(), `${name}: the table's keys are the struct's fields`)
   }
   // `Kernel.start` takes the kernel's options (it `extends` them) and its own.
-  assert.deepEqual(Object.keys(OPTION_KEYS.interfaces.KernelStartOptions), [...structs.get('KernelOptions'), 'signal', 'deadlineMs'])
+  assert.deepEqual(Object.keys(DOCUMENTED.interfaces.KernelStartOptions), [...structs.get('KernelOptions'), 'signal', 'deadlineMs'])
   // The objects read by hand (`OptionReader`): every key the Rust code reads is one the
   // table has, or passing it would now be refused.
-  const known = new Set(Object.values(OPTION_KEYS.interfaces).flatMap((keys) => Object.keys(keys)))
+  const known = new Set(Object.values(DOCUMENTED.interfaces).flatMap((keys) => Object.keys(keys)))
   const read = []
   for (const file of fs.readdirSync(path.join(root, 'src', 'napi'))) {
     const source = fs.readFileSync(path.join(root, 'src', 'napi', file), 'utf8')

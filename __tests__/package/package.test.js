@@ -59,7 +59,7 @@ test('the library needs no dependency: the MCP SDK is an optional peer, loaded b
   assert.equal(pkg.peerDependencies['@modelcontextprotocol/sdk'], pkg.devDependencies['@modelcontextprotocol/sdk'])
   assert.deepEqual(pkg.peerDependenciesMeta, { '@modelcontextprotocol/sdk': { optional: true } })
   // Everything the package exports, and the CLI's module, load without touching it.
-  const probe = `require('./main.js'); require('./tool.js'); require('./ai-sdk.js'); require('./openai-agents.js'); require('./check-options.js'); require('./bin/mcp.js')
+  const probe = `require('./main.js'); require('./tool.js'); require('./ai-sdk.js'); require('./openai-agents.js'); require('./bin/mcp.js')
 console.log(Object.keys(require.cache).filter((f) => f.includes('@modelcontextprotocol')).length)`
   assert.equal(execFileSync(process.execPath, ['-e', probe], { cwd: root, encoding: 'utf8' }).trim(), '0')
 })
@@ -89,7 +89,7 @@ test('npm run pack: the main package ships what users need, no addon, no scripts
     execFileSync(process.execPath, [path.join(root, 'scripts', 'pack.js')], { env: { ...process.env, PYKERNEL_DIST: dist }, encoding: 'utf8' })
     const tarball = path.join(dist, `pykernel-${pkg.version}.tgz`)
     const files = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n').map((f) => f.replace(/^package\//, ''))
-    for (const want of ['main.js', 'check-options.js', 'option-keys.js', 'index.js', 'index.d.ts', 'types.d.ts', 'tool.js', 'tool.d.ts', 'ai-sdk.js', 'ai-sdk.d.ts', 'openai-agents.js', 'openai-agents.d.ts', 'bin/pykernel.js', 'bin/mcp.js', 'runner/runner.py', 'runner/pykernel_runner/kernel.py', 'README.md', 'LICENSE', 'CHANGELOG.md', 'package.json']) {
+    for (const want of ['main.js', 'index.js', 'index.d.ts', 'types.d.ts', 'tool.js', 'tool.d.ts', 'ai-sdk.js', 'ai-sdk.d.ts', 'openai-agents.js', 'openai-agents.d.ts', 'bin/pykernel.js', 'bin/mcp.js', 'runner/runner.py', 'runner/pykernel_runner/kernel.py', 'README.md', 'LICENSE', 'CHANGELOG.md', 'package.json']) {
       assert.ok(files.includes(want), `${want} is in the tarball (it holds: ${files.join(', ')})`)
     }
     assert.deepEqual(files.filter((f) => f.endsWith('.node') || f.includes('__pycache__') || f.startsWith('src/')), [])

@@ -89,15 +89,15 @@ test('what the types forbid fails at run time with a code, and async entry point
   try {
     let pending
     assert.doesNotThrow(() => { pending = kernel.execute(42) }, 'execute(42) returns a rejected promise')
-    await assert.rejects(pending, { code: 'ERR_INVALID_ARG', napiCode: 'StringExpected' })
+    await assert.rejects(pending, { code: 'ERR_INVALID_ARG', message: 'invalid argument `code`: expected a string, got a number' })
     await assert.rejects(kernel.evaluate('print(1)'), { code: 'ERR_INVALID_ARG' })
     assert.ok(kernel instanceof addon.Kernel)
     assert.equal((await kernel.execute('6*7')).result['text/plain'], '42')
   } finally {
     await kernel.shutdown()
   }
-  await assert.rejects(addon.Kernel.start({ cwd: 42 }), { code: 'ERR_INVALID_ARG', message: /KernelOptions\.cwd/ })
-  assert.throws(() => new addon.KernelPool({ maxSessions: 'x' }), { code: 'ERR_INVALID_ARG', message: /PoolOptions\.maxSessions/ })
+  await assert.rejects(addon.Kernel.start({ cwd: 42 }), { code: 'ERR_INVALID_ARG', message: /^invalid argument `cwd`: expected a string/ })
+  assert.throws(() => new addon.KernelPool({ maxSessions: 'x' }), { code: 'ERR_INVALID_ARG', message: /^invalid argument `maxSessions`: expected a number/ })
   assert.throws(() => addon.clampLine(5), { code: 'ERR_INVALID_ARG' })
   assert.deepEqual(addon.filterEnv({ PATH: '/bin', HOME: undefined }), { PATH: '/bin' })
 })

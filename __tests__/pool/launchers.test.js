@@ -216,7 +216,7 @@ test('invalid placement options are ERR_INVALID_ARG', () => {
     [{ launchers: [at('a')], placement: 'random' }, /`placement`: expected 'round-robin' or 'least-loaded'/],
     [{ placement: 'least-loaded' }, /`placement`: applies to `launchers`/],
     [{ launcherFor: f, placement: 'round-robin' }, /`placement`: applies to `launchers`/],
-    [{ launcherFor: 42 }, /`launcherFor`: must be a function, got a number/],
+    [{ launcherFor: 42 }, /^invalid argument `launcherFor`: expected a function, got a number$/],
     [{ launchers: 'env' }, /launchers/],
     [{ launchers: [at('a')], kernel: { ...kernel, maxProcesses: 64 } }, /`maxProcesses`: cannot be counted through a launcher/],
     [{ launchers: [at('a')], kernel: { ...kernel, sandbox: { network: false } } }, /`sandbox`: applies to local kernels only/],

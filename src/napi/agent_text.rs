@@ -9,10 +9,12 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
+use super::args::{self, convert, convert_optional};
 use super::delivery::EventSink;
 use super::options::{optional_integer, OptionReader};
 use super::results::{ImageOutput, StatusInfo, TruncationInfo};
-use super::{coded_error, host_path, js_error, promise};
+use super::signatures as sig;
+use super::{coded_error, host_path, js_error, promise, rejected};
 use crate::error::KernelError;
 use crate::eval::agent_text::{AgentText, AgentTextOptions};
 use crate::eval::executor;
@@ -116,9 +118,14 @@ pub struct OutputBuilder {
 
 #[napi]
 impl OutputBuilder {
-    #[napi(constructor)]
-    pub fn new(env: Env, options: Option<OutputBuilderOptions>) -> Result<Self> {
+    #[napi(
+        constructor,
+        ts_args_type = "options?: OutputBuilderOptions | undefined | null"
+    )]
+    pub fn new(env: Env, options: Option<Unknown>) -> Result<Self> {
         let built = (|| -> Parsed<AgentText> {
+            args::check(&env, sig::NEW_OUTPUT_BUILDER, &[options])?;
+            let options: Option<OutputBuilderOptions> = convert_optional("options", options)?;
             let Some(options) = options else {
                 return Ok(AgentText::new(builder_options(
                     None,
@@ -157,8 +164,11 @@ impl OutputBuilder {
 
     /// Takes raw text (ANSI, `\r` and all); returns the sanitized text it completed, which
     /// may be empty: an unfinished line waits for its end (a later `\r` may rewrite it).
-    #[napi]
-    pub fn push(&mut self, env: Env, text: String) -> Result<String> {
+    #[napi(ts_args_type = "text: string")]
+    pub fn push(&mut self, env: Env, text: Unknown) -> Result<String> {
+        let text: String = args::check(&env, sig::OUTPUT_BUILDER_PUSH, &[Some(text)])
+            .and_then(|()| convert("text", text))
+            .map_err(|err| js_error(&env, &err))?;
         let builder = self.builder(&env)?;
         builder.push_text(&text);
         Ok(builder.take_live())
@@ -166,7 +176,10 @@ impl OutputBuilder {
 
     /// Takes a `KernelEvent` (as `onEvent` receives it); returns the sanitized text it added.
     #[napi(ts_args_type = "event: KernelEvent")]
-    pub fn push_event(&mut self, env: Env, event: Value) -> Result<String> {
+    pub fn push_event(&mut self, env: Env, event: Unknown) -> Result<String> {
+        let event: Value = args::check(&env, sig::OUTPUT_BUILDER_PUSH_EVENT, &[Some(event)])
+            .and_then(|()| convert("event", event))
+            .map_err(|err| js_error(&env, &err))?;
         let event = KernelEvent::from_json(&event).map_err(|reason| {
             js_error(
                 &env,
@@ -256,12 +269,24 @@ pub struct ReadArtifactOptions {
 /// lines, 1-based and inclusive; `:<first>-` to the end). `ERR_INVALID_ARG` for a
 /// reference that is not one, or whose id could leave the directory;
 /// `ERR_ARTIFACT_NOT_FOUND` when there is no such artifact.
-#[napi(js_name = "readArtifact", ts_return_type = "Promise<string>")]
+#[napi(
+    js_name = "readArtifact",
+    ts_args_type = "uri: string, options: ReadArtifactOptions",
+    ts_return_type = "Promise<string>"
+)]
 pub fn read_artifact_text<'env>(
     env: &'env Env,
-    uri: String,
-    options: ReadArtifactOptions,
+    uri: Unknown<'env>,
+    options: Unknown<'env>,
 ) -> Result<PromiseRaw<'env, String>> {
+    let parsed = args::check(env, sig::READ_ARTIFACT, &[Some(uri), Some(options)]).and_then(|()| {
+        let options: ReadArtifactOptions = convert("options", options)?;
+        Ok((convert::<String>("uri", uri)?, options))
+    });
+    let (uri, options) = match parsed {
+        Ok(parsed) => parsed,
+        Err(err) => return rejected(env, err),
+    };
     let dir: PathBuf = host_path(options.artifacts_dir);
     promise(env, async move {
         super::blocking(move || read_artifact(&dir, &uri)).await

@@ -10,17 +10,17 @@ use serde_json::Value;
 
 use super::agent_text::{artifact_id, with_on_output_error, LiveOutput};
 
+use super::args::{self, convert, convert_optional};
 use super::cells::read_cells;
 use super::cells::EvalCell;
 use super::delivery::{
     settled_callback, with_on_event_error, Callback, EventSink, SettledCallback,
 };
-use super::options::{
-    bounds, optional_integer, optional_millis, Cancellation, Misfit, OptionReader,
-};
+use super::options::{bounds, optional_integer, optional_millis, Cancellation, OptionReader};
 use super::results::{EvalResult, ExecuteResult, ShutdownResult};
 use super::sandbox::{sandbox_config, IsolationInfo, SandboxOptions};
-use super::{cwd_or_current, js_error, promise};
+use super::signatures as sig;
+use super::{coded_error, cwd_or_current, js_error, promise, rejected};
 use crate::error::KernelError;
 use crate::eval::executor::{self, EvalOptions};
 use crate::start::launcher::Launcher;
@@ -62,7 +62,7 @@ pub struct KernelOptions {
     /// Promise resolves to, is the reply as JSON (`undefined` is Python's `None`); a throw
     /// or rejection, or a reply JSON cannot hold, is a RuntimeError in the cell.
     #[napi(ts_type = "(call: BridgeCall) => unknown")]
-    pub on_call: Option<Either<FunctionRef<Value, Unknown<'static>>, Misfit>>,
+    pub on_call: Option<FunctionRef<Value, Unknown<'static>>>,
     /// With `sessionId`, where the session's kv store lives (`<dir>/kernel-store/`).
     pub artifacts_dir: Option<String>,
     pub session_id: Option<String>,
@@ -122,17 +122,13 @@ impl KernelOptions {
             (100, bounds::MAX_WAIT_MS),
             DEFAULT_LINK_TIMEOUT,
         )?;
-        match self.on_call {
-            None => {}
-            Some(Either::A(on_call)) => {
-                config.bridge = Some(JsBridge::shared(env, &on_call).map_err(|e| {
-                    KernelError::InvalidArgument {
-                        name: "onCall",
-                        reason: e.reason.clone(),
-                    }
-                })?);
-            }
-            Some(Either::B(misfit)) => return Err(misfit.refused("onCall", "a function")),
+        if let Some(on_call) = self.on_call {
+            config.bridge = Some(JsBridge::shared(env, &on_call).map_err(|e| {
+                KernelError::InvalidArgument {
+                    name: "onCall",
+                    reason: e.reason.clone(),
+                }
+            })?);
         }
         config.artifacts_dir = self.artifacts_dir.map(PathBuf::from);
         config.max_processes = optional_integer(
@@ -177,6 +173,17 @@ pub struct JsKernel {
 
 #[napi]
 impl JsKernel {
+    // Refused: a kernel's start is async. A line comment, so napi generates a bare
+    // `constructor()` that `scripts/dts.js` replaces with a private one.
+    #[napi(constructor)]
+    pub fn new(env: Env) -> Result<Self> {
+        Err(coded_error(
+            &env,
+            "ERR_INVALID_ARG",
+            "Kernel has no constructor: use Kernel.start(options)",
+        ))
+    }
+
     /// Starts a kernel: resolves Python, spawns the runner, waits until it is ready.
     /// `signal` aborts the start (`ERR_ABORTED`), `deadlineMs` bounds all of it
     /// (`ERR_KERNEL_START_TIMEOUT`); either way no process of it is left.
@@ -186,26 +193,26 @@ impl JsKernel {
     )]
     pub fn start<'env>(
         env: &'env Env,
-        options: Option<Object<'env>>,
+        options: Option<Unknown<'env>>,
     ) -> Result<PromiseRaw<'env, JsKernel>> {
         super::init_tracing();
         super::remove_private_tmps_on_exit(env);
-        // Converted as the typed argument was, so a field of the wrong type is napi's own
-        // error naming it, thrown here (main.js codes it).
-        let kernel_options = match &options {
-            // SAFETY: a live object of this call's env.
-            Some(obj) => unsafe { KernelOptions::from_napi_value(env.raw(), obj.raw()) }?,
-            None => KernelOptions::default(),
+        let object: Option<Object> = match args::check(env, sig::KERNEL_START, &[options])
+            .and_then(|()| convert_optional("options", options))
+        {
+            Ok(object) => object,
+            Err(err) => return rejected(env, err),
         };
-        let reader = OptionReader::new(env, options.as_ref());
+        let reader = OptionReader::new(env, object.as_ref());
         let parsed = (|| {
-            let config = kernel_options.into_config(env)?;
+            let kernel_options: Option<KernelOptions> = convert_optional("options", options)?;
+            let config = kernel_options.unwrap_or_default().into_config(env)?;
             let deadline = reader.timeout_millis("deadlineMs", bounds::MAX_WAIT_MS)?;
             Ok::<_, KernelError>((config, deadline, reader.signal()?))
         })();
         let (config, deadline, cancellation) = match parsed {
             Ok(parsed) => parsed,
-            Err(err) => return promise(env, async move { Err(err) }),
+            Err(err) => return rejected(env, err),
         };
         let (abort, cancellation) = cancellation.split();
         env.spawn_future_with_callback(
@@ -270,13 +277,21 @@ impl JsKernel {
     pub fn execute<'env>(
         &self,
         env: &'env Env,
-        code: String,
-        options: Option<Object<'env>>,
+        code: Unknown<'env>,
+        options: Option<Unknown<'env>>,
     ) -> Result<PromiseRaw<'env, ExecuteResult>> {
-        let reader = OptionReader::new(env, options.as_ref());
-        let (request, on_event, cancellation) = match parse_execute_options(&reader, code) {
+        let object: Option<Object> =
+            match args::check(env, sig::KERNEL_EXECUTE, &[Some(code), options])
+                .and_then(|()| convert_optional("options", options))
+            {
+                Ok(object) => object,
+                Err(err) => return rejected(env, err),
+            };
+        let reader = OptionReader::new(env, object.as_ref());
+        let parsed = convert("code", code).and_then(|code| parse_execute_options(&reader, code));
+        let (request, on_event, cancellation) = match parsed {
             Ok(parsed) => parsed,
-            Err(err) => return promise(env, async move { Err(err) }),
+            Err(err) => return rejected(env, err),
         };
         let (abort, cancellation) = cancellation.split();
         let kernel = self.inner.clone();
@@ -316,11 +331,19 @@ impl JsKernel {
     pub fn evaluate<'env>(
         &self,
         env: &'env Env,
-        cells: Vec<EvalCell>,
-        options: Option<Object<'env>>,
+        cells: Unknown<'env>,
+        options: Option<Unknown<'env>>,
     ) -> Result<PromiseRaw<'env, EvalResult>> {
-        let reader = OptionReader::new(env, options.as_ref());
+        let object: Option<Object> =
+            match args::check(env, sig::KERNEL_EVALUATE, &[Some(cells), options])
+                .and_then(|()| convert_optional("options", options))
+            {
+                Ok(object) => object,
+                Err(err) => return rejected(env, err),
+            };
+        let reader = OptionReader::new(env, object.as_ref());
         let parsed = (|| {
+            let cells: Vec<EvalCell> = convert("cells", cells)?;
             let artifacts_dir: Option<String> = reader.get("artifactsDir", "a string")?;
             let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
             let live = LiveOutput::read(&reader)?;
@@ -350,7 +373,7 @@ impl JsKernel {
         })();
         let (cells, mut eval, on_event, live, cancellation) = match parsed {
             Ok(parsed) => parsed,
-            Err(err) => return promise(env, async move { Err(err) }),
+            Err(err) => return rejected(env, err),
         };
         let (abort, cancellation) = cancellation.split();
         eval.abort = abort;
@@ -390,21 +413,31 @@ impl JsKernel {
     }
 
     /// exit -> grace -> SIGTERM -> grace -> SIGKILL; `confirmed` once the process is reaped.
-    #[napi(ts_return_type = "Promise<ShutdownResult>")]
+    #[napi(
+        ts_args_type = "options?: ShutdownOptions | undefined | null",
+        ts_return_type = "Promise<ShutdownResult>"
+    )]
     pub fn shutdown<'env>(
         &self,
         env: &'env Env,
-        options: Option<ShutdownOptions>,
+        options: Option<Unknown<'env>>,
     ) -> Result<PromiseRaw<'env, ShutdownResult>> {
-        let grace = optional_millis(
-            "graceMs",
-            options.and_then(|o| o.grace_ms),
-            (0, bounds::MAX_GRACE_MS),
-            DEFAULT_SHUTDOWN_GRACE,
-        );
+        let grace = args::check(env, sig::KERNEL_SHUTDOWN, &[options])
+            .and_then(|()| convert_optional::<ShutdownOptions>("options", options))
+            .and_then(|options| {
+                optional_millis(
+                    "graceMs",
+                    options.and_then(|o| o.grace_ms),
+                    (0, bounds::MAX_GRACE_MS),
+                    DEFAULT_SHUTDOWN_GRACE,
+                )
+            });
+        let grace = match grace {
+            Ok(grace) => grace,
+            Err(err) => return rejected(env, err),
+        };
         let kernel = self.inner.clone();
         promise(env, async move {
-            let grace = grace?;
             let outcome = kernel.shutdown(grace).await;
             Ok(ShutdownResult {
                 confirmed: outcome.confirmed,
@@ -420,12 +453,20 @@ impl JsKernel {
     /// string, a block without its closing blank line, a `%%` cell's body) or
     /// `'invalid'` (run it anyway, so Python reports the error). Nothing runs. Called
     /// while a cell runs, it is answered after that cell, in call order.
-    #[napi(ts_return_type = "Promise<'complete' | 'incomplete' | 'invalid'>")]
+    #[napi(
+        ts_args_type = "code: string",
+        ts_return_type = "Promise<'complete' | 'incomplete' | 'invalid'>"
+    )]
     pub fn is_complete<'env>(
         &self,
         env: &'env Env,
-        code: String,
+        code: Unknown<'env>,
     ) -> Result<PromiseRaw<'env, String>> {
+        let code: String =
+            match args::check(env, sig::KERNEL_IS_COMPLETE, &[Some(code)]).and_then(|()| convert("code", code)) {
+                Ok(code) => code,
+                Err(err) => return rejected(env, err),
+            };
         let kernel = self.inner.clone();
         let place = kernel.queue();
         promise(env, async move {

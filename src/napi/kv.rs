@@ -7,7 +7,9 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::coded_error;
+use super::args::{self, convert, convert_optional};
+use super::signatures as sig;
+use super::{coded_error, rejected};
 use crate::store::kv::{self, KvError};
 
 #[napi(object)]
@@ -30,15 +32,31 @@ fn thrown(env: &Env, err: KvError) -> Error {
 impl JsKvStore {
     /// Throws `ERR_ARTIFACTS_DIR` when `artifactsDir` (or its `kernel-store/`) is a
     /// symlink, not ours, or writable by group or others; a missing one is created 0700.
-    #[napi(constructor)]
+    #[napi(
+        constructor,
+        ts_args_type = "artifactsDir: string, sessionId: string, options?: KvStoreOptions | undefined | null"
+    )]
     pub fn new(
         env: Env,
-        artifacts_dir: String,
-        session_id: String,
-        options: Option<KvStoreOptions>,
+        artifacts_dir: Unknown,
+        session_id: Unknown,
+        options: Option<Unknown>,
     ) -> Result<Self> {
-        let prefix = super::options::env_prefix(options.and_then(|o| o.env_prefix))
-            .map_err(|err| super::js_error(&env, &err))?;
+        let parsed = (|| {
+            args::check(
+                &env,
+                sig::NEW_KV_STORE,
+                &[Some(artifacts_dir), Some(session_id), options],
+            )?;
+            let options: Option<KvStoreOptions> = convert_optional("options", options)?;
+            Ok::<_, crate::error::KernelError>((
+                convert::<String>("artifactsDir", artifacts_dir)?,
+                convert::<String>("sessionId", session_id)?,
+                super::options::env_prefix(options.and_then(|o| o.env_prefix))?,
+            ))
+        })();
+        let (artifacts_dir, session_id, prefix) =
+            parsed.map_err(|err| super::js_error(&env, &err))?;
         let inner = kv::KvStore::open(
             &PathBuf::from(artifacts_dir),
             &kv::file_prefix(&prefix),
@@ -57,12 +75,18 @@ impl JsKvStore {
     }
 
     /// The value, or undefined.
-    #[napi(ts_return_type = "Promise<unknown>")]
+    #[napi(ts_args_type = "key: string", ts_return_type = "Promise<unknown>")]
     pub fn get<'env>(
         &self,
         env: &'env Env,
-        key: String,
+        key: Unknown<'env>,
     ) -> Result<PromiseRaw<'env, Either<Value, Undefined>>> {
+        let key: String = match args::check(env, sig::KV_STORE_GET, &[Some(key)])
+            .and_then(|()| convert("key", key))
+        {
+            Ok(key) => key,
+            Err(err) => return rejected(env, err),
+        };
         off_the_event_loop(env, &self.inner, move |store| {
             Ok(match store.get(&key)? {
                 Some(value) => Either::A(value),
@@ -72,19 +96,43 @@ impl JsKvStore {
     }
 
     /// Stores a JSON value (at most 256 KiB encoded; the store at most 4 MiB).
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(
+        ts_args_type = "key: string, value: unknown",
+        ts_return_type = "Promise<void>"
+    )]
     pub fn set<'env>(
         &self,
         env: &'env Env,
-        key: String,
-        #[napi(ts_arg_type = "unknown")] value: Value,
+        key: Unknown<'env>,
+        value: Unknown<'env>,
     ) -> Result<PromiseRaw<'env, ()>> {
+        let parsed =
+            args::check(env, sig::KV_STORE_SET, &[Some(key), Some(value)]).and_then(|()| {
+                Ok((
+                    convert::<String>("key", key)?,
+                    convert::<Value>("value", value)?,
+                ))
+            });
+        let (key, value) = match parsed {
+            Ok(parsed) => parsed,
+            Err(err) => return rejected(env, err),
+        };
         off_the_event_loop(env, &self.inner, move |store| store.set(&key, value))
     }
 
     /// Whether the key was there.
-    #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn delete<'env>(&self, env: &'env Env, key: String) -> Result<PromiseRaw<'env, bool>> {
+    #[napi(ts_args_type = "key: string", ts_return_type = "Promise<boolean>")]
+    pub fn delete<'env>(
+        &self,
+        env: &'env Env,
+        key: Unknown<'env>,
+    ) -> Result<PromiseRaw<'env, bool>> {
+        let key: String = match args::check(env, sig::KV_STORE_DELETE, &[Some(key)])
+            .and_then(|()| convert("key", key))
+        {
+            Ok(key) => key,
+            Err(err) => return rejected(env, err),
+        };
         off_the_event_loop(env, &self.inner, move |store| store.delete(&key))
     }
 

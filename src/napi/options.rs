@@ -1,6 +1,7 @@
 //! Reading option objects that carry functions and signals (which `#[napi(object)]`
-//! structs cannot hold), and the ranges of numeric options. A wrong type or a value out of
-//! range is an `ERR_INVALID_ARG` naming the option and what it accepts.
+//! structs cannot hold), and the ranges of numeric options. Their types were checked with
+//! the call's arguments (`args.rs`); a value out of range is an `ERR_INVALID_ARG` naming
+//! the option and what it accepts.
 //!
 //! Numeric options are read as `f64` and checked here: typed `u32`, napi would wrap -1 to
 //! 4,294,967,295 and truncate 1.5, so the check could not see the value the caller gave.
@@ -142,80 +143,19 @@ pub(super) fn optional_millis(
     value.map_or(Ok(default), |v| millis_in(name, v, range.0, range.1))
 }
 
-/// A value of the wrong type for a field of a `#[napi(object)]` struct, kept only as its
-/// type. `Either<FunctionRef<..>, Misfit>` takes anything: napi would refuse a number or a
-/// string given for a function with its own uncoded `InvalidArg` before our code runs; with
-/// this the field's own check names the option and gives `ERR_INVALID_ARG`.
-pub struct Misfit(pub ValueType);
-
-impl TypeName for Misfit {
-    fn type_name() -> &'static str {
-        "any value"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Unknown
-    }
-}
-
-impl ValidateNapiValue for Misfit {
-    unsafe fn validate(
-        _env: napi::sys::napi_env,
-        _value: napi::sys::napi_value,
-    ) -> Result<napi::sys::napi_value> {
-        Ok(std::ptr::null_mut())
-    }
-}
-
-impl FromNapiValue for Misfit {
-    unsafe fn from_napi_value(
-        env: napi::sys::napi_env,
-        value: napi::sys::napi_value,
-    ) -> Result<Self> {
-        let mut kind = 0;
-        // SAFETY: called by napi with the env and value of the conversion in progress.
-        let status = unsafe { napi::sys::napi_typeof(env, value, &mut kind) };
-        Ok(Misfit(if status == napi::sys::Status::napi_ok {
-            ValueType::from(kind)
-        } else {
-            ValueType::Unknown
-        }))
-    }
-}
-
-impl Misfit {
-    /// "must be a function, got a number".
-    pub fn refused(&self, name: &'static str, expected: &str) -> KernelError {
-        let got = match self.0 {
-            ValueType::Undefined => "undefined",
-            ValueType::Null => "null",
-            ValueType::Boolean => "a boolean",
-            ValueType::Number => "a number",
-            ValueType::String => "a string",
-            ValueType::Symbol => "a symbol",
-            ValueType::Object => "an object",
-            ValueType::Function => "a function",
-            ValueType::External => "an external",
-            ValueType::BigInt => "a bigint",
-            _ => "an unknown value",
-        };
-        invalid(name, format!("must be {expected}, got {got}"))
-    }
-}
-
 impl<'a, 'env> OptionReader<'a, 'env> {
     pub fn new(env: &'env Env, obj: Option<&'a Object<'env>>) -> Self {
         Self { env, obj }
     }
 
-    pub fn get<T: FromNapiValue + ValidateNapiValue>(
-        &self,
-        name: &'static str,
-        expected: &str,
-    ) -> Parsed<Option<T>> {
+    /// The option `name`; `undefined` and `null` are none. Its type was checked with the
+    /// call's arguments (`args::check`), so `expected` names it only should that be
+    /// skipped.
+    pub fn get<T: FromNapiValue>(&self, name: &'static str, expected: &str) -> Parsed<Option<T>> {
         match self.obj {
             Some(obj) => obj
-                .get::<T>(name)
+                .get::<Option<T>>(name)
+                .map(Option::flatten)
                 .map_err(|_| invalid(name, format!("must be {expected}"))),
             None => Ok(None),
         }

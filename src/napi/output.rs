@@ -5,8 +5,10 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
+use super::args::{self, convert, convert_optional};
 use super::js_error;
 use super::options::{bounds, optional_integer};
+use super::signatures as sig;
 use crate::error::KernelError;
 use crate::output::{self, PreviewMode, StreamingPreview};
 
@@ -41,11 +43,17 @@ pub struct RenderedBundle {
 #[napi(ts_args_type = "bundle: MimeBundle, options?: RenderBundleOptions")]
 pub fn render_bundle(
     env: &Env,
-    bundle: Value,
-    options: Option<RenderBundleOptions>,
+    bundle: Unknown,
+    options: Option<Unknown>,
 ) -> Result<RenderedBundle> {
-    let status_mime = super::options::status_mime(options.and_then(|options| options.status_mime))
-        .map_err(|err| js_error(env, &err))?;
+    let parsed = args::check(env, sig::RENDER_BUNDLE, &[Some(bundle), options]).and_then(|()| {
+        let options: Option<RenderBundleOptions> = convert_optional("options", options)?;
+        Ok((
+            convert::<Value>("bundle", bundle)?,
+            super::options::status_mime(options.and_then(|options| options.status_mime))?,
+        ))
+    });
+    let (bundle, status_mime) = parsed.map_err(|err| js_error(env, &err))?;
     let rendered = output::render_bundle(&bundle, &status_mime);
     Ok(RenderedBundle {
         text: rendered.text,
@@ -69,11 +77,17 @@ pub fn render_bundle(
 /// The result is also at most 16 bytes per column plus the marker, so zero-width
 /// characters and escape sequences cannot make it long.
 /// @param maxColumns an integer from 1 to 1,000,000. @default 4000
-#[napi]
-pub fn clamp_line(env: &Env, line: String, max_columns: Option<f64>) -> Result<String> {
-    let max_columns = optional_integer("maxColumns", max_columns, (1, bounds::MAX_COLUMNS))
-        .map_err(|err| js_error(env, &err))?
-        .map_or(output::DEFAULT_MAX_COLUMNS, |n| n as usize);
+#[napi(ts_args_type = "line: string, maxColumns?: number | undefined | null")]
+pub fn clamp_line(env: &Env, line: Unknown, max_columns: Option<Unknown>) -> Result<String> {
+    let parsed = args::check(env, sig::CLAMP_LINE, &[Some(line), max_columns]).and_then(|()| {
+        let max_columns = convert_optional("maxColumns", max_columns)?;
+        Ok((
+            convert::<String>("line", line)?,
+            optional_integer("maxColumns", max_columns, (1, bounds::MAX_COLUMNS))?,
+        ))
+    });
+    let (line, max_columns) = parsed.map_err(|err| js_error(env, &err))?;
+    let max_columns = max_columns.map_or(output::DEFAULT_MAX_COLUMNS, |n| n as usize);
     Ok(output::clamp_line(&line, max_columns))
 }
 
@@ -86,18 +100,20 @@ pub struct StreamingPreviewOptions {
 /// The last `maxLines` lines of output (a text, or an array of lines), preceded by
 /// `… N earlier lines dropped while streaming` when lines were dropped.
 #[napi(ts_args_type = "text: string | string[], options?: StreamingPreviewOptions")]
-pub fn streaming_preview(
-    env: &Env,
-    text: Either<String, Vec<String>>,
-    options: Option<StreamingPreviewOptions>,
-) -> Result<String> {
-    let max_lines = optional_integer(
-        "maxLines",
-        options.and_then(|options| options.max_lines),
-        (0, bounds::MAX_LINES),
-    )
-    .map_err(|err| js_error(env, &err))?
-    .map_or(output::STREAMING_PREVIEW_LINES, |n| n as usize);
+pub fn streaming_preview(env: &Env, text: Unknown, options: Option<Unknown>) -> Result<String> {
+    let parsed = args::check(env, sig::STREAMING_PREVIEW, &[Some(text), options]).and_then(|()| {
+        let options: Option<StreamingPreviewOptions> = convert_optional("options", options)?;
+        Ok((
+            convert::<Either<String, Vec<String>>>("text", text)?,
+            optional_integer(
+                "maxLines",
+                options.and_then(|options| options.max_lines),
+                (0, bounds::MAX_LINES),
+            )?,
+        ))
+    });
+    let (text, max_lines) = parsed.map_err(|err| js_error(env, &err))?;
+    let max_lines = max_lines.map_or(output::STREAMING_PREVIEW_LINES, |n| n as usize);
     Ok(match text {
         Either::A(text) => output::streaming_preview(&text, max_lines),
         Either::B(lines) => {
@@ -118,12 +134,13 @@ pub struct CollapsedPreviewOptions {
 }
 
 /// The first 10 (tool) or 20 (interactive) lines of `text`, followed by `… N more lines`.
-#[napi]
-pub fn collapsed_preview(
-    env: &Env,
-    text: String,
-    options: Option<CollapsedPreviewOptions>,
-) -> Result<String> {
+#[napi(ts_args_type = "text: string, options?: CollapsedPreviewOptions | undefined | null")]
+pub fn collapsed_preview(env: &Env, text: Unknown, options: Option<Unknown>) -> Result<String> {
+    let parsed = args::check(env, sig::COLLAPSED_PREVIEW, &[Some(text), options]).and_then(|()| {
+        let options: Option<CollapsedPreviewOptions> = convert_optional("options", options)?;
+        Ok((convert::<String>("text", text)?, options))
+    });
+    let (text, options) = parsed.map_err(|err| js_error(env, &err))?;
     let mode = match options.and_then(|options| options.mode).as_deref() {
         None | Some("tool") => PreviewMode::Tool,
         Some("interactive") => PreviewMode::Interactive,

@@ -8,7 +8,6 @@ use napi::bindgen_prelude::*;
 use serde_json::Value;
 
 use super::delivery::{settled_callback, SettledCallback};
-use super::options::Misfit;
 use crate::error::KernelError;
 use crate::session::placement::{HostAnswer, LauncherFor, Order, Placement, SessionRef};
 use crate::start::launcher::Launcher;
@@ -25,7 +24,7 @@ pub(super) fn read_placement(
     env: &Env,
     launchers: Option<Vec<Vec<String>>>,
     placement: Option<String>,
-    launcher_for: Option<Either<FunctionRef<Value, Unknown<'static>>, Misfit>>,
+    launcher_for: Option<FunctionRef<Value, Unknown<'static>>>,
     shell: Option<bool>,
 ) -> std::result::Result<Option<Placement>, KernelError> {
     let order = match placement.as_deref() {
@@ -73,8 +72,7 @@ pub(super) fn read_placement(
             },
         )),
         (None, None) => Ok(None),
-        (None, Some(Either::A(f))) => Ok(Some(Placement::Host(JsLauncherFor::shared(env, &f)?))),
-        (None, Some(Either::B(misfit))) => Err(misfit.refused("launcherFor", "a function")),
+        (None, Some(f)) => Ok(Some(Placement::Host(JsLauncherFor::shared(env, &f)?))),
     }
 }
 

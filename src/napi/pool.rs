@@ -12,17 +12,17 @@ use serde_json::Value;
 use super::agent_text::{artifact_id, LiveOutput};
 
 use super::agent_text::with_on_output_error;
+use super::args::{self, convert, convert_optional};
 use super::cells::read_cells;
 use super::cells::EvalCell;
 use super::delivery::with_on_event_error;
 use super::delivery::EventSink;
 use super::kernel::KernelOptions;
-use super::options::{
-    bounds, optional_integer, optional_millis, preload_modules, Misfit, OptionReader,
-};
+use super::options::{bounds, optional_integer, optional_millis, preload_modules, OptionReader};
 use super::placement::read_placement;
 use super::results::EvalResult;
-use super::{js_error, promise};
+use super::signatures as sig;
+use super::{js_error, promise, rejected};
 use crate::error::KernelError;
 use crate::session::config::{PoolConfig, PoolMode, PoolRequest};
 use crate::session::placement::Placement;
@@ -108,7 +108,7 @@ pub struct PoolOptions {
     #[napi(
         ts_type = "(sessionKey: { sessionId?: string; sessionFile?: string; ownerId?: string }) => string[] | undefined | null | Promise<string[] | undefined | null>"
     )]
-    pub launcher_for: Option<Either<FunctionRef<Value, Unknown<'static>>, Misfit>>,
+    pub launcher_for: Option<FunctionRef<Value, Unknown<'static>>>,
 }
 
 #[napi(object)]
@@ -167,12 +167,13 @@ pub struct JsKernelPool {
 
 #[napi]
 impl JsKernelPool {
-    #[napi(constructor)]
-    pub fn new(env: Env, options: Option<PoolOptions>) -> Result<Self> {
+    #[napi(constructor, ts_args_type = "options?: PoolOptions | undefined | null")]
+    pub fn new(env: Env, options: Option<Unknown>) -> Result<Self> {
         super::init_tracing();
         super::remove_private_tmps_on_exit(&env);
-        let options = options.unwrap_or_default();
         let build = || -> std::result::Result<PoolConfig, KernelError> {
+            args::check(&env, sig::NEW_KERNEL_POOL, &[options])?;
+            let options: PoolOptions = convert_optional("options", options)?.unwrap_or_default();
             let kernel_options = options.kernel.unwrap_or_default();
             let given_cwd = kernel_options.cwd.clone();
             let launcher_shell = kernel_options.launcher_shell;
@@ -307,8 +308,14 @@ impl JsKernelPool {
     pub fn execute<'env>(
         &self,
         env: &'env Env,
-        request: Object<'env>,
+        request: Unknown<'env>,
     ) -> Result<PromiseRaw<'env, EvalResult>> {
+        let request: Object = match args::check(env, sig::KERNEL_POOL_EXECUTE, &[Some(request)])
+            .and_then(|()| convert("request", request))
+        {
+            Ok(request) => request,
+            Err(err) => return rejected(env, err),
+        };
         let reader = OptionReader::new(env, Some(&request));
         let parsed = (|| {
             let cells: Vec<EvalCell> = reader.get("cells", "an array of { code, title? }")?.ok_or(
@@ -351,7 +358,7 @@ impl JsKernelPool {
         })();
         let (mut request, on_event, live, cancellation) = match parsed {
             Ok(parsed) => parsed,
-            Err(err) => return promise(env, async move { Err(err) }),
+            Err(err) => return rejected(env, err),
         };
         let (abort, cancellation) = cancellation.split();
         request.abort = abort;
@@ -360,7 +367,7 @@ impl JsKernelPool {
         // Admitted now, so calls on one session run in the order JavaScript made them.
         let admission = match self.inner.admit(request) {
             Ok(admission) => admission,
-            Err(err) => return promise(env, async move { Err(err) }),
+            Err(err) => return rejected(env, err),
         };
         env.spawn_future_with_callback(
             super::eager(source_len, async move {
@@ -385,33 +392,58 @@ impl JsKernelPool {
 
     /// Disposes every kernel whose last owner this was. Idempotent; bounded by the budget
     /// even when a cell is stuck.
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(
+        ts_args_type = "ownerId: string, options?: DisposeOptions | undefined | null",
+        ts_return_type = "Promise<void>"
+    )]
     pub fn dispose_owner<'env>(
         &self,
         env: &'env Env,
-        owner_id: String,
-        options: Option<DisposeOptions>,
+        owner_id: Unknown<'env>,
+        options: Option<Unknown<'env>>,
     ) -> Result<PromiseRaw<'env, ()>> {
         let pool = self.inner.clone();
-        let budget = budget(options, &pool);
+        let parsed = args::check(
+            env,
+            sig::KERNEL_POOL_DISPOSE_OWNER,
+            &[Some(owner_id), options],
+        )
+        .and_then(|()| {
+            let owner_id: String = convert("ownerId", owner_id)?;
+            Ok((
+                owner_id,
+                budget(convert_optional("options", options)?, &pool)?,
+            ))
+        });
+        let (owner_id, budget) = match parsed {
+            Ok(parsed) => parsed,
+            Err(err) => return rejected(env, err),
+        };
         promise(env, async move {
-            let budget = budget?;
             pool.dispose_owner(&owner_id, budget).await;
             Ok(())
         })
     }
 
     /// Disposes every kernel and refuses new work; for the host's signal handlers.
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(
+        ts_args_type = "options?: DisposeOptions | undefined | null",
+        ts_return_type = "Promise<void>"
+    )]
     pub fn dispose_all<'env>(
         &self,
         env: &'env Env,
-        options: Option<DisposeOptions>,
+        options: Option<Unknown<'env>>,
     ) -> Result<PromiseRaw<'env, ()>> {
         let pool = self.inner.clone();
-        let disposal = budget(options, &pool).map(|budget| pool.dispose_all(budget));
+        let budget = args::check(env, sig::KERNEL_POOL_DISPOSE_ALL, &[options])
+            .and_then(|()| budget(convert_optional("options", options)?, &pool));
+        let disposal = match budget {
+            Ok(budget) => pool.dispose_all(budget),
+            Err(err) => return rejected(env, err),
+        };
         promise(env, async move {
-            disposal?.await;
+            disposal.await;
             Ok(())
         })
     }

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::{blocking, cwd_or_current, promise};
+use super::args::{self, convert, convert_optional};
+use super::signatures as sig;
+use super::{blocking, cwd_or_current, promise, rejected};
 use crate::error::KernelError;
 use crate::eval::backends;
 use crate::start::python::{self, ResolveOptions};
@@ -64,14 +66,21 @@ fn resolve_options(
 }
 
 /// Finds the Python a kernel would use, probing candidates in order.
-#[napi(ts_return_type = "Promise<ResolvedPython>")]
+#[napi(
+    ts_args_type = "options?: ResolvePythonOptions | undefined | null",
+    ts_return_type = "Promise<ResolvedPython>"
+)]
 pub fn resolve_python<'env>(
     env: &'env Env,
-    options: Option<ResolvePythonOptions>,
+    options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, ResolvedPython>> {
-    let opts = resolve_options(options);
+    let opts = args::check(env, sig::RESOLVE_PYTHON, &[options])
+        .and_then(|()| resolve_options(convert_optional("options", options)?));
+    let opts = match opts {
+        Ok(opts) => opts,
+        Err(err) => return rejected(env, err),
+    };
     promise(env, async move {
-        let opts = opts?;
         let (resolved, skipped) = blocking(move || python::resolve(&opts)).await?;
         let mut added = BTreeMap::new();
         if resolved.venv.is_some() {
@@ -118,19 +127,10 @@ pub fn check_python_kernel_availability<'env>(
     env: &'env Env,
     options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, Availability>> {
-    // Read by hand: a mistyped field would otherwise be napi's synchronous throw.
-    let opts = options
-        .filter(|value| !matches!(value.get_type(), Ok(ValueType::Null)))
-        .map(|value| {
-            if value.get_type()? != ValueType::Object {
-                return Err(Error::new(Status::InvalidArg, "must be an object"));
-            }
-            // SAFETY: the env and value of this call, converted while it runs.
-            unsafe { ResolvePythonOptions::from_napi_value(env.raw(), value.raw()) }
-        })
-        .transpose()
-        .map_err(|e| format!("invalid argument `options`: {}", e.reason))
-        .and_then(|options| resolve_options(options).map_err(|e| e.to_string()));
+    // Options it cannot take are the answer's reason, not a rejection.
+    let opts = args::check(env, sig::CHECK_PYTHON_KERNEL_AVAILABILITY, &[options])
+        .and_then(|()| resolve_options(convert_optional("options", options)?))
+        .map_err(|e| e.to_string());
     promise(env, async move {
         let isolation = blocking(|| Ok(crate::sandbox::default_isolation()))
             .await
@@ -179,12 +179,17 @@ pub struct FilterEnvOptions {
 #[napi(ts_args_type = "env: Record<string, string | undefined>, options?: FilterEnvOptions")]
 pub fn filter_env(
     js_env: &Env,
-    env: super::JsEnv,
-    options: Option<FilterEnvOptions>,
+    env: Unknown,
+    options: Option<Unknown>,
 ) -> Result<HashMap<String, String>> {
-    let env = super::defined_vars(env);
-    let prefix = super::options::env_prefix(options.and_then(|o| o.env_prefix))
-        .map_err(|err| super::js_error(js_env, &err))?;
+    let parsed = args::check(js_env, sig::FILTER_ENV, &[Some(env), options]).and_then(|()| {
+        let options: Option<FilterEnvOptions> = convert_optional("options", options)?;
+        Ok((
+            super::defined_vars(convert("env", env)?),
+            super::options::env_prefix(options.and_then(|o| o.env_prefix))?,
+        ))
+    });
+    let (env, prefix) = parsed.map_err(|err| super::js_error(js_env, &err))?;
     Ok(crate::start::env::filter_env(&env, &prefix)
         .into_iter()
         .collect())
@@ -228,11 +233,21 @@ pub struct EvalBackendsResult {
 }
 
 /// Which eval backends a host tool should expose, with the Python preflight done.
-#[napi(ts_return_type = "Promise<EvalBackendsResult>")]
+#[napi(
+    ts_args_type = "options?: EvalBackendsOptions | undefined | null",
+    ts_return_type = "Promise<EvalBackendsResult>"
+)]
 pub fn eval_backends<'env>(
     env: &'env Env,
-    options: Option<EvalBackendsOptions>,
+    options: Option<Unknown<'env>>,
 ) -> Result<PromiseRaw<'env, EvalBackendsResult>> {
+    let options: Option<EvalBackendsOptions> =
+        match args::check(env, sig::EVAL_BACKENDS, &[options])
+            .and_then(|()| convert_optional("options", options))
+        {
+            Ok(options) => options,
+            Err(err) => return rejected(env, err),
+        };
     let options = options.unwrap_or(EvalBackendsOptions {
         settings: None,
         env: None,
@@ -253,7 +268,7 @@ pub fn eval_backends<'env>(
                 name: "flagStyle",
                 reason: format!("expected 'boolean' or 'mode', got '{other}'"),
             };
-            return promise(env, async move { Err(err) });
+            return rejected(env, err);
         }
     };
     let settings = backends::Backends {
@@ -262,7 +277,7 @@ pub fn eval_backends<'env>(
     };
     let prefix = match super::options::env_prefix(options.env_prefix) {
         Ok(prefix) => prefix,
-        Err(err) => return promise(env, async move { Err(err) }),
+        Err(err) => return rejected(env, err),
     };
     let chosen = backends::select(settings, &vars, &prefix, style);
     let opts = ResolveOptions {
