@@ -462,11 +462,12 @@ impl JsKernel {
         env: &'env Env,
         code: Unknown<'env>,
     ) -> Result<PromiseRaw<'env, String>> {
-        let code: String =
-            match args::check(env, sig::KERNEL_IS_COMPLETE, &[Some(code)]).and_then(|()| convert("code", code)) {
-                Ok(code) => code,
-                Err(err) => return rejected(env, err),
-            };
+        let code: String = match args::check(env, sig::KERNEL_IS_COMPLETE, &[Some(code)])
+            .and_then(|()| convert("code", code))
+        {
+            Ok(code) => code,
+            Err(err) => return rejected(env, err),
+        };
         let kernel = self.inner.clone();
         let place = kernel.queue();
         promise(env, async move {
