@@ -78,7 +78,9 @@ const GUIDE_SUMMARY = 'How to use the python tool: sessions, time, output, the r
  */
 function sandboxSentence(kernel) {
   if (kernel.launcher) {
-    return `code runs through \`${kernel.launcher.join(' ')}\`, confined by what that gives it (not by pykernel's sandbox), in the far side's working directory.`
+    // Not its words: a launcher may carry a token (`kubectl --token=...`), and the
+    // description goes to the client and the model.
+    return `code runs elsewhere, through the server's launcher, confined by what that gives it (not by pykernel's sandbox), in ${kernel.cwd ? `${kernel.cwd} on the far side` : "the far side's working directory"}.`
   }
   const writable = kernel.sandbox && kernel.sandbox.writable
   const writes =
@@ -278,11 +280,11 @@ function createServer(pool, { kernel = {}, timeoutSeconds } = {}) {
  * to install, on one line of stderr, and resolves 2.
  */
 async function serveMcp(addon, opts) {
-  if (!loadSdk()) {
+  const sdk = loadSdk()
+  if (!sdk) {
     process.stderr.write(`${MISSING_SDK}\n`)
     return 2
   }
-  const { StdioServerTransport } = loadSdk()
   // Full output of a truncated call, and kv stores, go here; gone with the server, as the
   // sessions are.
   const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-mcp-'))
@@ -312,7 +314,7 @@ async function serveMcp(addon, opts) {
   process.stdin.on('end', () => close(0))
   process.stdin.on('close', () => close(0))
   for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143], ['SIGHUP', 129]]) process.on(signal, () => close(code))
-  await server.connect(new StdioServerTransport())
+  await server.connect(new sdk.StdioServerTransport())
   return finished
 }
 

@@ -139,8 +139,13 @@ test('images past what one MCP message holds are left out with a note, and the c
   assert.equal(textOf(await run(client, { cells: [{ code: '6*7' }] })), '42\n')
 })
 
-test('--launcher runs the sessions through it (here `env`): the runner is the far side\'s copy', async (t) => {
-  const client = await connect(t, ['--launcher', 'env'])
+test('--launcher runs the sessions through it (here `env`): the runner is the far side\'s copy; its words stay out of the description', async (t) => {
+  // A launcher's words may carry a token: the description goes to the client and the model.
+  const client = await connect(t, ['--launcher', 'env PYKERNEL_LAUNCH_TOKEN=s3cret-in-argv'])
+  const { tools } = await client.listTools()
+  const described = tools.find((tool) => tool.name === 'python').description
+  assert.match(described, /through the server's launcher/)
+  assert.doesNotMatch(described, /s3cret|PYKERNEL_LAUNCH_TOKEN/)
   const r = await run(client, { cells: [{ code: "import sys\nprint(sys.modules['pykernel_runner'].__file__)" }], session: 'far' })
   assert.equal(r.isError, false, textOf(r))
   assert.match(textOf(r), /\/pykernel-far-[0-9a-f]{16}\/pykernel_runner\/__init__\.py/)
