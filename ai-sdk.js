@@ -74,9 +74,22 @@ function pythonTool(options) {
   }
 }
 
+/** The most of a call's output a preliminary result holds: its end. A cell may print
+ *  without end, and each preliminary result is a whole copy of the text so far. */
+const PRELIMINARY_MAX_CHARS = 64 * 1024
+
+/** `text` cut to its last `PRELIMINARY_MAX_CHARS` characters, after a line saying how
+ *  many came before; `dropped` counts those an earlier cut left out. */
+function lastPart(text, dropped) {
+  if (text.length <= PRELIMINARY_MAX_CHARS) return { text, dropped }
+  const cut = text.length - PRELIMINARY_MAX_CHARS
+  return { text: text.slice(cut), dropped: dropped + cut }
+}
+
 /**
  * Runs the call, yielding a preliminary result (`details` empty) each time output arrives,
- * then the call's result. The host's own `onOutput` still sees every chunk.
+ * the output so far (its last 64 KiB), then the call's result. The host's own `onOutput`
+ * still sees every chunk.
  */
 async function* streamed(run, input, executeOptions, hostOnOutput) {
   let pending = ''
@@ -94,11 +107,13 @@ async function* streamed(run, input, executeOptions, hostOnOutput) {
   // Awaited below; marked handled for a consumer that stops iterating before the end.
   call.catch(() => {})
   let text = ''
+  let dropped = 0
   while (!done || pending) {
     if (pending) {
-      text += pending
+      ;({ text, dropped } = lastPart(text + pending, dropped))
       pending = ''
-      yield { text, notices: [], output: text, images: [], isError: false, details: {} }
+      const shown = dropped ? `[${dropped} characters of earlier output not shown]\n${text}` : text
+      yield { text: shown, notices: [], output: shown, images: [], isError: false, details: {} }
       continue
     }
     await new Promise((resolve) => {

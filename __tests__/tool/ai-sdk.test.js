@@ -113,6 +113,22 @@ test("imagePart: 'file' gives v7's own form; an unknown form is the host's error
   assert.throws(() => aiSdk.pythonTool({ pool, description: 42 }), { code: 'ERR_INVALID_ARG', message: /description must be a string/ })
 })
 
+test('stream: true holds only the end of a flood in a preliminary result, however much the cell prints', async (t) => {
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const python = aiSdk.pythonTool({ pool, stream: true })
+  // 4 MB in 1 KB lines, flushed as it goes: each preliminary result copies the text so far.
+  const code = 'import sys\nfor i in range(4000):\n    sys.stdout.write(("%06d " % i) + "x" * 1017 + "\\n")\n    sys.stdout.flush()'
+  const yielded = []
+  for await (const output of python.execute({ cells: [{ code }] }, { toolCallId: 'c', messages: [] })) yielded.push(output)
+  yielded.pop()
+  assert.ok(yielded.length >= 1, 'output came before the call ended')
+  const longest = Math.max(...yielded.map((partial) => partial.text.length))
+  assert.ok(longest <= 64 * 1024 + 100, `a preliminary result held ${longest} characters`)
+  const last = yielded[yielded.length - 1].text
+  assert.match(last, /^\[\d+ characters of earlier output not shown\]\n/)
+})
+
 test('stream: true yields the output so far, then the result, which is what the model reads', async (t) => {
   const pool = new KernelPool({ kernel, prewarm: 0 })
   t.after(() => pool.disposeAll())
