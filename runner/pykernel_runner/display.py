@@ -96,6 +96,8 @@ def _build(obj):
         png = _figure_png(obj)
         if png is not None:
             bundle["image/png"] = png
+            # after the PNG: drawing it set the tick labels the chart reads
+            _charts().add_chart(bundle, _charts().figure_chart(obj))
     _add_mimebundle(bundle, obj)
     _add_registered(bundle, obj)
     for method, mime, kind in _REPR_METHODS:
@@ -115,6 +117,7 @@ def _build(obj):
         if not (any(mime in bundle for mime in _READABLE)
                 and _names_only(obj, text)):
             bundle["text/plain"] = text
+    _add_web_chart(bundle)
     return bundle
 
 
@@ -152,8 +155,31 @@ def clean_bundle(bundle):
     base64, other values strict JSON."""
     if not isinstance(bundle, dict):
         return bundle       # send_display names the mistake
-    return {key: _clean_value(key, value) for key, value in bundle.items()
-            if isinstance(key, str)}
+    cleaned = {key: _clean_value(key, value) for key, value in bundle.items()
+               if isinstance(key, str)}
+    _add_web_chart(cleaned)
+    return cleaned
+
+
+# -- charts -------------------------------------------------------------------
+
+# Bundles of these MIME types (plotly's figure, Vega-Lite's spec, any version)
+# get a chart made from them.
+_WEB_CHART_PREFIXES = ("application/vnd.plotly.", "application/vnd.vegalite.")
+
+
+def _charts():
+    from . import charts
+    return charts
+
+
+def _add_web_chart(bundle):
+    """The chart of a plotly or Vega-Lite bundle, added to it; the charts
+    module is imported only for such a bundle."""
+    if any(isinstance(key, str) and key.startswith(_WEB_CHART_PREFIXES)
+           for key in bundle):
+        charts = _charts()
+        charts.add_chart(bundle, charts.bundle_chart(bundle))
 
 
 def _call_repr(obj, method):
