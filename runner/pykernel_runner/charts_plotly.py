@@ -13,7 +13,7 @@ import base64
 import math
 import sys
 
-from . import charts
+from . import charts, charts_bins
 from .charts_web import (as_number, box_stats, capped, coordinate, coordinates, iso_text,
                          limits, pie_slices, scale_of, series)
 
@@ -608,9 +608,9 @@ def _histogram(index, trace, traces, scales, barmode):
     numbers = _histogram_numbers(data, scale)
     shared = _bin_group(index, trace, traces, scales, barmode)
     edges = _bins(trace, bin_axis, shared if shared else numbers, scale)
-    counts = _count(trace, bin_axis, data, numbers, edges)
+    counts = _count(trace, bin_axis, numbers, edges)
     histnorm = trace.get("histnorm") or ""
-    counts = _normalised(counts, edges, histnorm)
+    counts = charts_bins.normalised(counts, edges, histnorm)
     several = sum(1 for _, t in traces if t.get("type") == "histogram") > 1
     shown_edges = [coordinate(e, scale) for e in edges] if scale == "datetime" else edges
     element = {"label": name, "bin_edges": shown_edges, "counts": counts,
@@ -644,22 +644,8 @@ def _histogram_numbers(data, scale):
     """The data as numbers to bin (dates as milliseconds since the epoch,
     as plotly.js bins them)."""
     if scale == "datetime":
-        return [_epoch(v) for v in data]
+        return [charts_bins.epoch(v) for v in data]
     return [as_number(v) for v in data]
-
-
-def _epoch(value):
-    import datetime
-    text = iso_text(value) if isinstance(value, str) else None
-    if text is None:
-        return as_number(value)
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if moment.tzinfo is not None:
-        moment = moment.replace(tzinfo=None) - moment.utcoffset()
-    return (moment - datetime.datetime(1970, 1, 1)).total_seconds() * 1000
 
 
 def _bin_group(index, trace, traces, scales, barmode):
@@ -685,123 +671,21 @@ def _bin_group(index, trace, traces, scales, barmode):
 def _bins(trace, axis, numbers, scale):
     """The bin edges plotly.js would draw: xbins' start/end/size where the
     trace gives them, else its auto-binning (nbinsx as the target)."""
-    numbers = [v for v in numbers if v is not None]
-    if not numbers:
-        return []
     spec = trace.get(axis + "bins")
     spec = spec if isinstance(spec, dict) else {}
-    if scale == "datetime":
-        start, end = _epoch(spec.get("start")), _epoch(spec.get("end"))
-    else:
-        start, end = as_number(spec.get("start")), as_number(spec.get("end"))
-    size = as_number(spec.get("size"))
-    nbins = as_number(trace.get("nbins" + axis))
-    auto_start, auto_end, auto_size = _auto_bins(numbers, nbins if nbins and nbins > 0 else None,
-                                                 size if size and size > 0 else None)
-    size = size if size and size > 0 else auto_size
-    start = auto_start if start is None else start
-    if end is None:
-        end = auto_end if start == auto_start else start + size * (
-            math.floor((max(numbers) - start) / size) + 1)
-    count = max(1, min(charts.MAX_ITEMS, math.ceil((end - start) / size - 1e-9)))
-    return [charts.number(start + size * i) for i in range(count + 1)]
+    read = charts_bins.epoch if scale == "datetime" else as_number
+    return charts_bins.edges(numbers, read(spec.get("start")), read(spec.get("end")),
+                             as_number(spec.get("size")), as_number(trace.get("nbins" + axis)),
+                             scale == "datetime")
 
 
-def _auto_bins(data, nbins, size):
-    """plotly.js' Axes.autoBin for a linear axis: a "nice" size (1, 2 or 5
-    times a power of ten) near the target, the first edge a tick below the
-    data, shifted half a bin when the data sit on the edges."""
-    low, high = min(data), max(data)
-    if size is None:
-        if nbins:
-            rough = (high - low) / nbins
-        else:
-            distinct = sorted(set(data))
-            min_diff = (high - low) or 1
-            for a, b in zip(distinct, distinct[1:]):
-                min_diff = min(min_diff, b - a)
-            power = 10 ** math.floor(math.log10(min_diff))
-            ratio = min_diff / power
-            floor_step = max([s for s in (0.9, 1.9, 4.9, 9.9) if s <= ratio] or [0.9])
-            mean = sum(data) / len(data)
-            spread = math.sqrt(sum((v - mean) ** 2 for v in data) / len(data))
-            rough = max(power * floor_step, 2 * spread / len(data) ** 0.4)
-        size = _nice(rough or 1)
-    first = math.ceil(low / size) * size
-    start = first - size
-    start = _shift(start, data, size, low)
-    count = 1 + math.floor((high - start) / size)
-    return start, start + count * size, size
-
-
-def _nice(rough):
-    """plotly.js' tick rounding: the next of 2, 5, 10 times a power of ten
-    above rough / power."""
-    power = 10 ** math.floor(math.log10(rough))
-    ratio = rough / power
-    step = next((s for s in (2, 5, 10) if s > ratio), 10)
-    return power * step
-
-
-def _shift(start, data, size, low):
-    """plotly.js' autoShiftNumericBins: integer data centred in their bins,
-    data crowding the edges moved half a bin."""
-    def near_edge(v):
-        return (1 + (v - start) * 100 / size) % 100 < 2
-    if all(float(v).is_integer() for v in data):
-        if size < 1:
-            return low - 0.5 * size
-        start -= 0.5
-        return start + size if start + size < low else start
-    mid = sum(1 for v in data if near_edge(v + size / 2))
-    if mid < len(data) * 0.1:
-        edges = sum(1 for v in data if near_edge(v))
-        if edges > len(data) * 0.3 or near_edge(low) or near_edge(max(data)):
-            return start + size / 2 if start + size / 2 < low else start - size / 2
-    return start
-
-
-def _count(trace, axis, data, numbers, edges):
+def _count(trace, axis, numbers, edges):
     """Counts per bin, or with histfunc and the other axis' data, their sum,
     average, min or max."""
-    if len(edges) < 2:
-        return []
-    start, size, n = edges[0], edges[1] - edges[0], len(edges) - 1
     func = trace.get("histfunc") or "count"
     other = values(trace.get("y" if axis == "x" else "x"))
-    weights = other if func != "count" and other is not None else None
-    folded = [[] for _ in range(n)]
-    for i, v in enumerate(numbers):
-        if v is None:
-            continue
-        slot = math.floor((v - start) / size)
-        if 0 <= slot < n:
-            if weights is None:
-                folded[slot].append(1)
-            elif i < len(weights) and as_number(weights[i]) is not None:
-                folded[slot].append(as_number(weights[i]))
-    if weights is None or func == "sum":
-        return [sum(bin_) for bin_ in folded]
-    if func == "avg":
-        return [sum(b) / len(b) if b else 0 for b in folded]
-    if func in ("min", "max"):
-        pick = min if func == "min" else max
-        return [pick(b) if b else 0 for b in folded]
-    return [len(b) for b in folded]
-
-
-def _normalised(counts, edges, histnorm):
-    total = sum(counts)
-    size = edges[1] - edges[0] if len(edges) > 1 else 1
-    if histnorm == "percent" and total:
-        return [100 * c / total for c in counts]
-    if histnorm == "probability" and total:
-        return [c / total for c in counts]
-    if histnorm == "density" and size:
-        return [c / size for c in counts]
-    if histnorm == "probability density" and total and size:
-        return [c / total / size for c in counts]
-    return counts
+    weights = [as_number(w) for w in other] if func != "count" and other is not None else None
+    return charts_bins.fold(numbers, weights, func, edges)
 
 
 # -- traces without x/y axes --------------------------------------------------
