@@ -61,6 +61,8 @@ def figure_chart(figure):
     made = [_axes_chart(key, cartesian[key], layout, legend)
             for key in sorted(cartesian, key=_axes_order)]
     made += [_domain_chart(index, trace) for index, trace in others]
+    if not any(_drawn(chart) for chart in made):
+        return None
     title = _title(layout.get("title"))
     if len(made) == 1:
         made[0]["title"] = title
@@ -69,6 +71,11 @@ def figure_chart(figure):
         chart["title"] = _subplot_title(layout, key)
     superchart = {"type": "superchart", "title": title, "source": "plotly"}
     return capped(superchart, made, charts.MAX_SERIES)
+
+
+def _drawn(chart):
+    """Whether a chart shows anything: elements, or traces we do not map."""
+    return bool(chart.get("elements")) or "trace_types" in chart
 
 
 # -- arrays -------------------------------------------------------------------
