@@ -14,8 +14,8 @@ import math
 import sys
 
 from . import charts, charts_bins
-from .charts_web import (as_number, box_stats, capped, coordinate, coordinates, iso_text,
-                         limits, pie_slices, scale_of, series)
+from .charts_web import (as_number, box_stats, capped, coordinate, coordinates, limits,
+                         pie_slices, scale_of, series)
 
 # Trace types drawn on x/y axes; the others have a domain (pie, ...) or a
 # scene, geo or polar subplot, and no x/y axis fields.
@@ -533,7 +533,7 @@ def _stack_bottoms(index, traces, horizontal):
     value_axis, cat_axis = ("x", "y") if horizontal else ("y", "x")
     up, down = {}, {}
     for i, trace in traces:
-        if (trace.get("type") or "scatter") != "bar" or (trace.get("orientation") == "h") != horizontal:
+        if trace.get("type") != "bar" or (trace.get("orientation") == "h") != horizontal:
             continue
         heights = values(trace.get(value_axis)) or []
         cats = _positions(trace, cat_axis, len(heights))
@@ -642,9 +642,10 @@ def _category_counts(index, trace, data, name, horizontal):
     bars = [{"label": label, "group": group, "value": count} for label, count in counts.items()]
     extra = {"orientation": "horizontal" if horizontal else "vertical",
              "stacked": False, "grouped": False}
+    lengths = [0] + list(counts.values())
     if horizontal:
-        return {"elements": bars, "x": [0] + list(counts.values()), "y": list(counts), "extra": extra}
-    return {"elements": bars, "x": list(counts), "y": [0] + list(counts.values()), "extra": extra}
+        return {"elements": bars, "x": lengths, "y": list(counts), "extra": extra}
+    return {"elements": bars, "x": list(counts), "y": lengths, "extra": extra}
 
 
 def _histogram_numbers(data, scale):
