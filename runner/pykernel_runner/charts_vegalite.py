@@ -19,6 +19,12 @@ _TYPES = {"bar": "bar", "line": "line", "trail": "line", "point": "scatter",
 
 _SCALES = {"temporal": "datetime", "nominal": "categorical", "ordinal": "categorical"}
 
+# A scale's own type, where it says more than the field's type: pow and sqrt
+# are the schema's "function" (a scale by a function other than log).
+_SCALE_TYPES = {"log": "log", "symlog": "symlog", "pow": "function", "sqrt": "function",
+                "time": "datetime", "utc": "datetime", "band": "categorical",
+                "point": "categorical", "ordinal": "categorical"}
+
 _AGGREGATES = {
     "count": len,
     "sum": sum,
@@ -128,8 +134,8 @@ def _scale(definition, rows):
     if not isinstance(definition, dict):
         return None
     scale = definition.get("scale")
-    if isinstance(scale, dict) and scale.get("type") in ("log", "symlog"):
-        return scale["type"]
+    if isinstance(scale, dict) and scale.get("type") in _SCALE_TYPES:
+        return _SCALE_TYPES[scale["type"]]
     kind = definition.get("type")
     if kind in _SCALES:
         return _SCALES[kind]
