@@ -9,6 +9,8 @@ aggregate, with no transform.  Layers become a mixed chart, concatenations
 a superchart; facets and repeats stay unknown.
 """
 
+import json
+
 from . import charts
 from .charts_web import (box_stats, capped, coordinate, coordinates, limits,
                          pie_slices, scale_of, series)
@@ -36,6 +38,8 @@ _AGGREGATES = {
 }
 
 _AXES = ("label", "unit", "scale", "ticks", "tick_labels", "limits")
+
+_MAX_ENCODING = 20000       # characters of JSON
 
 
 def spec_chart(spec):
@@ -104,7 +108,7 @@ def _single(spec, title, rows, encoding):
     mark = mark if isinstance(mark, str) else None
     kind = _TYPES.get(mark, "unknown")
     chart = {"type": kind, "title": title, "elements": [], "source": "vega-lite",
-             "mark": mark, "encoding": encoding}
+             "mark": mark, "encoding": _small(encoding)}
     scales = {name: _scale(encoding.get(name), rows) for name in ("x", "y")}
     table = _table(rows, encoding) if kind != "unknown" else None
     if table is not None:
@@ -126,6 +130,16 @@ def _single(spec, title, rows, encoding):
     chart["legend"] = _legend(encoding, table, kind)
     chart["reference_lines"] = _rule_lines(encoding, rows) if mark == "rule" else []
     return chart
+
+
+def _small(encoding):
+    """The encoding as the spec gives it, or None when it is too large to
+    travel with the chart (a domain or sort order of thousands of values)."""
+    try:
+        size = len(json.dumps(encoding, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return encoding if size <= _MAX_ENCODING else None
 
 
 def _scale(definition, rows):

@@ -93,7 +93,7 @@ def coordinate(value, scale):
     if scale == "datetime":
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return _epoch_ms(value)
-        return iso_text(value) or charts.text(value)
+        return charts.text(iso_text(value) or value)
     if scale == "categorical":
         return charts.text(value)
     return as_number(value)
