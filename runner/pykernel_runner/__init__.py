@@ -31,7 +31,8 @@ Imported only when first needed (``lazy``), or by the zygote:
 
 * ``display``: MIME bundles for objects, pyplot figures;
 * ``charts``: a figure's chart as data (docs/charts.md), with
-  ``charts_matplotlib`` and ``charts_web`` (plotly, Vega-Lite);
+  ``charts_matplotlib`` (and ``charts_matplotlib_parts``: bars, histograms,
+  box plots, pies) and ``charts_web`` (plotly, Vega-Lite);
 * ``pretty``: the text/plain of values, as IPython's pretty printer lays it out;
 * ``ipython``: the kernel as a notebook to its code (``get_ipython()``);
 * ``transform``: a cell's magic lines rewritten into calls of hidden helpers;
