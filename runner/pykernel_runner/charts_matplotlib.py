@@ -74,11 +74,11 @@ def _axes_chart(ax):
     charts_by_kind = []
     dropped = 0
     if kinds.lines:
-        chart, lost = _series_chart("line", kinds.lines, x, y, kinds.errors)
+        chart, lost = _series_chart("line", kinds.lines, x, y, kinds)
         charts_by_kind.append(chart)
         dropped += lost
     if kinds.scatters:
-        chart, lost = _series_chart("scatter", kinds.scatters, x, y, kinds.errors)
+        chart, lost = _series_chart("scatter", kinds.scatters, x, y, kinds)
         charts_by_kind.append(chart)
         dropped += lost
     if kinds.bars:
@@ -155,14 +155,14 @@ def _tick_text(label):
     return charts.text(label) or ""
 
 
-def _series_chart(kind, artists, x, y, errors):
-    elements = [_series(kind, artist, number, x, y, errors.get(id(artist)))
+def _series_chart(kind, artists, x, y, kinds):
+    elements = [_series(kind, artist, number, x, y, kinds)
                 for artist, number in artists[:charts.MAX_SERIES]]
     return ({"type": kind, "elements": elements},
             max(0, len(artists) - charts.MAX_SERIES))
 
 
-def _series(kind, artist, number, x, y, bounds):
+def _series(kind, artist, number, x, y, kinds):
     if kind == "line":
         xy = artist.get_xydata()
     else:
@@ -176,12 +176,14 @@ def _series(kind, artist, number, x, y, bounds):
     if count > charts.MAX_POINTS:
         keep = numpy.asarray(charts.keep_indices(xy[:, 1]), dtype=numpy.intp)
         xy = xy[keep]
-    series = {"label": parts.series_label(artist, number),
+    series = {"label": parts.series_label(artist, number,
+                                          kinds.labels.get(id(artist))),
               "points": [list(pair) for pair in zip(x.values(xy[:, 0], True),
                                                     y.values(xy[:, 1], True))],
               "count": count}
     if keep is not None:
         series["downsampled"] = True
+    bounds = kinds.errors.get(id(artist))
     if bounds is not None and len(bounds) == count:    # errorbar's, per point
         bounds = bounds if keep is None else bounds[keep]
         series["y_errors"] = [list(pair) for pair in zip(

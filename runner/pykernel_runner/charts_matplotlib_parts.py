@@ -21,6 +21,7 @@ class Kinds:
         self.wedges = []
         self.references = []   # (orientation, value, label)
         self.errors = {}        # id(data line) -> array of [low, high]
+        self.labels = {}        # id(data line) -> its errorbar's label
         self.others = 0
 
 
@@ -44,6 +45,8 @@ def sort_artists(ax):
             data_line, caplines, collections = container.lines
             owned.update(map(id, caplines))
             owned.update(map(id, collections))
+            if data_line is not None:
+                kinds.labels[id(data_line)] = container.get_label()
             if data_line is not None and getattr(container, "has_yerr", False):
                 bounds = _error_bounds(collections, vertical=True)
                 if bounds is not None:
@@ -105,10 +108,12 @@ def _public_label(artist):
     return None if not label or label.startswith("_") else charts.text(label)
 
 
-def series_label(artist, number):
-    """A series' label; an unlabelled one is `Line N` as E2B numbers it (its
-    place among the axes' children)."""
-    label = artist.get_label()
+def series_label(artist, number, label=None):
+    """A series' label (*label* when its container has it: errorbar's); an
+    unlabelled one is `Line N` as E2B numbers it (its place among the axes'
+    children)."""
+    if not label or label.startswith("_"):
+        label = artist.get_label()
     if isinstance(label, str) and label.startswith("_child") \
             and label[6:].isdigit():
         return "Line " + label[6:]
