@@ -71,28 +71,14 @@ def _title(ax):
 def _axes_chart(ax):
     x, y = _Axis(ax.xaxis), _Axis(ax.yaxis)
     kinds = parts.sort_artists(ax)
-    charts_by_kind = []
-    dropped = 0
-    if kinds.lines:
-        chart, lost = _series_chart("line", kinds.lines, x, y, kinds)
-        charts_by_kind.append(chart)
-        dropped += lost
-    if kinds.scatters:
-        chart, lost = _series_chart("scatter", kinds.scatters, x, y, kinds)
-        charts_by_kind.append(chart)
-        dropped += lost
-    if kinds.bars:
-        chart, lost = parts.bar_chart(kinds.bars, x, y)
-        charts_by_kind.append(chart)
-        dropped += lost
-    if kinds.hists:
-        chart, lost = parts.histogram_chart(kinds.hists, x, y)
-        charts_by_kind.append(chart)
-        dropped += lost
-    if kinds.boxes:
-        chart, lost = parts.box_chart(kinds.boxes, x, y)
-        charts_by_kind.append(chart)
-        dropped += lost
+    made = [build(artists) for artists, build in (
+        (kinds.lines, lambda a: _series_chart("line", a, x, y, kinds)),
+        (kinds.scatters, lambda a: _series_chart("scatter", a, x, y, kinds)),
+        (kinds.bars, lambda a: parts.bar_chart(a, x, y)),
+        (kinds.hists, lambda a: parts.histogram_chart(a, x, y)),
+        (kinds.boxes, lambda a: parts.box_chart(a, x, y))) if artists]
+    charts_by_kind = [chart for chart, _ in made]
+    dropped = sum(lost for _, lost in made)
     if kinds.wedges and not charts_by_kind:
         elements, lost = parts.pie_chart(kinds.wedges)
         chart = {"type": "pie", "title": _title(ax), "elements": elements,
@@ -262,10 +248,12 @@ def _dates(days):
     if _EPOCH is None:
         import matplotlib.dates
         _EPOCH = numpy.datetime64(matplotlib.dates.get_epoch(), "us")
-    finite = numpy.isfinite(days)
+    # beyond ~270,000 years the microseconds overflow; beyond year 9999
+    # tolist() gives ints, not datetimes: neither is a date
+    finite = numpy.isfinite(days) & (numpy.abs(days) < 1e8)
     micros = numpy.where(finite, numpy.round(days * 86400e6), 0).astype("int64")
     stamps = (_EPOCH + micros.astype("timedelta64[us]")).tolist()
-    return [stamp.isoformat() if ok else None
+    return [stamp.isoformat() if ok and hasattr(stamp, "isoformat") else None
             for stamp, ok in zip(stamps, finite.tolist())]
 
 
@@ -273,8 +261,11 @@ def _periods(ordinals, freq):
     """pandas' period ordinals (its time-series axes) as ISO strings."""
     import pandas
     finite = numpy.isfinite(ordinals)
-    index = pandas.PeriodIndex.from_ordinals(
-        numpy.where(finite, numpy.round(ordinals), 0).astype("int64"), freq=freq)
-    stamps = index.to_timestamp()
+    try:
+        index = pandas.PeriodIndex.from_ordinals(
+            numpy.where(finite, numpy.round(ordinals), 0).astype("int64"), freq=freq)
+        stamps = index.to_timestamp()
+    except Exception:   # out of pandas' range
+        return [None] * len(ordinals)
     return [stamp.isoformat() if ok else None
             for stamp, ok in zip(stamps, finite.tolist())]

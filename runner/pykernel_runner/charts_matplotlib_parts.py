@@ -21,13 +21,13 @@ class Kinds:
         self.wedges = []
         self.references = []   # (orientation, value, label)
         self.errors = {}        # id(data line) -> array of [low, high]
-        self.labels = {}        # id(data line) -> its errorbar's label
+        self.labels = {}        # id(data line) -> its container's label
         self.others = 0
 
 
 def sort_artists(ax):
     from matplotlib.collections import PathCollection
-    from matplotlib.container import BarContainer, ErrorbarContainer
+    from matplotlib.container import BarContainer, ErrorbarContainer, StemContainer
     from matplotlib.lines import Line2D
     from matplotlib.patches import Wedge
     from matplotlib.text import Text
@@ -41,6 +41,10 @@ def sort_artists(ax):
             if not any(isinstance(getattr(p, MARK, None), dict)
                        for p in container.patches[:1]):
                 kinds.bars.append(container)
+        elif isinstance(container, StemContainer):
+            # the markers are the series; stems and baseline are drawing
+            owned.update((id(container.stemlines), id(container.baseline)))
+            kinds.labels[id(container.markerline)] = container.get_label()
         elif isinstance(container, ErrorbarContainer):
             data_line, caplines, collections = container.lines
             owned.update(map(id, caplines))
@@ -93,9 +97,9 @@ def _reference(ax, line):
     except Exception:
         return None
     if across == (False, True):
-        orientation, values = "horizontal", line.get_ydata()
+        orientation, values = "horizontal", line.get_ydata(orig=False)
     elif across == (True, False):
-        orientation, values = "vertical", line.get_xdata()
+        orientation, values = "vertical", line.get_xdata(orig=False)
     else:
         return None
     if len(values) < 1:
