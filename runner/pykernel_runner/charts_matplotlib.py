@@ -118,8 +118,7 @@ def _axis_fields(ax, x, y):
         fields[name + "_label"] = label
         fields[name + "_unit"] = charts.unit(label)
     for name, axis in (("x", x), ("y", y)):
-        ticks = axis.axis.get_ticklocs()
-        labels = [_tick_text(t.get_text()) for t in axis.axis.get_ticklabels()]
+        ticks, labels = _ticks(axis.axis)
         fields[name + "_scale"] = axis.scale(ticks, labels)
         fields[name + "_ticks"] = axis.values(ticks)
         fields[name + "_tick_labels"] = labels
@@ -129,6 +128,18 @@ def _axis_fields(ax, x, y):
     fields["legend"] = ([charts.text(t.get_text()) or "" for t in legend.get_texts()]
                         if legend is not None else None)
     return fields
+
+
+def _ticks(axis):
+    """(locations, labels) of an axis' major ticks.  The labels are the
+    formatter's for the locations, as drawing gives them: get_ticklabels()
+    would ask the locator twice more, which is most of a chart's cost."""
+    ticks = axis.get_majorticklocs()
+    try:
+        labels = axis.get_major_formatter().format_ticks(ticks)
+    except Exception:
+        labels = [t.get_text() for t in axis.get_ticklabels()]
+    return ticks, [_tick_text(label) for label in labels]
 
 
 def _tick_text(label):
