@@ -398,6 +398,18 @@ plt.figure(); plt.scatter(np.array(['2024-05-01', '2024-05-02'], dtype='datetime
     assert.deepEqual(dt64.elements[0].points, [['2024-05-01T00:00:00', 1], ['2024-05-02T00:00:00', 2]])
   })
 
+  await t.test('bars on a date axis are named by their date; an image or a 3D axes is unknown', async () => {
+    const [bars, image, solid] = await chartsOf(kernel, `
+import datetime, numpy as np
+plt.figure(); plt.bar([datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)], [3, 4])
+plt.figure(); plt.imshow(np.eye(3)); plt.colorbar(); plt.title('identity')
+plt.figure().add_subplot(projection='3d').plot([1, 2], [3, 4], [5, 6])`)
+    assert.deepEqual(bars.elements.map((b) => [b.label, b.value]), [['2024-01-01T00:00:00', 3], ['2024-01-02T00:00:00', 4]])
+    assert.equal(image.type, 'unknown', 'one chart: the colorbar is no axes of its own')
+    assert.equal(image.title, 'identity')
+    assert.equal(solid.type, 'unknown')
+  })
+
   await t.test('a series over 500 points keeps 500, with its extremes, first and last', async () => {
     const chart = await chartOf(kernel, `
 import numpy as np

@@ -173,9 +173,10 @@ def _keep_numpy(numpy, ys, n, stretches):
     index = numpy.minimum(index, n - 1)
     rows = y[index]
     valid = inside & numpy.isfinite(rows)
-    low = numpy.where(valid, rows, numpy.inf).argmin(axis=1)
-    high = numpy.where(valid, rows, -numpy.inf).argmax(axis=1)
-    picked = numpy.concatenate([index[numpy.arange(stretches), low][valid[numpy.arange(stretches), low]],
-                                index[numpy.arange(stretches), high][valid[numpy.arange(stretches), high]],
-                                [0, n - 1]])
-    return numpy.unique(picked).tolist()
+    row = numpy.arange(stretches)
+    picked = [numpy.array([0, n - 1])]
+    for column in (numpy.where(valid, rows, numpy.inf).argmin(axis=1),
+                   numpy.where(valid, rows, -numpy.inf).argmax(axis=1)):
+        # a stretch of no numbers at all gives none
+        picked.append(index[row, column][valid[row, column]])
+    return numpy.unique(numpy.concatenate(picked)).tolist()

@@ -70,6 +70,8 @@ def _title(ax):
 
 def _axes_chart(ax):
     x, y = _Axis(ax.xaxis), _Axis(ax.yaxis)
+    if getattr(ax, "name", None) == "3d":
+        raise ValueError("3D axes have no chart of their own")   # -> unknown
     kinds = parts.sort_artists(ax)
     made = [build(artists) for artists, build in (
         (kinds.lines, lambda a: _series_chart("line", a, x, y, kinds)),

@@ -155,6 +155,11 @@ def _axis_names(axis):
 
 
 def _name_at(position, ticks, labels, tolerance, axis):
+    """The category at *position*: the label of the tick there (within
+    *tolerance*: grouped bars sit beside their tick); on a date axis the
+    date itself."""
+    if axis.kind in ("date", "period"):
+        return axis.value(position)
     if len(ticks):
         nearest = int(numpy.abs(ticks - position).argmin())
         if abs(ticks[nearest] - position) <= tolerance and labels[nearest]:
