@@ -15,6 +15,7 @@ import numpy
 
 from . import charts, charts_matplotlib_parts as parts
 
+
 def figure_chart(fig):
     """The chart of *fig*, or None when nothing is drawn on it."""
     axes = [ax for ax in fig.get_axes() if not hasattr(ax, "_colorbar")]
