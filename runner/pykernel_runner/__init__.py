@@ -31,7 +31,8 @@ Imported only when first needed (``lazy``), or by the zygote:
 
 * ``display``: MIME bundles for objects, pyplot figures;
 * ``charts``: a figure's chart as data (docs/charts.md), with
-  ``charts_matplotlib`` and ``charts_web`` (plotly, Vega-Lite: the bundle's
+  ``charts_matplotlib`` (and ``charts_matplotlib_parts``: bars, histograms,
+  box plots, pies) and ``charts_web`` (plotly, Vega-Lite: the bundle's
   figure or spec to ``charts_plotly``, with ``charts_bins`` for plotly.js'
   histogram bins, or ``charts_vegalite``);
 * ``pretty``: the text/plain of values, as IPython's pretty printer lays it out;

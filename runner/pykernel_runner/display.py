@@ -424,7 +424,13 @@ def end_cell():
 
 
 def patch_pyplot(pyplot):
-    """Make ``plt.show()`` display inline when no window can open."""
+    """Make ``plt.show()`` display inline when no window can open; let the
+    chart of a figure know what its pies, histograms and box plots were
+    drawn from."""
+    try:
+        _wrap_axes_methods()
+    except Exception:
+        pass
     original = pyplot.show
     if getattr(original, "_pykernel_inline", False):
         return
@@ -444,3 +450,106 @@ def patch_pyplot(pyplot):
     show.__wrapped__ = original
     show._pykernel_inline = True
     pyplot.show = show
+
+
+# -- what the chart of a figure cannot read back from its artists -------------
+#
+# A pie's wedges hold angles, not the numbers they were drawn from; a
+# histogram's bars look like any bars; a box plot's stats are lines.  So
+# Axes.pie, Axes.hist and Axes.bxp (which boxplot calls) are wrapped: each
+# marks the artists it returns with what it was given, under _pykernel_chart.
+# The wrappers return what the method returns, take what it takes, and never
+# fail where the method did not.
+
+def _wrap_axes_methods():
+    axes = sys.modules.get("matplotlib.axes")
+    if axes is None:
+        return
+    cls = axes.Axes
+    for name, mark in (("pie", _mark_pie), ("hist", _mark_hist),
+                       ("bxp", _mark_bxp)):
+        original = cls.__dict__.get(name)
+        if original is None or getattr(original, "_pykernel_chart", False):
+            continue
+        setattr(cls, name, _marking(original, mark))
+
+
+def _marking(original, mark):
+    import functools
+
+    @functools.wraps(original)
+    def method(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        try:
+            mark(result, args, kwargs)
+        except Exception:
+            pass
+        return result
+
+    method._pykernel_chart = True
+    return method
+
+
+def _argument(args, kwargs, index, name):
+    value = args[index] if len(args) > index else kwargs.get(name)
+    data = kwargs.get("data")
+    if isinstance(value, str) and data is not None:
+        value = data[value]
+    return value
+
+
+def _mark_pie(result, args, kwargs):
+    wedges = getattr(result, "wedges", None)
+    values = getattr(result, "values", None)    # matplotlib >= 3.11
+    if wedges is None:
+        wedges = result[0]
+        values = _argument(args, kwargs, 0, "x")
+    values = [float(v) for v in values]
+    if len(values) == len(wedges):
+        for wedge, value in zip(wedges, values):
+            wedge._pykernel_chart = {"pie_value": value}
+
+
+def _mark_hist(result, args, kwargs):
+    counts, edges, patches = result
+    orientation = kwargs.get("orientation", "vertical")
+    stacked = bool(kwargs.get("stacked", False))
+    labels = kwargs.get("label")
+    if isinstance(labels, str) or labels is None:
+        labels = [labels]
+    # one dataset: counts is one array and patches one container
+    if len(patches) and not isinstance(patches[0], (list, tuple)) \
+            and not hasattr(patches[0], "patches"):
+        counts, patches = [counts], [patches]
+    below = None
+    for index, (drawn, artists) in enumerate(zip(counts, patches)):
+        drawn = [float(c) for c in drawn]
+        own = drawn if not stacked or below is None else \
+            [c - b for c, b in zip(drawn, below)]
+        below = drawn
+        record = {"hist": index, "edges": [float(e) for e in edges],
+                  "counts": own, "density": bool(kwargs.get("density", False)),
+                  "stacked": stacked, "orientation": orientation,
+                  "label": labels[index] if index < len(labels) else None}
+        for artist in artists:
+            artist._pykernel_chart = record
+
+
+def _mark_bxp(result, args, kwargs):
+    stats = list(_argument(args, kwargs, 0, "bxpstats"))
+    positions = _argument(args, kwargs, 1, "positions")
+    positions = list(positions) if positions is not None \
+        else list(range(1, len(stats) + 1))
+    orientation = kwargs.get("orientation") or "vertical"
+    if kwargs.get("vert") is False:
+        orientation = "horizontal"
+    records = [{"box": dict(stat), "position": float(position),
+                "orientation": orientation}
+               for stat, position in zip(stats, positions)]
+    for key in ("boxes", "medians", "whiskers", "caps", "fliers", "means"):
+        artists = result.get(key, [])
+        per_box = len(artists) // len(records) if records else 0
+        for index, artist in enumerate(artists):
+            if per_box:
+                artist._pykernel_chart = records[min(index // per_box,
+                                                     len(records) - 1)]

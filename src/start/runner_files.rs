@@ -60,6 +60,7 @@ const FILES: &[(&str, &str)] = &[
     package_module!("display.py"),
     package_module!("charts.py"),
     package_module!("charts_matplotlib.py"),
+    package_module!("charts_matplotlib_parts.py"),
     package_module!("charts_web.py"),
     package_module!("charts_plotly.py"),
     package_module!("charts_bins.py"),
