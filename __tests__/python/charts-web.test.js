@@ -38,8 +38,21 @@ test('charts from plotly and Vega-Lite', async (t) => {
     'import plotly.express as px, plotly.graph_objects as go',
     'from plotly.subplots import make_subplots',
     'import altair as alt',
-    "alt.renderers.enable('mimetype')",
   ].join('\n'))
+
+  await t.test("altair's default renderer is pykernel's: the Vega-Lite bundle, a text/plain that names the chart", async () => {
+    const r = await ok(kernel, [
+      "display(alt.Chart(pd.DataFrame({'a': [1, 2]})).mark_bar().encode(x='a', y='a'))",
+      'print(alt.renderers.active)',
+    ].join('\n'))
+    assert.equal(r.stdout, 'pykernel\n')
+    const bundle = r.displays[0]
+    const keys = Object.keys(bundle).sort()
+    assert.ok(keys.some((k) => k.startsWith('application/vnd.vegalite.')), keys.join(', '))
+    assert.ok(!keys.includes('text/html'), 'no HTML that loads Vega from a CDN')
+    assert.match(bundle['text/plain'], /^<VegaLite \d+ object>$/)
+    assert.equal(bundle['application/vnd.pykernel.chart+json'].type, 'bar')
+  })
 
   await t.test('px.line over dates: a line chart with ISO dates, labels and units', async () => {
     const c = await chart(kernel, [

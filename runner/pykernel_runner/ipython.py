@@ -44,6 +44,10 @@ Libraries whose notebook output needs more than that:
   ``PLOTLY_RENDERER`` names one;
 * rich: its Jupyter output, which it drops silently when IPython is missing,
   is a display;
+* altair: a chart displays as its Vega-Lite bundle (JupyterLab's way, so it
+  carries its chart as data) instead of HTML that loads Vega from a CDN: the
+  default renderer is ``pykernel``, altair's ``mimetype`` with a text/plain
+  that names the chart instead of troubleshooting a frontend;
 * tqdm: ``tqdm.auto`` picks its notebook bar only under ipykernel (its
   module in ``sys.modules``), so it writes the text bar;
 * matplotlib_inline (``module://matplotlib_inline.backend_inline`` chosen
@@ -640,6 +644,30 @@ def _patch_plotly(module):
     module.show = show
 
 
+def _patch_altair(module):
+    """altair.vegalite.vN.display: its default renderer."""
+    renderers = getattr(module, "renderers", None)
+    if renderers is None or "mimetype" not in renderers.names():
+        return
+    active = renderers.active
+    renderers.enable("mimetype")
+    mimetype = renderers.get()
+
+    def render(spec, **metadata):
+        bundle = mimetype(spec, **metadata)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict) and isinstance(data.get("text/plain"), str):
+            # "<VegaLite 6 object>", then a paragraph on enabling renderers
+            # in a frontend: not for a model that reads the text
+            data["text/plain"] = data["text/plain"].strip().split("\n", 1)[0]
+        return bundle
+
+    renderers.register("pykernel", render)
+    # Another default chosen at import (an entry point, altair's own env)
+    # stays; only altair's HTML default is replaced.
+    renderers.enable("pykernel" if active == "default" else active)
+
+
 def _patch_rich(module):
     """rich.jupyter: rich's notebook output becomes a display even without
     IPython (rich would drop it)."""
@@ -684,5 +712,8 @@ _PATCHES = {
     "IPython.core.display_functions": _patch_display_functions,
     "IPython.core.display": _patch_display_functions,
     "plotly.io._renderers": _patch_plotly,
+    "altair.vegalite.v4.display": _patch_altair,
+    "altair.vegalite.v5.display": _patch_altair,
+    "altair.vegalite.v6.display": _patch_altair,
     "rich.jupyter": _patch_rich,
 }

@@ -22,11 +22,12 @@ RUNNER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PLAIN_TYPES = (str, int, float, bool, type(None))
 # Modules patched as their first import ends (ipython.patch): IPython's
 # display functions, get_ipython and shell ABC, matplotlib_inline's config,
-# plotly's show, rich's Jupyter output.
+# plotly's show, altair's renderer, rich's Jupyter output.
 NOTEBOOK_MODULES = ("IPython.core.getipython", "IPython.core.display_functions",
                     "IPython.core.display", "IPython.core.interactiveshell",
                     "matplotlib_inline.config", "plotly.io._renderers",
-                    "rich.jupyter")
+                    "altair.vegalite.v4.display", "altair.vegalite.v5.display",
+                    "altair.vegalite.v6.display", "rich.jupyter")
 _display = None         # the display module, once something needs it
 _ipython = None         # the ipython module, likewise
 _send_display = None    # the kernel's display primitive (connect())
