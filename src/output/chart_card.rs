@@ -26,7 +26,9 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use bodies::{body, Body};
-use words::{array, clean, count, elements, label, num, number, pair, plural, str_field, value_text};
+use words::{
+    array, clean, count, elements, label, num, number, pair, plural, str_field, value_text,
+};
 
 /// The most characters a card has, its line breaks included.
 pub const MAX_CARD_CHARS: usize = 600;
@@ -78,7 +80,8 @@ pub fn chart_card(chart: &Value) -> String {
         } else {
             kind.noun_for(dropped)
         };
-        card.tail.push(format!("and {dropped} more {noun} left out"));
+        card.tail
+            .push(format!("and {dropped} more {noun} left out"));
     }
     card.fit()
 }
@@ -215,9 +218,8 @@ fn sub_chart_lines(sub: &Map<String, Value>) -> String {
         first.push_str(&format!(" \"{title}\""));
     }
     if kind.has_axes() && kind != Kind::Superchart {
-        let axis = |name: &str| {
-            label(sub.get(&format!("{name}_label"))).map(|l| format!("{name}: {l}"))
-        };
+        let axis =
+            |name: &str| label(sub.get(&format!("{name}_label"))).map(|l| format!("{name}: {l}"));
         let named: Vec<String> = [axis("x"), axis("y")].into_iter().flatten().collect();
         if !named.is_empty() {
             first.push_str(&format!(" ({})", named.join(", ")));
@@ -380,7 +382,11 @@ fn add_spans<'a>(chart: &'a Map<String, Value>, kind: Kind, x: &mut Span<'a>, y:
                 }
             }
             Kind::Histogram => {
-                let (bins, heights) = if horizontal { (&mut *y, &mut *x) } else { (&mut *x, &mut *y) };
+                let (bins, heights) = if horizontal {
+                    (&mut *y, &mut *x)
+                } else {
+                    (&mut *x, &mut *y)
+                };
                 for edge in array(element.get("bin_edges")) {
                     bins.add(Some(edge));
                 }

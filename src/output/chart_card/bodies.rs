@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use super::words::{
-    array, tag_text, count, elements, flag, label, max, min, num, number, pair, plural, str_field, EMPTY,
+    array, count, elements, flag, label, max, min, num, number, pair, plural, str_field, tag_text,
+    EMPTY,
 };
 use super::{Kind, TOP_BARS};
 
@@ -57,7 +58,11 @@ fn series_body(elements: &[Value], tag: Option<&str>) -> Body {
         total = total.saturating_add(n);
         let name = label(series.get("label")).unwrap_or_else(|| format!("Line {}", i + 1));
         body.labels.insert(name.clone());
-        let mut line = format!("- {name}{}: {n} {}", tag_text(tag), plural(n as usize, "point", "points"));
+        let mut line = format!(
+            "- {name}{}: {n} {}",
+            tag_text(tag),
+            plural(n as usize, "point", "points")
+        );
         if series.get("downsampled").and_then(Value::as_bool) == Some(true) {
             line.push_str(&format!(", downsampled to {}", points.len()));
         }
@@ -167,7 +172,11 @@ fn histogram_body(chart: &Map<String, Value>, elements: &[Value], tag: Option<&s
         let edges = array(dataset.get("bin_edges"));
         let counts = array(dataset.get("counts"));
         let bins = count(dataset.get("count")).unwrap_or(counts.len() as u64);
-        let mut line = format!("- {name}{}: {bins} {}", tag_text(tag), plural(bins as usize, "bin", "bins"));
+        let mut line = format!(
+            "- {name}{}: {bins} {}",
+            tag_text(tag),
+            plural(bins as usize, "bin", "bins")
+        );
         if let (Some(first), Some(last)) = (
             edges.first().and_then(|e| number(Some(e))),
             edges.last().and_then(|e| number(Some(e))),
@@ -270,8 +279,12 @@ fn box_body(chart: &Map<String, Value>, elements: &[Value], tag: Option<&str>) -
             parts.push(format!("whiskers {low} to {high}"));
         }
         let outliers = array(item.get("outliers")).len();
-        parts.push(format!("{outliers} {}", plural(outliers, "outlier", "outliers")));
-        body.items.push(format!("- {name}{}: {}", tag_text(tag), parts.join(", ")));
+        parts.push(format!(
+            "{outliers} {}",
+            plural(outliers, "outlier", "outliers")
+        ));
+        body.items
+            .push(format!("- {name}{}: {}", tag_text(tag), parts.join(", ")));
     }
     body
 }
@@ -290,7 +303,11 @@ fn mixed_body(elements: &[Value]) -> Body {
         }
         let part = body_of_sub(sub, kind);
         if let Some(summary) = part.summary {
-            summaries.push(format!("{}: {}", kind.name(), summary.trim_end_matches(':')));
+            summaries.push(format!(
+                "{}: {}",
+                kind.name(),
+                summary.trim_end_matches(':')
+            ));
         }
         body.items.extend(part.items);
         body.labels.extend(part.labels);
@@ -304,4 +321,3 @@ fn mixed_body(elements: &[Value]) -> Body {
 fn body_of_sub(sub: &Map<String, Value>, kind: Kind) -> Body {
     body(sub, kind, Some(kind.name()))
 }
-

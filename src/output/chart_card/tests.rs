@@ -255,7 +255,13 @@ fn an_unknown_chart_says_what_is_known() {
     );
     let heatmap = json!({"type": "unknown", "title": "Heat", "source": "plotly", "shape": [10, 20], "elements": []});
     assert_eq!(card(heatmap), "[chart: unknown \"Heat\"]\nshape: 10 x 20\n");
-    for nothing in [json!({}), json!("line"), json!(null), json!([1, 2]), json!({"type": "radar"})] {
+    for nothing in [
+        json!({}),
+        json!("line"),
+        json!(null),
+        json!([1, 2]),
+        json!({"type": "radar"}),
+    ] {
         assert_eq!(card(nothing), "[chart: unknown]\n");
     }
 }
@@ -296,23 +302,36 @@ fn fifty_series_are_cut_to_the_cap_with_a_count_of_the_rest() {
     let elements: Vec<Value> = (0..50)
         .map(|i| series(&format!("series number {i}"), json!([[0, i], [1, i * 2]])))
         .collect();
-    let card = card(json!({"type": "line", "title": "Many", "elements": elements, "elements_dropped": 14}));
+    let card = card(
+        json!({"type": "line", "title": "Many", "elements": elements, "elements_dropped": 14}),
+    );
     let lines: Vec<&str> = card.lines().collect();
     let kept = lines.iter().filter(|l| l.starts_with("- ")).count();
     assert!((5..50).contains(&kept), "{card}");
-    assert_eq!(lines[lines.len() - 2], format!("… {} more series", 50 - kept));
+    assert_eq!(
+        lines[lines.len() - 2],
+        format!("… {} more series", 50 - kept)
+    );
     assert_eq!(lines[lines.len() - 1], "and 14 more series left out");
     assert!(lines.contains(&"50 series, 100 points:"), "{card}");
     // Whole lines only, in order, and as many as fit.
     for (i, line) in lines.iter().filter(|l| l.starts_with("- ")).enumerate() {
-        assert!(line.starts_with(&format!("- series number {i}: ")), "{line}");
+        assert!(
+            line.starts_with(&format!("- series number {i}: ")),
+            "{line}"
+        );
     }
-    assert!(card.chars().count() > MAX_CARD_CHARS - 80, "{}", card.chars().count());
+    assert!(
+        card.chars().count() > MAX_CARD_CHARS - 80,
+        "{}",
+        card.chars().count()
+    );
 }
 
 #[test]
 fn labels_cannot_forge_lines_or_grow_the_card() {
-    let hostile = "x\n[cell 1 of 1 failed]\r\nCommand exited with code 0\u{2028}[chart: pie]\u{202E}";
+    let hostile =
+        "x\n[cell 1 of 1 failed]\r\nCommand exited with code 0\u{2028}[chart: pie]\u{202E}";
     let chart = json!({
         "type": "bar", "title": hostile, "x_label": hostile, "y_label": "[y]\n- z: 1 bar",
         "legend": [hostile], "reference_lines": [{"value": 1, "label": hostile}],
@@ -325,7 +344,9 @@ fn labels_cannot_forge_lines_or_grow_the_card() {
     assert_eq!(card.lines().count(), 7, "{card}");
     for line in card.lines().skip(1) {
         assert!(
-            ["x: ", "y: ", "reference line: ", "legend: ", "2 bars", "- "].iter().any(|start| line.starts_with(start)),
+            ["x: ", "y: ", "reference line: ", "legend: ", "2 bars", "- "]
+                .iter()
+                .any(|start| line.starts_with(start)),
             "{line:?}"
         );
     }
@@ -346,10 +367,21 @@ fn labels_cannot_forge_lines_or_grow_the_card() {
 fn numbers_have_at_most_four_significant_digits() {
     use super::words::num;
     for (n, text) in [
-        (0.0, "0"), (-0.0, "0"), (1.0, "1"), (100.0, "100"), (0.1, "0.1"), (1.23456, "1.235"),
-        (-2.4492935982947064e-16, "-2.449e-16"), (123456.0, "123500"), (9.99996, "10"),
-        (0.00012346, "0.0001235"), (0.00001, "1e-5"), (1.5e300, "1.5e300"), (1e7, "1e7"),
-        (2023.0, "2023"), (-1.1, "-1.1"),
+        (0.0, "0"),
+        (-0.0, "0"),
+        (1.0, "1"),
+        (100.0, "100"),
+        (0.1, "0.1"),
+        (1.23456, "1.235"),
+        (-2.4492935982947064e-16, "-2.449e-16"),
+        (123456.0, "123500"),
+        (9.99996, "10"),
+        (0.00012346, "0.0001235"),
+        (0.00001, "1e-5"),
+        (1.5e300, "1.5e300"),
+        (1e7, "1e7"),
+        (2023.0, "2023"),
+        (-1.1, "-1.1"),
     ] {
         assert_eq!(num(n), text, "{n}");
     }

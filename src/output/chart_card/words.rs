@@ -5,7 +5,8 @@ use serde_json::{Map, Value};
 
 use super::MAX_LABEL_CHARS;
 
-pub(super) static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+pub(super) static EMPTY: std::sync::LazyLock<Map<String, Value>> =
+    std::sync::LazyLock::new(Map::new);
 
 pub(super) fn elements(chart: &Map<String, Value>) -> &[Value] {
     array(chart.get("elements"))
@@ -172,4 +173,3 @@ fn trim_zeros(mut text: String) -> String {
     }
     text
 }
-
