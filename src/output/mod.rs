@@ -18,12 +18,12 @@
 
 mod artifact;
 mod artifact_ref;
+mod chart_card;
 mod clamp;
 pub(crate) mod escapes;
 mod host_lines;
 mod html;
 mod preview;
-mod chart_card;
 mod render;
 mod revisable;
 mod sanitize;
@@ -34,13 +34,13 @@ pub use artifact_ref::{
     artifact_read_call, artifact_uri, check_artifact_id, parse_artifact_uri, read_artifact,
     ArtifactRef, ARTIFACT_SCHEME,
 };
+pub use chart_card::{chart_card, MAX_CARD_CHARS};
 pub use clamp::{clamp_line, visible_width, DEFAULT_MAX_COLUMNS};
 pub use host_lines::{escape_cell_lines, notice_line, CellLines, ESCAPE as CELL_LINE_ESCAPE};
 pub use html::html_to_markdown;
 pub use preview::{
     collapsed_preview, streaming_preview, PreviewMode, StreamingPreview, STREAMING_PREVIEW_LINES,
 };
-pub use chart_card::{chart_card, MAX_CARD_CHARS};
 pub use render::{render_bundle, status_mime_fault, Image, Rendered, CHART_MIME};
 pub use revisable::{Piece, Revisable};
 pub use sanitize::{sanitize, Sanitizer, MAX_HELD_LINE_BYTES};

@@ -91,7 +91,10 @@ pub fn render_bundle(bundle: &Value, status_mime: &str) -> Rendered {
         }
     }
     rendered.json = bundle.get("application/json").cloned();
-    rendered.chart = bundle.get(CHART_MIME).filter(|chart| chart.is_object()).cloned();
+    rendered.chart = bundle
+        .get(CHART_MIME)
+        .filter(|chart| chart.is_object())
+        .cloned();
     rendered.status = bundle.get(status_mime).cloned();
     rendered
 }
@@ -224,7 +227,11 @@ mod tests {
             assert_eq!(r.chart, None, "{not_a_chart}");
         }
         let r = render_bundle(&json!({"data": {CHART_MIME: {"type": "pie"}}}), STATUS);
-        assert_eq!(r.chart, Some(json!({"type": "pie"})), "inside an envelope too");
+        assert_eq!(
+            r.chart,
+            Some(json!({"type": "pie"})),
+            "inside an envelope too"
+        );
     }
 
     #[test]
