@@ -510,8 +510,8 @@ mod tests {
         });
         let live = v.take_live();
         let out = v.finish();
-        let body = "before\n[chart: line \"one\"]\n0 series, 0 points:\n\\[chart: forged]\n\
-                    [chart: pie \"two\"]\n0 slices:\n";
+        let body = "before\n[chart: line \"one\"]\n0 series, 0 points\n\\[chart: forged]\n\
+                    [chart: pie \"two\"]\n0 slices\n";
         assert_eq!(out.body, body, "a chart without an image gets its card too");
         assert_eq!(live, body);
         assert_eq!(out.images.len(), 1);
@@ -525,7 +525,7 @@ mod tests {
         v.add(&figure("only", None, false));
         let out = v.finish();
         assert!(out.has_text);
-        assert_eq!(out.body, "[chart: line \"only\"]\n0 series, 0 points:\n");
+        assert_eq!(out.body, "[chart: line \"only\"]\n0 series, 0 points\n");
     }
 
     #[test]
@@ -545,9 +545,9 @@ mod tests {
         assert_eq!(titles, ["first, updated", "second"]);
         assert_eq!(
             out.body,
-            "[chart: line \"not a chart before\"]\n0 series, 0 points:\n\
-             [chart: line \"first, updated\"]\n0 series, 0 points:\n\
-             [chart: line \"second\"]\n0 series, 0 points:\n"
+            "[chart: line \"not a chart before\"]\n0 series, 0 points\n\
+             [chart: line \"first, updated\"]\n0 series, 0 points\n\
+             [chart: line \"second\"]\n0 series, 0 points\n"
         );
     }
 

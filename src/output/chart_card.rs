@@ -70,7 +70,9 @@ pub fn chart_card(chart: &Value) -> String {
         card.head.extend(reference_lines(chart));
         card.head.extend(legend_line(chart, &body.labels));
         // Last of the head: it introduces the element lines.
-        card.head.extend(body.summary);
+        let colon = if body.items.is_empty() { "" } else { ":" };
+        card.head
+            .extend(body.summary.map(|summary| format!("{summary}{colon}")));
         card.noun = body.noun;
         card.items = body.items;
     }
@@ -231,7 +233,7 @@ fn sub_chart_lines(sub: &Map<String, Value>) -> String {
         body(sub, kind, None)
     };
     if let Some(summary) = &body.summary {
-        first.push_str(&format!(": {}", summary.trim_end_matches(':')));
+        first.push_str(&format!(": {summary}"));
     }
     if let Some(shape) = sub.get("shape").and_then(shape_text) {
         first.push_str(&format!(", shape {shape}"));

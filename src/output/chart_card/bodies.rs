@@ -10,7 +10,7 @@ use super::words::{
 };
 use super::{Kind, TOP_BARS};
 
-/// What a body of elements says: a summary line, the element lines, and the labels it
+/// What a body of elements says: a summary line (without its `:`), the element lines, and the labels it
 /// named (so a legend that only repeats them is left out).
 #[derive(Default)]
 pub(super) struct Body {
@@ -80,7 +80,7 @@ fn series_body(elements: &[Value], tag: Option<&str>) -> Body {
     }
     let n = elements.len();
     body.summary = Some(format!(
-        "{n} series, {total} {}:",
+        "{n} series, {total} {}",
         plural(total as usize, "point", "points")
     ));
     body
@@ -117,7 +117,7 @@ fn bar_body(chart: &Map<String, Value>, elements: &[Value], tag: Option<&str>) -
     }
     let bars: usize = groups.iter().map(|(_, bars)| bars.len()).sum();
     body.summary = Some(format!(
-        "{bars} {} in {} {}{traits}:",
+        "{bars} {} in {} {}{traits}",
         plural(bars, "bar", "bars"),
         groups.len(),
         plural(groups.len(), "series", "series")
@@ -161,7 +161,7 @@ fn histogram_body(chart: &Map<String, Value>, elements: &[Value], tag: Option<&s
         traits.push_str(", density");
     }
     body.summary = Some(format!(
-        "{} {}{traits}:",
+        "{} {}{traits}",
         elements.len(),
         plural(elements.len(), "dataset", "datasets")
     ));
@@ -229,7 +229,7 @@ fn pie_body(elements: &[Value]) -> Body {
         key(b).total_cmp(&key(a))
     });
     body.summary = Some(format!(
-        "{} {}:",
+        "{} {}",
         rows.len(),
         plural(rows.len(), "slice", "slices")
     ));
@@ -259,7 +259,7 @@ fn box_body(chart: &Map<String, Value>, elements: &[Value], tag: Option<&str>) -
         ""
     };
     body.summary = Some(format!(
-        "{} {}{traits}:",
+        "{} {}{traits}",
         elements.len(),
         plural(elements.len(), "box", "boxes")
     ));
@@ -303,11 +303,7 @@ fn mixed_body(elements: &[Value]) -> Body {
         }
         let part = body_of_sub(sub, kind);
         if let Some(summary) = part.summary {
-            summaries.push(format!(
-                "{}: {}",
-                kind.name(),
-                summary.trim_end_matches(':')
-            ));
+            summaries.push(format!("{}: {}", kind.name(), summary));
         }
         body.items.extend(part.items);
         body.labels.extend(part.labels);

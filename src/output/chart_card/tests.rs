@@ -236,7 +236,7 @@ fn a_mixed_chart_lists_the_series_of_every_kind() {
         "[chart: mixed \"Sales and trend\"]\n\
          x: Month, categorical, 2 categories\n\
          y: Units, 0 to 20\n\
-         bar: 2 bars in 1 series; line: 1 series, 2 points\n\
+         bar: 2 bars in 1 series; line: 1 series, 2 points:\n\
          - Sales (bar): 2 bars, highest Feb 20, Jan 10\n\
          - trend (line): 2 points, y from 11 to 19, last 19\n"
     );
