@@ -38,6 +38,9 @@ pub const MAX_LABEL_CHARS: usize = 60;
 const TOP_BARS: usize = 3;
 /// Reference lines named; the rest are counted.
 const MAX_REFERENCE_LINES: usize = 3;
+/// The most characters of the line that sums up the elements (a mixed chart's names
+/// every kind's).
+const MAX_SUMMARY_CHARS: usize = 200;
 /// The most characters of a superchart's second line for one of its axes.
 const MAX_DETAIL_CHARS: usize = 160;
 
@@ -50,10 +53,8 @@ pub fn chart_card(chart: &Value) -> String {
     let items = elements(chart);
     if kind == Kind::Superchart {
         let charts: Vec<&Map<String, Value>> = items.iter().filter_map(|c| c.as_object()).collect();
-        card.head.push(header(
-            &format!("{} {}", charts.len(), plural(charts.len(), "axes", "axes")),
-            chart,
-        ));
+        card.head
+            .push(header(&format!("{} axes", charts.len()), chart));
         card.noun = "axes";
         card.items = charts.iter().map(|sub| sub_chart_lines(sub)).collect();
     } else {
@@ -67,12 +68,12 @@ pub fn chart_card(chart: &Value) -> String {
             card.head.push(format!("shape: {shape}"));
         }
         let body = body(chart, kind, None);
-        card.head.extend(reference_lines(chart));
-        card.head.extend(legend_line(chart, &body.labels));
-        // Last of the head: it introduces the element lines.
+        card.extras.extend(reference_lines(chart));
+        card.extras.extend(legend_line(chart, &body.labels));
         let colon = if body.items.is_empty() { "" } else { ":" };
-        card.head
-            .extend(body.summary.map(|summary| format!("{summary}{colon}")));
+        card.summary = body
+            .summary
+            .map(|summary| format!("{}{colon}", clip(&summary, MAX_SUMMARY_CHARS)));
         card.noun = body.noun;
         card.items = body.items;
     }
@@ -146,11 +147,15 @@ impl Kind {
     }
 }
 
-/// The card's lines: `head` always, as many `items` (each one or two lines) as fit, then
-/// `tail` always.
+/// The card's lines, in order: `head` (the first line, the axes), `extras` (reference
+/// lines, the legend), the `summary` of the items, as many `items` (each one or two lines)
+/// as fit, then `tail`. Should the others not fit with the summary and the tail, extras
+/// go first, then head lines, from the last (never the first: it says what this is).
 #[derive(Default)]
 struct Card {
     head: Vec<String>,
+    extras: Vec<String>,
+    summary: Option<String>,
     items: Vec<String>,
     /// What an item is, for the line that counts those left out.
     noun: &'static str,
@@ -160,20 +165,32 @@ struct Card {
 impl Card {
     fn fit(mut self) -> String {
         let chars = |lines: &[String]| lines.iter().map(|l| l.chars().count() + 1).sum::<usize>();
-        // The head is bounded by its parts' caps; should it still be over, its last lines
-        // go (never the first: it says what this is).
-        while self.head.len() > 1 && chars(&self.head) + chars(&self.tail) > MAX_CARD_CHARS {
+        let more = |left_out: usize| format!("… {left_out} more {}", self.noun);
+        // Room for the line that counts the element lines left out, should all be.
+        let reserve = match self.items.len() {
+            0 => 0,
+            n => more(n).chars().count() + 1,
+        };
+        let summary: Vec<String> = self.summary.into_iter().collect();
+        let fixed = |head: &[String], extras: &[String]| {
+            chars(head) + chars(extras) + chars(&summary) + chars(&self.tail)
+        };
+        while !self.extras.is_empty() && fixed(&self.head, &self.extras) + reserve > MAX_CARD_CHARS
+        {
+            self.extras.pop();
+        }
+        while self.head.len() > 1 && fixed(&self.head, &self.extras) + reserve > MAX_CARD_CHARS {
             self.head.pop();
         }
-        let fixed = chars(&self.head) + chars(&self.tail);
+        let fixed = fixed(&self.head, &self.extras);
         let all = chars(&self.items);
         let mut kept = self.items.len();
         if fixed + all > MAX_CARD_CHARS {
             let mut used = fixed;
             kept = 0;
             for (i, item) in self.items.iter().enumerate() {
-                let more = format!("… {} more {}", self.items.len() - i - 1, self.noun);
-                let room = MAX_CARD_CHARS.saturating_sub(more.chars().count() + 1);
+                let count_line = more(self.items.len() - i - 1);
+                let room = MAX_CARD_CHARS.saturating_sub(count_line.chars().count() + 1);
                 let cost = item.chars().count() + 1;
                 if used + cost > room {
                     break;
@@ -184,9 +201,11 @@ impl Card {
         }
         let left_out = self.items.len() - kept;
         let mut lines = self.head;
+        lines.extend(self.extras);
+        lines.extend(summary);
         lines.extend(self.items.into_iter().take(kept));
         if left_out > 0 {
-            lines.push(format!("… {left_out} more {}", self.noun));
+            lines.push(more(left_out));
         }
         lines.extend(self.tail);
         let mut card = String::new();
@@ -201,6 +220,16 @@ impl Card {
         }
         card
     }
+}
+
+/// `text` cut to `max` characters, ending `…` when cut.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut clipped: String = text.chars().take(max - 1).collect();
+    clipped.push('…');
+    clipped
 }
 
 /// `[chart: line "Title"]`.

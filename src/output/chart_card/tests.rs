@@ -326,6 +326,21 @@ fn fifty_series_are_cut_to_the_cap_with_a_count_of_the_rest() {
         "{}",
         card.chars().count()
     );
+
+    // A head that fills the card by itself (long labels, reference lines, a legend) gives
+    // way to the count of the series, whole.
+    let long = "L".repeat(500);
+    let chart = json!({
+        "type": "line", "title": long, "x_label": long, "y_label": long,
+        "x_limits": [long, long], "y_limits": [long, long], "legend": vec![long.clone(); 9],
+        "reference_lines": vec![json!({"value": long, "label": long}); 5],
+        "elements": (0..50).map(|i| series(&long, json!([[0, i]]))).collect::<Vec<_>>(),
+    });
+    let full = self::card(chart);
+    assert!(full.contains("\n50 series, 50 points:\n"), "{full}");
+    assert!(full.ends_with(" more series\n"), "{full}");
+    assert!(!full.contains("reference line"), "extras go first: {full}");
+    assert!(!full.contains("……"), "no line was cut: {full}");
 }
 
 #[test]
