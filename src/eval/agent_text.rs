@@ -14,8 +14,8 @@
 //!
 //! Both the live stream and the text bound for `output` pass through the rule on host
 //! lines ([`CellLines`]): a cell line that starts as a host line does is escaped, and the
-//! host's own lines (the late-output marker, a clear's notice, the closing line) are
-//! lines of their own, unescaped. The marks the accumulator and [`AgentText::finish`]
+//! host's own lines (the late-output marker, a clear's notice, a figure's chart card, the
+//! closing line) are lines of their own, unescaped. The marks the accumulator and [`AgentText::finish`]
 //! add (`[…N lines elided…]`, `[full output ...]`) come after the rule, so stay as they are.
 
 use std::collections::HashMap;
