@@ -113,7 +113,7 @@ async function* streamed(run, input, executeOptions, hostOnOutput) {
       ;({ text, dropped } = lastPart(text + pending, dropped))
       pending = ''
       const shown = dropped ? `[${dropped} characters of earlier output not shown]\n${text}` : text
-      yield { text: shown, notices: [], output: shown, images: [], isError: false, details: {} }
+      yield { text: shown, notices: [], output: shown, images: [], charts: [], isError: false, details: {} }
       continue
     }
     await new Promise((resolve) => {

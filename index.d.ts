@@ -22,6 +22,182 @@ export type KernelEvent =
    *  ended under the cell (`evalue` says how: exit code, signal, killed by the host). */
   | { type: 'error'; ename: string; evalue: string; traceback: string[] }
 
+/** A figure's chart as data, beside its image (`EvalResult.charts`, `renderBundle`'s
+ *  `chart`); docs/charts.md is the schema. One type per `type`; a chart may carry fields
+ *  not listed here (read those you know). Numbers that were NaN or infinite are null;
+ *  dates are ISO 8601 strings. */
+export type Chart =
+  | LineChart
+  | ScatterChart
+  | BarChart
+  | PieChart
+  | BoxAndWhiskerChart
+  | HistogramChart
+  | MixedChart
+  | SuperChart
+  | UnknownChart
+
+/** What every chart has. */
+export interface ChartBase {
+  /** The axes' title; a superchart's is the figure's suptitle. */
+  title: string | null
+  /** Where the chart came from. */
+  source?: 'matplotlib' | 'plotly' | 'vega-lite' | undefined
+  /** Elements (series, bars, slices, boxes, charts) left out past the caps. */
+  elements_dropped?: number | undefined
+  [field: string]: unknown
+}
+
+export type ChartScale = 'linear' | 'datetime' | 'categorical' | 'log' | 'symlog' | 'logit' | 'function' | 'functionlog' | 'asinh'
+
+/** The axis fields of a chart on x/y axes. For bars and boxes `x_*` is the category axis
+ *  and `y_*` the value axis, whichever way they point. */
+export interface ChartAxes {
+  x_label?: string | null | undefined
+  y_label?: string | null | undefined
+  /** The unit in a label: `Time (s)` gives `s`. */
+  x_unit?: string | null | undefined
+  y_unit?: string | null | undefined
+  x_scale?: ChartScale | null | undefined
+  y_scale?: ChartScale | null | undefined
+  /** ISO strings on a date axis. */
+  x_ticks?: Array<number | string | null> | undefined
+  y_ticks?: Array<number | string | null> | undefined
+  x_tick_labels?: string[] | undefined
+  y_tick_labels?: string[] | undefined
+  /** The visible range, `[low, high]` (a reversed axis gives low > high). */
+  x_limits?: [number | string | null, number | string | null] | null | undefined
+  y_limits?: [number | string | null, number | string | null] | null | undefined
+  /** The legend's entries in order; null when there is no legend. */
+  legend?: string[] | null | undefined
+  /** Lines across the whole axes (`axhline`, `axvline`, plotly's `add_hline`). */
+  reference_lines?: ChartReferenceLine[] | undefined
+}
+
+export interface ChartReferenceLine {
+  orientation: 'horizontal' | 'vertical'
+  value: number | string | null
+  label?: string | null | undefined
+}
+
+/** A series of a line or scatter chart. */
+export interface ChartSeries {
+  /** `Line 1`, `Line 2`, ... when unlabelled. */
+  label: string
+  /** `[x, y]` pairs: at most 500 (`count` says how many the series has). */
+  points: Array<[number | string | null, number | string | null]>
+  count?: number | undefined
+  /** `points` was reduced, keeping the first, the last and each stretch's extremes. */
+  downsampled?: boolean | undefined
+  /** For error bars: `[low, high]` drawn per point, aligned with `points`. */
+  y_errors?: Array<[number | null, number | null]> | undefined
+  [field: string]: unknown
+}
+
+export interface LineChart extends ChartBase, ChartAxes {
+  type: 'line'
+  elements: ChartSeries[]
+}
+
+export interface ScatterChart extends ChartBase, ChartAxes {
+  type: 'scatter'
+  elements: ChartSeries[]
+}
+
+export interface ChartBar {
+  /** The bar's category. */
+  label: string
+  /** Its series (`Group 1`, ... when unlabelled). */
+  group: string
+  value: number | null
+  /** Where a stacked bar starts. */
+  bottom?: number | null | undefined
+  /** The error bar drawn, `[low, high]`. */
+  error?: [number | null, number | null] | undefined
+  [field: string]: unknown
+}
+
+export interface BarChart extends ChartBase, ChartAxes {
+  type: 'bar'
+  elements: ChartBar[]
+  orientation?: 'vertical' | 'horizontal' | undefined
+  stacked?: boolean | undefined
+  grouped?: boolean | undefined
+}
+
+export interface ChartSlice {
+  label: string
+  /** Degrees. */
+  angle: number | null
+  radius: number | null
+  /** The number the slice was drawn from; null when it cannot be known. */
+  value?: number | null | undefined
+  /** Of the whole pie, 0..1. */
+  fraction?: number | null | undefined
+  [field: string]: unknown
+}
+
+export interface PieChart extends ChartBase {
+  type: 'pie'
+  elements: ChartSlice[]
+}
+
+export interface ChartBox {
+  label: string
+  /** The whiskers' ends. */
+  min: number | null
+  first_quartile: number | null
+  median: number | null
+  third_quartile: number | null
+  max: number | null
+  outliers: Array<number | null>
+  [field: string]: unknown
+}
+
+export interface BoxAndWhiskerChart extends ChartBase, ChartAxes {
+  type: 'box_and_whisker'
+  elements: ChartBox[]
+  orientation?: 'vertical' | 'horizontal' | undefined
+}
+
+export interface ChartHistogramDataset {
+  label?: string | null | undefined
+  /** One more than `counts`. */
+  bin_edges: Array<number | string | null>
+  /** The bar heights as drawn (densities when the chart's `density` is true). */
+  counts: Array<number | null>
+  /** The number of bins. */
+  count: number
+  [field: string]: unknown
+}
+
+export interface HistogramChart extends ChartBase, ChartAxes {
+  type: 'histogram'
+  elements: ChartHistogramDataset[]
+  orientation?: 'vertical' | 'horizontal' | undefined
+  stacked?: boolean | undefined
+  density?: boolean | undefined
+}
+
+/** Several kinds of series on one axes: one chart per kind, the axis fields on the mixed
+ *  chart itself. */
+export interface MixedChart extends ChartBase, ChartAxes {
+  type: 'mixed'
+  elements: Array<LineChart | ScatterChart | BarChart | BoxAndWhiskerChart | HistogramChart>
+}
+
+/** A figure of several axes: their charts, in order. */
+export interface SuperChart extends ChartBase {
+  type: 'superchart'
+  elements: Chart[]
+}
+
+/** Axes whose artists match no type (or nothing drawn in a superchart's axes). */
+export interface UnknownChart extends ChartBase, ChartAxes {
+  type: 'unknown'
+  elements: unknown[]
+}
+
 /** The `code` of every error pykernel throws or rejects with (`ERR_INTERNAL`: an
  *  unexpected failure inside the addon; please report it). */
 export type ErrorCode =
@@ -295,7 +471,7 @@ export type JsKvStore = KvStore
 /**
  * The agent text of any stream, by the rules of `evaluate`'s `output`: sanitized
  * (ANSI, controls, `\r` rewrites), lines capped, head and tail kept with
- * `[…N lines elided…]` between, the full text in an artifact, images and JSON aside.
+ * `[…N lines elided…]` between, the full text in an artifact, images, JSON and charts aside.
  * Memory stays bounded whatever goes through it.
  */
 export declare class OutputBuilder {
@@ -343,6 +519,11 @@ export interface BuiltOutput {
   truncated?: TruncationInfo | undefined
   images: Array<ImageOutput>
   json: unknown[]
+  /**
+   * The charts of the displays pushed, as data (docs/charts.md), in order; each one's
+   * card is in `output`, as in `evaluate`'s.
+   */
+  charts: Chart[]
   statuses: Array<StatusInfo>
 }
 
@@ -476,6 +657,11 @@ export interface EvalResult {
   annotations: Array<string>
   images: Array<ImageOutput>
   json: unknown[]
+  /**
+   * The charts of the figures the cells showed, as data (docs/charts.md), in order;
+   * each one's card is in `output` where the figure was.
+   */
+  charts: Chart[]
   statuses: Array<StatusInfo>
   truncated?: TruncationInfo | undefined
 }
@@ -785,6 +971,13 @@ export interface RenderedBundle {
   images: Array<RenderedImage>
   /** The `application/json` value, when present. */
   json?: any | undefined
+  /**
+   * The figure's chart as data (`application/vnd.pykernel.chart+json`, docs/charts.md),
+   * when present and an object.
+   */
+  chart?: Chart | undefined
+  /** The chart's card: the lines `output` shows for the figure; empty without a chart. */
+  chartCard: string
   /** The status-MIME value, when present. */
   status?: any | undefined
 }

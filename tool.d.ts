@@ -1,5 +1,5 @@
 // `pykernel/tool`: the eval tool as data (name, JSON Schema, description) and its handler.
-import type { EvalResult, KernelEvent, KernelPool, TruncationInfo } from './index'
+import type { Chart, EvalResult, KernelEvent, KernelPool, TruncationInfo } from './index'
 
 /** One call's input, as `schema` describes it. */
 export interface ToolInput {
@@ -70,6 +70,12 @@ export interface ToolResult {
    */
   output: string
   images: ToolImage[]
+  /**
+   * The charts of the figures the cells showed, as data (docs/charts.md), in order: the
+   * pool's `charts`. Each one's card (`[chart: ...]` and a few lines) is in `output` where
+   * the figure was. Empty for a refused call.
+   */
+  charts: Chart[]
   /** The call failed, was cancelled or timed out, or was refused. */
   isError: boolean
   details: ToolDetails

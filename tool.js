@@ -239,11 +239,12 @@ function partsOf(result) {
  * `sessionId`/`ownerId` (the conversation), `cwd`, `interpreter`, `timeoutSeconds` (the
  * default when the model gives none), `signal`, `onEvent`, `onOutput` (the pool's).
  *
- * Resolves `{ text, notices, output, images, isError, details }`: `text` is what a model
+ * Resolves `{ text, notices, output, images, charts, isError, details }`: `text` is what a model
  * reads, the host's `notices` (`[...]` lines at its head, and at its end the path of the
  * full output when the pool's text names none) and the `output` after them; in `output`
  * a line the cell printed that starts as a host line does (`[` and a letter, `Command
- * exited with code`) is shown with a `\` in front, so only the host's lines start that way. A bad request (the model's mistake) and
+ * exited with code`) is shown with a `\` in front, so only the host's lines start that way;
+ * `charts` are the figures' charts as data (docs/charts.md), whose cards `output` shows. A bad request (the model's mistake) and
  * a call the pool refused (`ERR_POOL_FULL`, `ERR_PYTHON_INVALID`, ...) resolve with
  * `isError` and the reason in `text` and `details.code`, so the model can correct
  * itself; a bad `ctx` (the host's mistake) rejects with `ERR_INVALID_ARG`.
@@ -268,6 +269,7 @@ async function handle(request, ctx) {
   return {
     ...partsOf(result),
     images: result.images.map(({ mime, data }) => ({ mime, data })),
+    charts: result.charts ?? [],
     isError: result.exitCode !== 0,
     details: {
       session: request.session ?? DEFAULT_SESSION,
@@ -285,7 +287,7 @@ async function handle(request, ctx) {
 }
 
 function refused(text, code) {
-  return { text, notices: [], output: '', images: [], isError: true, details: { code } }
+  return { text, notices: [], output: '', images: [], charts: [], isError: true, details: { code } }
 }
 
 module.exports = { name, description, describe, guide, schema, handle, DEFAULT_SESSION }

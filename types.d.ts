@@ -22,6 +22,182 @@ export type KernelEvent =
    *  ended under the cell (`evalue` says how: exit code, signal, killed by the host). */
   | { type: 'error'; ename: string; evalue: string; traceback: string[] }
 
+/** A figure's chart as data, beside its image (`EvalResult.charts`, `renderBundle`'s
+ *  `chart`); docs/charts.md is the schema. One type per `type`; a chart may carry fields
+ *  not listed here (read those you know). Numbers that were NaN or infinite are null;
+ *  dates are ISO 8601 strings. */
+export type Chart =
+  | LineChart
+  | ScatterChart
+  | BarChart
+  | PieChart
+  | BoxAndWhiskerChart
+  | HistogramChart
+  | MixedChart
+  | SuperChart
+  | UnknownChart
+
+/** What every chart has. */
+export interface ChartBase {
+  /** The axes' title; a superchart's is the figure's suptitle. */
+  title: string | null
+  /** Where the chart came from. */
+  source?: 'matplotlib' | 'plotly' | 'vega-lite'
+  /** Elements (series, bars, slices, boxes, charts) left out past the caps. */
+  elements_dropped?: number
+  [field: string]: unknown
+}
+
+export type ChartScale = 'linear' | 'datetime' | 'categorical' | 'log' | 'symlog' | 'logit' | 'function' | 'functionlog' | 'asinh'
+
+/** The axis fields of a chart on x/y axes. For bars and boxes `x_*` is the category axis
+ *  and `y_*` the value axis, whichever way they point. */
+export interface ChartAxes {
+  x_label?: string | null
+  y_label?: string | null
+  /** The unit in a label: `Time (s)` gives `s`. */
+  x_unit?: string | null
+  y_unit?: string | null
+  x_scale?: ChartScale | null
+  y_scale?: ChartScale | null
+  /** ISO strings on a date axis. */
+  x_ticks?: Array<number | string | null>
+  y_ticks?: Array<number | string | null>
+  x_tick_labels?: string[]
+  y_tick_labels?: string[]
+  /** The visible range, `[low, high]` (a reversed axis gives low > high). */
+  x_limits?: [number | string | null, number | string | null] | null
+  y_limits?: [number | string | null, number | string | null] | null
+  /** The legend's entries in order; null when there is no legend. */
+  legend?: string[] | null
+  /** Lines across the whole axes (`axhline`, `axvline`, plotly's `add_hline`). */
+  reference_lines?: ChartReferenceLine[]
+}
+
+export interface ChartReferenceLine {
+  orientation: 'horizontal' | 'vertical'
+  value: number | string | null
+  label?: string | null
+}
+
+/** A series of a line or scatter chart. */
+export interface ChartSeries {
+  /** `Line 1`, `Line 2`, ... when unlabelled. */
+  label: string
+  /** `[x, y]` pairs: at most 500 (`count` says how many the series has). */
+  points: Array<[number | string | null, number | string | null]>
+  count?: number
+  /** `points` was reduced, keeping the first, the last and each stretch's extremes. */
+  downsampled?: boolean
+  /** For error bars: `[low, high]` drawn per point, aligned with `points`. */
+  y_errors?: Array<[number | null, number | null]>
+  [field: string]: unknown
+}
+
+export interface LineChart extends ChartBase, ChartAxes {
+  type: 'line'
+  elements: ChartSeries[]
+}
+
+export interface ScatterChart extends ChartBase, ChartAxes {
+  type: 'scatter'
+  elements: ChartSeries[]
+}
+
+export interface ChartBar {
+  /** The bar's category. */
+  label: string
+  /** Its series (`Group 1`, ... when unlabelled). */
+  group: string
+  value: number | null
+  /** Where a stacked bar starts. */
+  bottom?: number | null
+  /** The error bar drawn, `[low, high]`. */
+  error?: [number | null, number | null]
+  [field: string]: unknown
+}
+
+export interface BarChart extends ChartBase, ChartAxes {
+  type: 'bar'
+  elements: ChartBar[]
+  orientation?: 'vertical' | 'horizontal'
+  stacked?: boolean
+  grouped?: boolean
+}
+
+export interface ChartSlice {
+  label: string
+  /** Degrees. */
+  angle: number | null
+  radius: number | null
+  /** The number the slice was drawn from; null when it cannot be known. */
+  value?: number | null
+  /** Of the whole pie, 0..1. */
+  fraction?: number | null
+  [field: string]: unknown
+}
+
+export interface PieChart extends ChartBase {
+  type: 'pie'
+  elements: ChartSlice[]
+}
+
+export interface ChartBox {
+  label: string
+  /** The whiskers' ends. */
+  min: number | null
+  first_quartile: number | null
+  median: number | null
+  third_quartile: number | null
+  max: number | null
+  outliers: Array<number | null>
+  [field: string]: unknown
+}
+
+export interface BoxAndWhiskerChart extends ChartBase, ChartAxes {
+  type: 'box_and_whisker'
+  elements: ChartBox[]
+  orientation?: 'vertical' | 'horizontal'
+}
+
+export interface ChartHistogramDataset {
+  label?: string | null
+  /** One more than `counts`. */
+  bin_edges: Array<number | string | null>
+  /** The bar heights as drawn (densities when the chart's `density` is true). */
+  counts: Array<number | null>
+  /** The number of bins. */
+  count: number
+  [field: string]: unknown
+}
+
+export interface HistogramChart extends ChartBase, ChartAxes {
+  type: 'histogram'
+  elements: ChartHistogramDataset[]
+  orientation?: 'vertical' | 'horizontal'
+  stacked?: boolean
+  density?: boolean
+}
+
+/** Several kinds of series on one axes: one chart per kind, the axis fields on the mixed
+ *  chart itself. */
+export interface MixedChart extends ChartBase, ChartAxes {
+  type: 'mixed'
+  elements: Array<LineChart | ScatterChart | BarChart | BoxAndWhiskerChart | HistogramChart>
+}
+
+/** A figure of several axes: their charts, in order. */
+export interface SuperChart extends ChartBase {
+  type: 'superchart'
+  elements: Chart[]
+}
+
+/** Axes whose artists match no type (or nothing drawn in a superchart's axes). */
+export interface UnknownChart extends ChartBase, ChartAxes {
+  type: 'unknown'
+  elements: unknown[]
+}
+
 /** The `code` of every error pykernel throws or rejects with (`ERR_INTERNAL`: an
  *  unexpected failure inside the addon; please report it). */
 export type ErrorCode =

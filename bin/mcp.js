@@ -126,7 +126,11 @@ const MAX_IMAGE_CHARS = 6 * 1024 * 1024
 /** The MCP result of a `python` call: the host's notices as a text item of their own
  *  (one `[...]` line each; none when there are none), then what the cells printed, then
  *  each image as image content, as many as fit in [`MAX_IMAGE_CHARS`]; a note stands
- *  for each one left out. A refused call is its reason alone. */
+ *  for each one left out. A refused call is its reason alone. The figures' charts, when
+ *  there are any, are `structuredContent: { charts }` (the tool declares no output
+ *  schema, so a call without charts has none). Their JSON is not repeated as text, as the
+ *  spec suggests for older clients: the text already has each chart's card, and a chart
+ *  of a few thousand points would crowd the model's context the card spares. */
 function evalResultOf(result) {
   const content = []
   if (result.details.code) {
@@ -150,7 +154,8 @@ function evalResultOf(result) {
       })
     }
   })
-  return { content, isError: result.isError }
+  const charts = result.charts ?? []
+  return { content, isError: result.isError, ...(charts.length ? { structuredContent: { charts } } : {}) }
 }
 
 /**

@@ -8,7 +8,8 @@
 use proptest::prelude::*;
 
 use crate::output::{
-    clamp_line, escape_cell_lines, sanitize, truncate_output, CellLines, OutputLimits, Sanitizer,
+    chart_card, clamp_line, escape_cell_lines, sanitize, truncate_output, CellLines, OutputLimits,
+    Sanitizer, MAX_CARD_CHARS,
 };
 use crate::wire::frame_reader::{Fed, LineBuffer};
 use crate::wire::protocol::{decode, decode_line, RunnerFrame};
@@ -499,5 +500,85 @@ proptest! {
         if text.len() <= 20 * 1024 && lines.iter().all(|l| l.len() <= 768) {
             prop_assert_eq!(&t.text, &text, "text within the limits comes back whole");
         }
+    }
+}
+
+/// Any JSON, shaped like a chart often enough to reach every kind's code: the schema's
+/// keys and types, numbers of every size, and text with line breaks, brackets, controls.
+fn chart_like() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    const KEYS: [&str; 24] = [
+        "type",
+        "title",
+        "elements",
+        "label",
+        "points",
+        "count",
+        "downsampled",
+        "group",
+        "value",
+        "bottom",
+        "bin_edges",
+        "counts",
+        "fraction",
+        "angle",
+        "median",
+        "min",
+        "max",
+        "outliers",
+        "x_limits",
+        "y_label",
+        "legend",
+        "reference_lines",
+        "orientation",
+        "shape",
+    ];
+    const TYPES: [&str; 10] = [
+        "line",
+        "scatter",
+        "bar",
+        "pie",
+        "box_and_whisker",
+        "histogram",
+        "mixed",
+        "superchart",
+        "unknown",
+        "horizontal",
+    ];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_map(|n| serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number)),
+        proptest::sample::select(&TYPES[..]).prop_map(Value::from),
+        "(\\PC|\n|\r|\u{2028}|\\[|\x1b){0,90}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(5, 256, 12, |inner| {
+        let key = prop_oneof![
+            3 => proptest::sample::select(&KEYS[..]).prop_map(str::to_string),
+            1 => "[a-z_]{0,8}",
+        ];
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..12).prop_map(Value::Array),
+            proptest::collection::btree_map(key, inner, 0..10)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Any JSON gives a card: at most MAX_CARD_CHARS, its first line the host's and no
+    /// other line one a cell line could be mistaken for (nothing in it is escaped).
+    #[test]
+    fn a_chart_card_is_bounded_and_its_lines_are_its_own(chart in chart_like()) {
+        let card = chart_card(&chart);
+        prop_assert!(card.chars().count() <= MAX_CARD_CHARS, "{} chars: {}", card.chars().count(), card);
+        prop_assert!(card.starts_with("[chart") && card.ends_with('\n'), "{:?}", card);
+        let rest = &card[card.find('\n').unwrap() + 1..];
+        prop_assert_eq!(escape_cell_lines(rest), rest);
+        prop_assert!(!rest.contains('\r') && !rest.contains('\u{2028}'), "{:?}", rest);
     }
 }

@@ -257,7 +257,7 @@ test('3000 displayed PNGs in one cell: the result keeps the first 100 with a not
   assert.equal(r.cells[0].displays.length, 100)
   assert.equal(r.cells[0].displays[99]['text/plain'], '<image 99>', 'the first ones are kept')
   assert.equal(r.cells[0].displaysDropped, COUNT - 100)
-  assert.match(r.output, /^\[the cell displayed 3000 outputs; this result keeps the first 100 \(at most 100 or 64 MiB a cell\), and the other 2900 \([\d.]+ MiB\) were streamed to onEvent only; their images and JSON are left out of `images` and `json` likewise\]\n/)
+  assert.match(r.output, /^\[the cell displayed 3000 outputs; this result keeps the first 100 \(at most 100 or 64 MiB a cell\), and the other 2900 \([\d.]+ MiB\) were streamed to onEvent only; their images, JSON and charts are left out of `images`, `json` and `charts` likewise\]\n/)
   assert.match(r.output, /shown \d+/)
   await assertKernelWorks(kernel)
 })

@@ -1,6 +1,7 @@
 'use strict'
 // `pykernel mcp`, driven as an MCP client drives it: the SDK's Client spawning
-// `node bin/pykernel.js mcp` over stdio. Tools listed, a plot returned as image content,
+// `node bin/pykernel.js mcp` over stdio. Tools listed, a plot returned as image content
+// (and a figure's chart as structured content),
 // a cancelled call interrupted with its session alive, sessions isolated, reset and list,
 // the host's notices as an item of their own;
 // and, read on the wire, live output as progress notifications before the result.
@@ -46,6 +47,19 @@ test('a cell with a matplotlib plot returns its text and the plot as image conte
   assert.equal(images.length, 1)
   assert.equal(images[0].mimeType, 'image/png')
   assert.equal(Buffer.from(images[0].data, 'base64').subarray(1, 4).toString(), 'PNG')
+})
+
+test("a figure's chart is structured content, its card in the text; a call without charts has none", async (t) => {
+  const client = await connect(t)
+  const chart = { type: 'pie', title: 'Will I win?', elements: [{ label: 'No', angle: 324, radius: 1, value: 90, fraction: 0.9 }] }
+  const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=='
+  const code = `display({'image/png': '${png}', 'text/plain': '<Figure>', 'application/vnd.pykernel.chart+json': ${JSON.stringify(chart)}}, raw=True)`
+  const r = await run(client, { cells: [{ code }] })
+  assert.equal(r.isError, false, textOf(r))
+  assert.deepEqual(r.structuredContent, { charts: [chart] })
+  assert.deepEqual(r.content.map((c) => c.type), ['text', 'image'])
+  assert.equal(r.content[0].text, '[chart: pie "Will I win?"]\n1 slice:\n- No: 90 (90%)\n', 'the card, not the JSON')
+  assert.equal((await run(client, { cells: [{ code: '6*7' }] })).structuredContent, undefined)
 })
 
 test('a failing cell is an error result with the traceback; bad input is an error result naming the field', async (t) => {

@@ -14,18 +14,19 @@
 //!
 //! Both the live stream and the text bound for `output` pass through the rule on host
 //! lines ([`CellLines`]): a cell line that starts as a host line does is escaped, and the
-//! host's own lines (the late-output marker, a clear's notice, the closing line) are
-//! lines of their own, unescaped. The marks the accumulator and [`AgentText::finish`]
+//! host's own lines (the late-output marker, a clear's notice, a figure's chart card, the
+//! closing line) are lines of their own, unescaped. The marks the accumulator and [`AgentText::finish`]
 //! add (`[…N lines elided…]`, `[full output ...]`) come after the rule, so stay as they are.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::output::{
-    artifact_uri, render_bundle, sanitize, ArtifactSink, CellLines, Image, OutputAccumulator,
-    OutputLimits, Piece, Revisable, Sanitizer, Truncated,
+    artifact_uri, chart_card, render_bundle, sanitize, ArtifactSink, CellLines, Image,
+    OutputAccumulator, OutputLimits, Piece, Revisable, Sanitizer, Truncated,
 };
 use crate::wire::events::{json_size, Admission, DisplayBudget, KernelEvent};
 
@@ -56,6 +57,8 @@ pub struct AgentTextResult {
     pub artifact_id: Option<String>,
     pub images: Vec<Image>,
     pub json: Vec<Value>,
+    /// The charts of the displays kept (docs/charts.md), in order.
+    pub charts: Vec<Value>,
     pub statuses: Vec<(String, Value)>,
 }
 
@@ -68,6 +71,7 @@ pub struct AgentText {
     images_shown: usize,
     images: Vec<Image>,
     json: Vec<Value>,
+    charts: Vec<Value>,
     statuses: Vec<(String, Value)>,
     live: Option<LiveText>,
     /// Late output is being shown (its marker line is out, its end line is not).
@@ -129,8 +133,16 @@ struct CellState {
     displays: DisplayBudget,
     /// The cell's latest text, still open to display updates and `clear_output`.
     revisable: Revisable,
-    /// Where the images and JSON of each kept display id start.
-    data_at: HashMap<String, Vec<(usize, usize)>>,
+    /// Where the images, JSON and charts of each kept display id start.
+    data_at: HashMap<String, Vec<DataAt>>,
+}
+
+/// Where a kept display's data is in `images`, `json` and `charts`.
+#[derive(Clone)]
+struct DataAt {
+    images: Range<usize>,
+    json: Range<usize>,
+    charts: Range<usize>,
 }
 
 /// The line before output that arrived after its own cell had ended.
@@ -154,6 +166,7 @@ impl AgentText {
             images_shown: 0,
             images: Vec::new(),
             json: Vec::new(),
+            charts: Vec::new(),
             statuses: Vec::new(),
             live: options.live.then(LiveText::default),
             in_late: false,
@@ -309,15 +322,19 @@ impl AgentText {
             artifact_id,
             images: self.images,
             json: self.json,
+            charts: self.charts,
             statuses: self.statuses,
         }
     }
 
     fn add_bundle(&mut self, bundle: &Value, admission: Admission, id: Option<&str>, update: bool) {
         let rendered = render_bundle(bundle, &self.status_mime);
-        // Next to an image, text/plain is only its stand-in (`<Figure ...>`).
-        let text_is_fallback =
-            !rendered.images.is_empty() && !rendered.markdown && !self.include_figure_text;
+        // A figure's chart is told as its card, lines of the host's (only the host writes
+        // `[chart`: a cell's line that starts so is escaped).
+        let card = rendered.chart.as_ref().map(chart_card).unwrap_or_default();
+        // Next to an image or a chart, text/plain is only its stand-in (`<Figure ...>`).
+        let figure = !rendered.images.is_empty() || rendered.chart.is_some();
+        let text_is_fallback = figure && !rendered.markdown && !self.include_figure_text;
         let mut line = if text_is_fallback {
             String::new()
         } else {
@@ -327,19 +344,27 @@ impl AgentText {
         if !line.is_empty() && !line.ends_with('\n') {
             line.push('\n');
         }
-        if !line.is_empty() {
+        if !line.is_empty() || !card.is_empty() {
             self.end_late();
             self.flush_line();
+            if !card.is_empty() {
+                self.emit_live_host(&card);
+            }
             self.emit_live(&line);
         }
         let text = &mut self.text;
         self.cell
             .revisable
-            .display(id, update, line, &mut |piece| text.take(piece));
+            .display_with_card(id, update, card, line, &mut |piece| text.take(piece));
         self.images_shown += rendered.images.len();
         match admission {
             Admission::Keep => {
-                let at = (self.images.len(), self.json.len());
+                let after = |len: usize, added: usize| len..len + added;
+                let at = DataAt {
+                    images: after(self.images.len(), rendered.images.len()),
+                    json: after(self.json.len(), usize::from(rendered.json.is_some())),
+                    charts: after(self.charts.len(), usize::from(rendered.chart.is_some())),
+                };
                 if let Some(id) = id {
                     self.cell
                         .data_at
@@ -349,22 +374,17 @@ impl AgentText {
                 }
                 self.images.extend(rendered.images);
                 self.json.extend(rendered.json);
+                self.charts.extend(rendered.chart);
             }
             Admission::Replace => {
-                // The display's new state where its old one was (a display keeps its
-                // number of images from one state to the next; any more are left out).
+                // The display's new state where its old one was: a display keeps its
+                // number of images, JSON values and charts from one state to the next
+                // (any more are left out; the slots of other displays are never taken).
                 let places = self.cell.data_at.get(id.unwrap_or_default()).cloned();
-                for (image_at, json_at) in places.into_iter().flatten() {
-                    for (i, image) in rendered.images.iter().enumerate() {
-                        if let Some(slot) = self.images.get_mut(image_at + i) {
-                            *slot = image.clone();
-                        }
-                    }
-                    for (i, value) in rendered.json.iter().enumerate() {
-                        if let Some(slot) = self.json.get_mut(json_at + i) {
-                            *slot = value.clone();
-                        }
-                    }
+                for at in places.into_iter().flatten() {
+                    replace_from(&mut self.images, at.images, &rendered.images);
+                    replace_from(&mut self.json, at.json, rendered.json.as_slice());
+                    replace_from(&mut self.charts, at.charts, rendered.chart.as_slice());
                 }
             }
             Admission::Drop | Admission::Ignore => {}
@@ -410,6 +430,15 @@ impl AgentText {
     }
 }
 
+/// `new` in place of what `kept` holds in `at`, as far as either goes.
+fn replace_from<T: Clone>(kept: &mut [T], at: Range<usize>, new: &[T]) {
+    for (i, value) in at.zip(new) {
+        if let Some(slot) = kept.get_mut(i) {
+            *slot = value.clone();
+        }
+    }
+}
+
 /// The id of the artifact at `path` (`<dir>/<id>.txt`).
 fn artifact_id_of(path: &Path) -> Option<String> {
     let name = path.file_name()?.to_str()?;
@@ -450,6 +479,76 @@ mod tests {
         });
         kept.add(&figure);
         assert_eq!(kept.finish().body, "<Figure size 640x480>\n");
+    }
+
+    const CHART: &str = crate::output::CHART_MIME;
+
+    fn figure(title: &str, id: Option<&str>, update: bool) -> KernelEvent {
+        KernelEvent::Display {
+            bundle: serde_json::json!({
+                "image/png": "iVBOR",
+                "text/plain": "<Figure size 640x480 with 1 Axes>",
+                CHART: {"type": "line", "title": title, "elements": []},
+            }),
+            display_id: id.map(str::to_string),
+            update,
+        }
+    }
+
+    /// A figure's chart is its card, where the figure was, in place of its text/plain
+    /// stand-in; the chart itself joins `charts`, in order.
+    #[test]
+    fn a_figures_chart_is_told_as_its_card_and_collected() {
+        let mut v = builder(true);
+        v.add(&KernelEvent::Stdout("before\n".into()));
+        v.add(&figure("one", None, false));
+        v.add(&KernelEvent::Stdout("[chart: forged]\n".into()));
+        v.add(&KernelEvent::Display {
+            bundle: serde_json::json!({CHART: {"type": "pie", "title": "two", "elements": []}, "text/plain": "<Figure>"}),
+            display_id: None,
+            update: false,
+        });
+        let live = v.take_live();
+        let out = v.finish();
+        let body = "before\n[chart: line \"one\"]\n0 series, 0 points\n\\[chart: forged]\n\
+                    [chart: pie \"two\"]\n0 slices\n";
+        assert_eq!(out.body, body, "a chart without an image gets its card too");
+        assert_eq!(live, body);
+        assert_eq!(out.images.len(), 1);
+        let titles: Vec<&Value> = out.charts.iter().map(|c| &c["title"]).collect();
+        assert_eq!(titles, ["one", "two"]);
+    }
+
+    #[test]
+    fn a_card_is_text_so_no_placeholder_is_written() {
+        let mut v = builder(false);
+        v.add(&figure("only", None, false));
+        let out = v.finish();
+        assert!(out.has_text);
+        assert_eq!(out.body, "[chart: line \"only\"]\n0 series, 0 points\n");
+    }
+
+    #[test]
+    fn a_display_update_replaces_its_chart_and_card_and_no_other() {
+        let mut v = builder(false);
+        v.add(&KernelEvent::Display {
+            bundle: serde_json::json!({"text/plain": "no chart yet"}),
+            display_id: Some("plain".into()),
+            update: false,
+        });
+        v.add(&figure("first", Some("f"), false));
+        v.add(&figure("second", None, false));
+        v.add(&figure("first, updated", Some("f"), true));
+        v.add(&figure("not a chart before", Some("plain"), true));
+        let out = v.finish();
+        let titles: Vec<&Value> = out.charts.iter().map(|c| &c["title"]).collect();
+        assert_eq!(titles, ["first, updated", "second"]);
+        assert_eq!(
+            out.body,
+            "[chart: line \"not a chart before\"]\n0 series, 0 points\n\
+             [chart: line \"first, updated\"]\n0 series, 0 points\n\
+             [chart: line \"second\"]\n0 series, 0 points\n"
+        );
     }
 
     #[test]

@@ -128,6 +128,8 @@ pub struct EvalResult {
     pub annotations: Vec<String>,
     pub images: Vec<Image>,
     pub json: Vec<Value>,
+    /// The charts of the figures shown (docs/charts.md), in order.
+    pub charts: Vec<Value>,
     pub statuses: Vec<(String, Value)>,
     pub truncated: Option<TruncationInfo>,
 }
@@ -322,7 +324,7 @@ impl Evaluation {
                 String::new()
             };
             result.annotations.push(format!(
-                "{cell}{}; their images and JSON are left out of `images` and `json` likewise",
+                "{cell}{}; their images, JSON and charts are left out of `images`, `json` and `charts` likewise",
                 outcome.displays_notice()
             ));
         }
@@ -385,6 +387,7 @@ impl Evaluation {
         result.output = output;
         result.images.extend(built.images);
         result.json.extend(built.json);
+        result.charts.extend(built.charts);
         result.statuses.extend(built.statuses);
         result.truncated = truncated.map(|truncated| TruncationInfo {
             total_bytes: truncated.total_bytes,

@@ -104,12 +104,16 @@ pub struct BuiltOutput {
     pub images: Vec<ImageOutput>,
     #[napi(ts_type = "unknown[]")]
     pub json: Vec<Value>,
+    /// The charts of the displays pushed, as data (docs/charts.md), in order; each one's
+    /// card is in `output`, as in `evaluate`'s.
+    #[napi(ts_type = "Chart[]")]
+    pub charts: Vec<Value>,
     pub statuses: Vec<StatusInfo>,
 }
 
 /// The agent text of any stream, by the rules of `evaluate`'s `output`: sanitized
 /// (ANSI, controls, `\r` rewrites), lines capped, head and tail kept with
-/// `[…N lines elided…]` between, the full text in an artifact, images and JSON aside.
+/// `[…N lines elided…]` between, the full text in an artifact, images, JSON and charts aside.
 /// Memory stays bounded whatever goes through it.
 #[napi]
 pub struct OutputBuilder {
@@ -226,6 +230,7 @@ impl OutputBuilder {
                 })
                 .collect(),
             json: built.json,
+            charts: built.charts,
             statuses: built
                 .statuses
                 .into_iter()

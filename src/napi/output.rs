@@ -35,6 +35,12 @@ pub struct RenderedBundle {
     pub images: Vec<RenderedImage>,
     /// The `application/json` value, when present.
     pub json: Option<Value>,
+    /// The figure's chart as data (`application/vnd.pykernel.chart+json`, docs/charts.md),
+    /// when present and an object.
+    #[napi(ts_type = "Chart")]
+    pub chart: Option<Value>,
+    /// The chart's card: the lines `output` shows for the figure; empty without a chart.
+    pub chart_card: String,
     /// The status-MIME value, when present.
     pub status: Option<Value>,
 }
@@ -67,6 +73,12 @@ pub fn render_bundle(
             })
             .collect(),
         json: rendered.json,
+        chart_card: rendered
+            .chart
+            .as_ref()
+            .map(output::chart_card)
+            .unwrap_or_default(),
+        chart: rendered.chart,
         status: rendered.status,
     })
 }

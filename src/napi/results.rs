@@ -150,6 +150,10 @@ pub struct EvalResult {
     pub images: Vec<ImageOutput>,
     #[napi(ts_type = "unknown[]")]
     pub json: Vec<Value>,
+    /// The charts of the figures the cells showed, as data (docs/charts.md), in order;
+    /// each one's card is in `output` where the figure was.
+    #[napi(ts_type = "Chart[]")]
+    pub charts: Vec<Value>,
     pub statuses: Vec<StatusInfo>,
     pub truncated: Option<TruncationInfo>,
 }
@@ -184,6 +188,7 @@ impl From<executor::EvalResult> for EvalResult {
                 })
                 .collect(),
             json: r.json,
+            charts: r.charts,
             statuses: r
                 .statuses
                 .into_iter()

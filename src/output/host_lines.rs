@@ -4,7 +4,8 @@
 //! (`[eval cell timed out ...]`, `[cell 2 of 3 failed]`, the sandbox's refusals), markers
 //! in the body (`[…N lines elided…]`, `[late output from an earlier cell]`,
 //! `[full output (N lines): artifact://<id>]`, `[earlier output of this cell was cleared
-//! by clear_output]`), the closing `Command exited with code 1`, and the placeholders
+//! by clear_output]`), a figure's chart card (`[chart: line "..."]` and its lines, see
+//! `chart_card`), the closing `Command exited with code 1`, and the placeholders
 //! `(no output)` and `(displayed N image(s); no text output)`. A cell can print any of
 //! those verbatim, so the rule is kept on the cell's side: a cell line that starts the
 //! way a host line does gets a `\` in front of it ([`ESCAPE`]), and a host line is always

@@ -1,7 +1,8 @@
 //! MIME bundle -> what the agent reads (docs/python.md#display-in-the-kernel).
 //!
 //! Text precedence: `text/markdown` > `text/plain` > `text/html` (converted to Markdown).
-//! Captured alongside: `image/png` and `image/jpeg` (base64), `application/json`, and the
+//! Captured alongside: `image/png` and `image/jpeg` (base64), `application/json`, the
+//! chart of a figure ([`CHART_MIME`], docs/charts.md; an object, else ignored) and the
 //! status MIME. A bundle may be wrapped Jupyter-style as `{"data": {...}, "metadata": ...}`,
 //! and any string value may be in Jupyter's multi-line form (an array of strings, joined
 //! as is). Values of the wrong type are ignored, never an error. Text is returned as
@@ -28,8 +29,13 @@ pub struct Rendered {
     pub markdown: bool,
     pub images: Vec<Image>,
     pub json: Option<Value>,
+    /// The figure's chart as data ([`CHART_MIME`]), when it is a JSON object.
+    pub chart: Option<Value>,
     pub status: Option<Value>,
 }
+
+/// The MIME type a figure's chart travels under in its display bundle (docs/charts.md).
+pub const CHART_MIME: &str = "application/vnd.pykernel.chart+json";
 
 const IMAGE_MIMES: [&str; 2] = ["image/png", "image/jpeg"];
 
@@ -85,6 +91,10 @@ pub fn render_bundle(bundle: &Value, status_mime: &str) -> Rendered {
         }
     }
     rendered.json = bundle.get("application/json").cloned();
+    rendered.chart = bundle
+        .get(CHART_MIME)
+        .filter(|chart| chart.is_object())
+        .cloned();
     rendered.status = bundle.get(status_mime).cloned();
     rendered
 }
@@ -201,6 +211,27 @@ mod tests {
         );
         assert_eq!(r.text, "{'a': [1, 2]}");
         assert_eq!(r.json, Some(json!({"a": [1, 2]})));
+    }
+
+    #[test]
+    fn a_chart_object_is_captured_and_anything_else_ignored() {
+        let chart = json!({"type": "line", "title": "t", "elements": []});
+        let r = render_bundle(
+            &json!({"image/png": "iVBOR", "text/plain": "<Figure>", CHART_MIME: chart}),
+            STATUS,
+        );
+        assert_eq!(r.chart, Some(chart));
+        assert_eq!(r.images.len(), 1);
+        for not_a_chart in [json!("line"), json!([1]), json!(null), json!(3)] {
+            let r = render_bundle(&json!({ CHART_MIME: not_a_chart }), STATUS);
+            assert_eq!(r.chart, None, "{not_a_chart}");
+        }
+        let r = render_bundle(&json!({"data": {CHART_MIME: {"type": "pie"}}}), STATUS);
+        assert_eq!(
+            r.chart,
+            Some(json!({"type": "pie"})),
+            "inside an envelope too"
+        );
     }
 
     #[test]

@@ -24,6 +24,8 @@ enum Segment {
     Text(String),
     Display {
         id: Option<String>,
+        /// Lines of the host's that stand for the display (a chart's card), before `text`.
+        card: String,
         text: String,
     },
     /// A line of the host's.
@@ -80,17 +82,31 @@ impl Revisable {
         text: String,
         out: &mut impl FnMut(Piece),
     ) {
+        self.display_with_card(id, update, String::new(), text, out);
+    }
+
+    /// A display's text with lines of the host's before it (`card`, whole lines), revised
+    /// together by an update and cleared together.
+    pub fn display_with_card(
+        &mut self,
+        id: Option<&str>,
+        update: bool,
+        card: String,
+        text: String,
+        out: &mut impl FnMut(Piece),
+    ) {
         if let (true, Some(id)) = (update, id) {
-            self.update(id, text, out);
+            self.update(id, card, text, out);
             return;
         }
         self.before_new_output(out);
         if let Some(id) = id {
             self.seen_ids.insert(id.to_string());
         }
-        let len = text.len();
+        let len = card.len() + text.len();
         self.held.push(Segment::Display {
             id: id.map(str::to_string),
+            card,
             text,
         });
         self.grew(len, out);
@@ -111,17 +127,20 @@ impl Revisable {
         *self = Revisable::default();
     }
 
-    fn update(&mut self, id: &str, text: String, out: &mut impl FnMut(Piece)) {
+    fn update(&mut self, id: &str, card: String, text: String, out: &mut impl FnMut(Piece)) {
         let mut found = false;
         let mut delta: isize = 0;
         for segment in &mut self.held {
             if let Segment::Display {
                 id: Some(shown),
+                card: old_card,
                 text: old,
             } = segment
             {
                 if shown == id {
-                    delta += text.len() as isize - old.len() as isize;
+                    delta +=
+                        (card.len() + text.len()) as isize - (old_card.len() + old.len()) as isize;
+                    old_card.clone_from(&card);
                     old.clone_from(&text);
                     found = true;
                 }
@@ -132,9 +151,10 @@ impl Revisable {
             self.grew(0, out);
         } else if self.seen_ids.contains(id) {
             // Its earlier state is final already: the new one follows, as a display.
-            let len = text.len();
+            let len = card.len() + text.len();
             self.held.push(Segment::Display {
                 id: Some(id.to_string()),
+                card,
                 text,
             });
             self.grew(len, out);
@@ -167,13 +187,17 @@ impl Revisable {
 
     fn pass_on(&mut self, out: &mut impl FnMut(Piece)) {
         for segment in self.held.drain(..) {
-            let (piece, text) = match &segment {
-                Segment::Text(text) | Segment::Display { text, .. } => (Piece::Cell(text), text),
-                Segment::Host(line) => (Piece::Host(line), line),
+            let pieces = match &segment {
+                Segment::Text(text) => [Piece::Cell(text), Piece::Cell("")],
+                Segment::Display { card, text, .. } => [Piece::Host(card), Piece::Cell(text)],
+                Segment::Host(line) => [Piece::Host(line), Piece::Cell("")],
             };
-            if !text.is_empty() {
-                out(piece);
-                self.passed_on = true;
+            for piece in pieces {
+                let (Piece::Cell(text) | Piece::Host(text)) = piece;
+                if !text.is_empty() {
+                    out(piece);
+                    self.passed_on = true;
+                }
             }
         }
         self.held_bytes = 0;
@@ -316,6 +340,31 @@ mod tests {
             hosts,
             ["[marker]\n", CLEARED_NOTICE],
             "a cell's copy of the notice is the cell's"
+        );
+    }
+
+    #[test]
+    fn a_displays_card_is_the_hosts_and_is_revised_with_its_text() {
+        let mut pieces: Vec<Piece<'static>> = Vec::new();
+        let mut out = |p: Piece| {
+            let leak = |s: &str| -> &'static str { Box::leak(s.to_string().into_boxed_str()) };
+            pieces.push(match p {
+                Piece::Cell(t) => Piece::Cell(leak(t)),
+                Piece::Host(t) => Piece::Host(leak(t)),
+            })
+        };
+        let mut v = Revisable::default();
+        v.display_with_card(Some("f"), false, "[chart: a]\n".into(), "".into(), &mut out);
+        v.display_with_card(None, false, "[chart: b]\n".into(), "fig\n".into(), &mut out);
+        v.display_with_card(Some("f"), true, "[chart: c]\n".into(), "".into(), &mut out);
+        v.finish(&mut out);
+        assert_eq!(
+            pieces,
+            [
+                Piece::Host("[chart: c]\n"),
+                Piece::Host("[chart: b]\n"),
+                Piece::Cell("fig\n")
+            ]
         );
     }
 
