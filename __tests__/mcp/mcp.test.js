@@ -37,12 +37,16 @@ test('lists the python tool with our schema, and the session tools', async (t) =
   assert.match(tools[0].description, /^Run Python cells in a persistent process/)
 })
 
-test('a cell with a matplotlib plot returns its text and the plot as image content', async (t) => {
+test('a cell with a matplotlib plot returns its text, the card and the plot as image content, its chart as structured content', async (t) => {
   const client = await connect(t)
   const r = await run(client, { cells: [{ code: 'import matplotlib.pyplot as plt\nplt.plot([3, 1, 2])\nprint("\\x1b[32mplotted\\x1b[0m")' }] })
   assert.equal(r.isError, false, textOf(r))
   assert.equal(r.content[0].type, 'text')
-  assert.equal(r.content[0].text, 'plotted\n')
+  assert.equal(
+    r.content[0].text,
+    'plotted\n[chart: line]\nx: unlabelled, linear, -0.1 to 2.1\ny: unlabelled, linear, 0.9 to 3.1\n1 series, 3 points:\n- Line 0: 3 points, y from 1 to 3, last 2\n',
+  )
+  assert.deepEqual(r.structuredContent.charts.map((c) => [c.type, c.source, c.elements[0].points]), [['line', 'matplotlib', [[0, 3], [1, 1], [2, 2]]]])
   const images = r.content.filter((c) => c.type === 'image')
   assert.equal(images.length, 1)
   assert.equal(images[0].mimeType, 'image/png')
