@@ -266,7 +266,12 @@ export declare class KernelPool {
    * disposed it does nothing.
    */
   reopen(): void
-  /** Pids of the spare kernels kept ready for new sessions (see `prewarm`). */
+  /**
+   * Pids of the spare kernels kept ready for new sessions (see `prewarm`).
+   * The `artifactsDir` the pool was made with: where `pykernel/tool` keeps the
+   * originals of images it sized for the model.
+   */
+  get artifactsDir(): string | null
   get spares(): Array<number>
   get sessions(): Array<SessionInfo>
 }
