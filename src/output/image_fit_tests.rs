@@ -346,3 +346,55 @@ fn sizes_keep_the_aspect_ratio() {
     );
     assert_eq!(tall.within(4000), tall);
 }
+
+/// `PYKERNEL_FIT_PNG=/path/x.png cargo test --release --lib -- --ignored fit_timing --nocapture`:
+/// the filters and PNG levels on a real figure, for bench/README.md.
+#[test]
+#[ignore]
+fn fit_timing() {
+    let path = std::env::var("PYKERNEL_FIT_PNG").unwrap();
+    let bytes = std::fs::read(path).unwrap();
+    let image = decoded(&bytes).to_rgb8();
+    let pixels = Pixels::Rgb(image);
+    let started = Instant::now();
+    let small = pixels
+        .resized(Size {
+            width: 1568,
+            height: 1176,
+        })
+        .unwrap();
+    eprintln!("Lanczos3 (fast_image_resize): {:?}", started.elapsed());
+    for level in [
+        CompressionType::Fast,
+        CompressionType::Default,
+        CompressionType::Best,
+    ] {
+        let started = Instant::now();
+        let out = match &small {
+            Pixels::Rgb(small) => {
+                let mut out = Vec::new();
+                PngEncoder::new_with_quality(&mut out, level, PngFilter::Adaptive)
+                    .write_image(small.as_raw(), 1568, 1176, ExtendedColorType::Rgb8)
+                    .unwrap();
+                out
+            }
+            Pixels::Rgba(_) => unreachable!(),
+        };
+        eprintln!(
+            "PNG {level:?}: {:?}, {} bytes",
+            started.elapsed(),
+            out.len()
+        );
+    }
+    let started = Instant::now();
+    let fitted = fit_image("image/png", &bytes, ImageBudget::default());
+    let Fitted::Reduced { bytes: out, .. } = fitted else {
+        panic!()
+    };
+    eprintln!(
+        "fit_image: {:?}, {} -> {} bytes",
+        started.elapsed(),
+        bytes.len(),
+        out.len()
+    );
+}
