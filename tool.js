@@ -303,7 +303,14 @@ function imageNotice(image, index) {
 async function imagesFor(result, imageOptions) {
   const images = result.images.map(({ mime, data }) => ({ mime, data }))
   if (imageOptions === false || images.length === 0) return { images, notices: [] }
-  const fitted = await fitImages(images, imageOptions)
+  let fitted
+  try {
+    fitted = await fitImages(images, imageOptions)
+  } catch (error) {
+    // The options were checked before the call; should sizing fail anyway, the call's
+    // text still comes back, and no image a model's API might refuse.
+    return { images: [], notices: [`the images were left out: they could not be sized (${error.message})`] }
+  }
   return {
     images: fitted.filter((image) => image.status !== 'omitted').map(({ mime, data }) => ({ mime, data })),
     notices: fitted.map(imageNotice).filter((notice) => notice !== undefined),
