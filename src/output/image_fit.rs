@@ -238,38 +238,43 @@ fn pixels_of(image: &DynamicImage) -> Pixels {
 
 impl Pixels {
     /// Scaled to `size` (SIMD convolution: a tenth of `image::imageops::resize`'s time;
-    /// alpha premultiplied, so transparent pixels bleed no colour into their edges).
+    /// alpha premultiplied, so transparent pixels bleed no colour into their edges). The
+    /// resizer is built for RGBA only (its other pixel types would add megabytes to the
+    /// addon), so RGB goes through RGBA.
     fn resized(&self, size: Size) -> Result<Pixels, String> {
         use fast_image_resize::images::{Image, ImageRef};
         use fast_image_resize::{PixelType, ResizeAlg, ResizeOptions, Resizer};
 
         let from = self.size();
-        let (raw, pixel_type) = match self {
-            Pixels::Rgb(image) => (image.as_raw(), PixelType::U8x3),
-            Pixels::Rgba(image) => (image.as_raw(), PixelType::U8x4),
+        let widened;
+        let (raw, opaque) = match self {
+            Pixels::Rgb(image) => {
+                widened = DynamicImage::ImageRgb8(image.clone()).into_rgba8();
+                (widened.as_raw(), true)
+            }
+            Pixels::Rgba(image) => (image.as_raw(), false),
         };
         let failed = |err: &dyn std::fmt::Display| format!("it could not be scaled: {err}");
-        let source =
-            ImageRef::new(from.width, from.height, raw, pixel_type).map_err(|err| failed(&err))?;
-        let mut target = Image::new(size.width, size.height, pixel_type);
+        let source = ImageRef::new(from.width, from.height, raw, PixelType::U8x4)
+            .map_err(|err| failed(&err))?;
+        let mut target = Image::new(size.width, size.height, PixelType::U8x4);
         // Lanczos3 keeps a chart's one-pixel lines and small text legible where a
         // bilinear filter blurs them.
-        let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(
-            fast_image_resize::FilterType::Lanczos3,
-        ));
+        let options = ResizeOptions::new()
+            .resize_alg(ResizeAlg::Convolution(
+                fast_image_resize::FilterType::Lanczos3,
+            ))
+            .use_alpha(!opaque);
         Resizer::new()
             .resize(&source, &mut target, &options)
             .map_err(|err| failed(&err))?;
-        let buffer = target.into_vec();
-        let scaled = match self {
-            Pixels::Rgb(_) => {
-                image::RgbImage::from_raw(size.width, size.height, buffer).map(Pixels::Rgb)
-            }
-            Pixels::Rgba(_) => {
-                image::RgbaImage::from_raw(size.width, size.height, buffer).map(Pixels::Rgba)
-            }
-        };
-        scaled.ok_or_else(|| failed(&"the scaled buffer has the wrong size"))
+        let scaled = image::RgbaImage::from_raw(size.width, size.height, target.into_vec())
+            .ok_or_else(|| failed(&"the scaled buffer has the wrong size"))?;
+        Ok(if opaque {
+            Pixels::Rgb(DynamicImage::ImageRgba8(scaled).into_rgb8())
+        } else {
+            Pixels::Rgba(scaled)
+        })
     }
 
     fn size(&self) -> Size {
