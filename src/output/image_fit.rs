@@ -285,26 +285,36 @@ impl Pixels {
         Size { width, height }
     }
 
-    fn encode(&self, kind: ImageKind) -> Result<Vec<u8>, String> {
+    /// Encoded as `kind`; a PNG first with fast compression (a tenth of the default's
+    /// time, some 10% larger), and with the default only when that is over `max_bytes`.
+    fn encode(&self, kind: ImageKind, max_bytes: usize) -> Result<Vec<u8>, String> {
         let size = self.size();
         let (raw, color): (&[u8], _) = match self {
             Pixels::Rgb(image) => (image.as_raw(), ExtendedColorType::Rgb8),
             Pixels::Rgba(image) => (image.as_raw(), ExtendedColorType::Rgba8),
         };
-        let mut out = Vec::new();
-        let written =
-            match kind {
-                ImageKind::Png => PngEncoder::new_with_quality(
-                    &mut out,
-                    CompressionType::Default,
-                    PngFilter::Adaptive,
-                )
-                .write_image(raw, size.width, size.height, color),
-                ImageKind::Jpeg => JpegEncoder::new_with_quality(&mut out, JPEG_QUALITY)
-                    .write_image(raw, size.width, size.height, color),
-            };
-        written.map_err(|err| format!("it could not be encoded again: {err}"))?;
-        Ok(out)
+        let png = |compression| {
+            let mut out = Vec::new();
+            PngEncoder::new_with_quality(&mut out, compression, PngFilter::Adaptive)
+                .write_image(raw, size.width, size.height, color)
+                .map(|()| out)
+        };
+        let encoded = match kind {
+            ImageKind::Png => png(CompressionType::Fast).and_then(|fast| {
+                if fast.len() <= max_bytes {
+                    Ok(fast)
+                } else {
+                    png(CompressionType::Default)
+                }
+            }),
+            ImageKind::Jpeg => {
+                let mut out = Vec::new();
+                JpegEncoder::new_with_quality(&mut out, JPEG_QUALITY)
+                    .write_image(raw, size.width, size.height, color)
+                    .map(|()| out)
+            }
+        };
+        encoded.map_err(|err| format!("it could not be encoded again: {err}"))
     }
 }
 
@@ -326,7 +336,7 @@ fn reduce(kind: ImageKind, image: &DynamicImage, original: Size, budget: ImageBu
         };
         let scaled = scaled.as_ref().unwrap_or(&pixels);
         for &out_kind in &kinds {
-            let bytes = match scaled.encode(out_kind) {
+            let bytes = match scaled.encode(out_kind, budget.max_bytes) {
                 Ok(bytes) => bytes,
                 Err(reason) => return unreadable(reason, Some(original)),
             };
@@ -342,7 +352,7 @@ fn reduce(kind: ImageKind, image: &DynamicImage, original: Size, budget: ImageBu
         // A PNG over the byte cap at the edge limit is photographic: JPEG from here on.
         if kinds == [ImageKind::Png] && may_be_jpeg {
             kinds = vec![ImageKind::Jpeg];
-            let bytes = scaled.encode(ImageKind::Jpeg);
+            let bytes = scaled.encode(ImageKind::Jpeg, budget.max_bytes);
             if let Ok(bytes) = bytes {
                 if bytes.len() <= budget.max_bytes {
                     return Fitted::Reduced {
