@@ -22,12 +22,9 @@ const USAGE = `Usage:
   pykernel check [--python <path>] [--cwd <dir>]
                                                show which Python a kernel would use
   pykernel mcp [--python <path>] [--launcher <command>] [--timeout <seconds>]
-               [--writable <dir>] [--cwd <dir>] [--image-budget <budget>]
+               [--writable <dir>] [--cwd <dir>]
                                                serve the python tool (and session
-                                               tools) to an MCP client over stdio;
-                                               images are sized for the model
-                                               (--image-budget off, or e.g.
-                                               maxEdge=1024,maxBytes=524288)
+                                               tools) to an MCP client over stdio
 
 Options (for run, -c and -, before the file or code: what follows it is the script's):
   --python <path>      Python interpreter to use (default: discovery; see check)
