@@ -2,8 +2,8 @@
 //! The frame reader and decoder, the output sanitizer/truncation/clamp and image sizing
 //! must never panic and must keep their promises for any input. Bounded case counts keep
 //! `cargo test` quick; `npm run fuzz` runs the same properties with `PROPTEST_CASES` cases
-//! each (release build). Proptest records a failing input under `proptest-regressions/`, committed so it
-//! is re-run.
+//! each (release build). Proptest records a failing input under `proptest-regressions/`,
+//! committed so it is re-run.
 
 use proptest::prelude::*;
 
