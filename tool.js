@@ -60,7 +60,7 @@ What comes back
 - stdout and stderr as written, the value of each cell's last expression, and tracebacks, as plain text: colour codes are removed and a progress bar keeps only its final line.
 - Lines that start with "[" and a word are the host's notes (timeouts, restarts, a failed cell, refusals, where the full output is), and so is a final "Command exited with code 1"; a line your code prints that starts like one is shown with a "\\" in front.
 - Long output is shortened: lines past 768 bytes are cut, and beyond about 70 KiB you see the start and the end with a marker saying how many lines were left out. When the full text was kept, the result says where (an artifact:// address or a file path); read that with read() in a cell, a range of lines at a time.
-- Pictures come back as images: matplotlib figures (shown after the cell, or at plt.show()), PIL images, and display() of anything with a PNG or JPEG form. DataFrames and other rich objects show as text tables.
+- Pictures come back as images: matplotlib figures (shown after the cell, or at plt.show()), PIL images, and display() of anything with a PNG or JPEG form. A large one is scaled down for you (the host's budget, 1568 px on the long side by default) and a line says so and where the full-size file is, which a cell can open. DataFrames and other rich objects show as text tables.
 
 Ready-made names in every session
 - display(obj), update_display(obj, display_id=...), clear_output(): rich output as in Jupyter.
