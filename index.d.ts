@@ -442,7 +442,12 @@ export declare class KernelPool {
    * disposed it does nothing.
    */
   reopen(): void
-  /** Pids of the spare kernels kept ready for new sessions (see `prewarm`). */
+  /**
+   * Pids of the spare kernels kept ready for new sessions (see `prewarm`).
+   * The `artifactsDir` the pool was made with: where `pykernel/tool` keeps the
+   * originals of images it sized for the model.
+   */
+  get artifactsDir(): string | null
   get spares(): Array<number>
   get sessions(): Array<SessionInfo>
 }
@@ -706,8 +711,63 @@ export interface FilterEnvOptions {
   envPrefix?: string | undefined
 }
 
+/**
+ * Sizes images for a model (docs/charts.md#images-sized-for-the-model): each within
+ * `maxEdge` pixels and `maxBytes`, all within `maxTotalBytes`; an image within the budget
+ * is returned as it is, one past it scaled down (a PNG stays a PNG unless only a JPEG
+ * fits), one unreadable or that cannot fit is `omitted` with a reason. Runs off the
+ * JavaScript thread.
+ */
+export declare function fitImages(images: ImageToFit[], options?: FitImagesOptions | undefined | null): Promise<FittedImageResult[]>
+
+export interface FitImagesOptions {
+  /** The most pixels on an image's long side, an integer from 16 to 16384. @default 1568 */
+  maxEdge?: number | undefined
+  /**
+   * The most bytes of one image (decoded, base64 adds a third), an integer from 1024
+   * to 64 MiB. @default 1048576
+   */
+  maxBytes?: number | undefined
+  /**
+   * The most bytes of all the images sent, in order; later ones are left out. An
+   * integer from 1024 to 64 MiB. @default 3145728
+   */
+  maxTotalBytes?: number | undefined
+  /**
+   * Where the originals of images not sent as they are are kept, each a new 0600 file
+   * `image-<millis>-<random>.png` (or `.jpg`); checked and created as `artifactsDir`
+   * is. Without it no original is written.
+   */
+  keepOriginalsIn?: string | undefined
+}
+
+export interface FittedImageResult {
+  /**
+   * `unchanged`: `data` is the original; `reduced`: made smaller to fit;
+   * `omitted`: nothing to send, `reason` says why.
+   */
+  status: 'unchanged' | 'reduced' | 'omitted'
+  /** The MIME type of `data` (the original's when omitted). */
+  mime: string
+  /** Base64; empty when omitted. */
+  data: string
+  width?: number | undefined
+  height?: number | undefined
+  /** Bytes of `data` decoded. */
+  bytes: number
+  original: OriginalImage
+  reason?: string | undefined
+}
+
 export interface ImageOutput {
   mime: 'image/png' | 'image/jpeg'
+  /** Base64. */
+  data: string
+}
+
+export interface ImageToFit {
+  /** `image/png` and `image/jpeg` are sized; any other type is left out. */
+  mime: string
   /** Base64. */
   data: string
 }
@@ -821,6 +881,18 @@ export interface NetworkAllowList {
    * with an optional `:port`.
    */
   allow: Array<string>
+}
+
+export interface OriginalImage {
+  mime: string
+  /** Absent when the header could not be read. */
+  width?: number | undefined
+  height?: number | undefined
+  bytes: number
+  /** The file that holds it, when it was kept. */
+  path?: string | undefined
+  /** Why it could not be kept in `keepOriginalsIn`. */
+  keepError?: string | undefined
 }
 
 export interface OutputBuilderOptions {

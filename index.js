@@ -848,6 +848,7 @@ module.exports.collapsedPreview = nativeBinding.collapsedPreview
 module.exports.defaultHiddenPaths = nativeBinding.defaultHiddenPaths
 module.exports.evalBackends = nativeBinding.evalBackends
 module.exports.filterEnv = nativeBinding.filterEnv
+module.exports.fitImages = nativeBinding.fitImages
 module.exports.readArtifact = nativeBinding.readArtifact
 module.exports.renderBundle = nativeBinding.renderBundle
 module.exports.resolvePython = nativeBinding.resolvePython

@@ -1,5 +1,5 @@
 // `pykernel/tool`: the eval tool as data (name, JSON Schema, description) and its handler.
-import type { Chart, EvalResult, KernelEvent, KernelPool, TruncationInfo } from './index'
+import type { Chart, EvalResult, FitImagesOptions, KernelEvent, KernelPool, TruncationInfo } from './index'
 
 /** One call's input, as `schema` describes it. */
 export interface ToolInput {
@@ -41,6 +41,16 @@ export interface ToolContext {
   onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
   /** Sanitized output as it is built (passed to the pool as `onOutput`). */
   onOutput?: ((chunk: string, cellIndex: number) => void | Promise<void>) | undefined
+  /**
+   * How images are sized for the model (docs/charts.md#images-sized-for-the-model):
+   * `fitImages`' budget (`maxEdge` 1568 px, `maxBytes` 1 MiB per image, `maxTotalBytes`
+   * 3 MiB per result, each overridable) with the originals of images reduced or left out
+   * kept in `keepOriginalsIn` (default the pool's `artifactsDir`; none without one, the
+   * originals then stay in `details.result.images`). `false` sends the pool's images
+   * unchanged. A bad value rejects with `ERR_INVALID_ARG` before the call runs.
+   * @default the budget's defaults
+   */
+  images?: false | FitImagesOptions | undefined
 }
 
 export interface ToolImage {
@@ -53,12 +63,15 @@ export interface ToolResult {
   /**
    * What the model reads: the host's notices (one `[...]` line each), then `output`, and
    * last, when the pool's text names no `artifact://` address for a cut output, the line
-   * `[the full output is in <path>]`. For a refused call, the reason alone.
+   * `[the full output is in <path>]`, and a line for each image reduced or left out
+   * (`[image 1 reduced from 2000x1500 (412 KB) to 1568x1176 (280 KB) for the model; the
+   * original is <path>]`). For a refused call, the reason alone.
    */
   text: string
   /**
    * The host's notices of this call, apart from what the cell printed: the pool's
-   * `annotations`, and `the full output is in <path>` when the tool added that line.
+   * `annotations`, `the full output is in <path>` when the tool added that line, and one
+   * for each image reduced or left out.
    */
   notices: string[]
   /**
@@ -69,6 +82,9 @@ export interface ToolResult {
    * `(no output)`, `(displayed `) is shown with a `\` in front. Empty for a refused call.
    */
   output: string
+  /** The images sized for the model (`ctx.images`); the pool's own are in
+   *  `details.result.images`. Each reduced or left out has a notice line saying so and
+   *  where its original is. */
   images: ToolImage[]
   /**
    * The charts of the figures the cells showed, as data (docs/charts.md), in order: the

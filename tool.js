@@ -60,7 +60,8 @@ What comes back
 - stdout and stderr as written, the value of each cell's last expression, and tracebacks, as plain text: colour codes are removed and a progress bar keeps only its final line.
 - Lines that start with "[" and a word are the host's notes (timeouts, restarts, a failed cell, refusals, where the full output is), and so is a final "Command exited with code 1"; a line your code prints that starts like one is shown with a "\\" in front.
 - Long output is shortened: lines past 768 bytes are cut, and beyond about 70 KiB you see the start and the end with a marker saying how many lines were left out. When the full text was kept, the result says where (an artifact:// address or a file path); read that with read() in a cell, a range of lines at a time.
-- Pictures come back as images: matplotlib figures (shown after the cell, or at plt.show()), PIL images, and display() of anything with a PNG or JPEG form. DataFrames and other rich objects show as text tables.
+- Pictures come back as images: matplotlib figures (shown after the cell, or at plt.show()), PIL images, and display() of anything with a PNG or JPEG form. A large one is scaled down for you (the host's budget, 1568 px on the long side by default) and a line says so and where the full-size file is, which a cell can open. DataFrames and other rich objects show as text tables.
+- A plot (matplotlib, plotly, altair) also comes back as a short "[chart: ...]" summary where it was shown: its type, title, axes with their ranges, and each series in a line, so you can reason about it without the image.
 
 Ready-made names in every session
 - display(obj), update_display(obj, display_id=...), clear_output(): rich output as in Jupyter.
@@ -233,15 +234,113 @@ function partsOf(result) {
   return { text, notices, output }
 }
 
+/** `ctx.images`' keys: the budget of `fitImages`, and where the originals go. */
+const IMAGE_OPTION_KEYS = ['maxEdge', 'maxBytes', 'maxTotalBytes', 'keepOriginalsIn']
+
+/** The addon's `fitImages`, loaded on first use (describing the tool needs no addon). */
+function fitImages(images, options) {
+  return require('./main.js').fitImages(images, options)
+}
+
+/**
+ * The `fitImages` options of a call, or `false` for the originals unchanged: `ctx.images`
+ * (`false`, or a budget overriding the defaults) with the pool's `artifactsDir` as the
+ * place for originals. Checked before the call runs (by the addon, given no images), so
+ * a host's mistake never costs a cell its result.
+ */
+async function imageOptionsOf(ctx) {
+  const images = ctx.images
+  if (images === false) return false
+  if (images !== undefined && !isPlainObject(images)) {
+    throw coded('pykernel/tool handle(request, ctx): ctx.images must be false or an object { maxEdge?, maxBytes?, maxTotalBytes?, keepOriginalsIn? }')
+  }
+  const options = dropUndefined({ ...images })
+  for (const key of Object.keys(options)) {
+    if (!IMAGE_OPTION_KEYS.includes(key)) {
+      throw coded(`pykernel/tool handle(request, ctx): ctx.images has no key "${key}"; its keys are ${IMAGE_OPTION_KEYS.join(', ')}`)
+    }
+  }
+  if (Object.keys(options).length > 0) {
+    try {
+      await fitImages([], options)
+    } catch (error) {
+      throw coded(`pykernel/tool handle(request, ctx): ctx.images: ${error.message}`)
+    }
+  }
+  const dir = ctx.pool.artifactsDir
+  if (options.keepOriginalsIn === undefined && typeof dir === 'string') options.keepOriginalsIn = dir
+  return options
+}
+
+/** A byte count as a person reads it: `412 KB`, `2.1 MB`. */
+function sizeOf(bytes) {
+  return bytes < 1024 * 1024 ? `${Math.max(1, Math.round(bytes / 1024))} KB` : `${(bytes / (1024 * 1024)).toFixed(1)} MB`
+}
+
+function dimensionsOf({ width, height }) {
+  return width && height ? `${width}x${height}` : 'unknown size'
+}
+
+/** The notice of an image not sent as it was, or undefined for one sent unchanged. */
+function imageNotice(image, index) {
+  if (image.status === 'unchanged') return undefined
+  const { original } = image
+  const kept = original.path
+    ? `; the original is ${original.path}`
+    : original.keepError
+      ? `; the original could not be kept (${original.keepError})`
+      : ''
+  if (image.status === 'reduced') {
+    const format = image.mime === original.mime ? '' : ` ${image.mime === 'image/jpeg' ? 'JPEG' : 'PNG'}`
+    return `image ${index + 1} reduced from ${dimensionsOf(original)} (${sizeOf(original.bytes)}) to ${dimensionsOf(image)}${format} (${sizeOf(image.bytes)}) for the model${kept}`
+  }
+  return `image ${index + 1} (${dimensionsOf(original)}, ${sizeOf(original.bytes)}) left out: ${image.reason}${kept}`
+}
+
+/**
+ * The images a model gets and the notices that say what changed: each sized to the
+ * budget (`imageOptions`; `false` sends them as the pool gave them).
+ */
+async function imagesFor(result, imageOptions) {
+  const images = result.images.map(({ mime, data }) => ({ mime, data }))
+  if (imageOptions === false || images.length === 0) return { images, notices: [] }
+  let fitted
+  try {
+    fitted = await fitImages(images, imageOptions)
+  } catch (error) {
+    // The options were checked before the call; should sizing fail anyway, the call's
+    // text still comes back, and no image a model's API might refuse.
+    return { images: [], notices: [`the images were left out: they could not be sized (${error.message})`] }
+  }
+  return {
+    images: fitted.filter((image) => image.status !== 'omitted').map(({ mime, data }) => ({ mime, data })),
+    notices: fitted.map(imageNotice).filter((notice) => notice !== undefined),
+  }
+}
+
+/** The parts with `notices` added at the end of the text, as the artifact's line is. */
+function withNotices(parts, notices) {
+  if (notices.length === 0) return parts
+  return {
+    ...parts,
+    text: `${parts.text.replace(/\n?$/, '\n')}${noticeLines(notices)}`,
+    notices: [...parts.notices, ...notices],
+  }
+}
+
 /**
  * Runs one tool call (an optional field set to `null` counts as absent, as a strict-mode
  * model sends it). `ctx.pool` is the `KernelPool`; the rest is optional:
  * `sessionId`/`ownerId` (the conversation), `cwd`, `interpreter`, `timeoutSeconds` (the
- * default when the model gives none), `signal`, `onEvent`, `onOutput` (the pool's).
+ * default when the model gives none), `signal`, `onEvent`, `onOutput` (the pool's), and
+ * `images`: the budget images are sized to for the model (`fitImages`' options, the
+ * originals kept in the pool's `artifactsDir`), or `false` to send them unchanged.
  *
  * Resolves `{ text, notices, output, images, charts, isError, details }`: `text` is what a model
  * reads, the host's `notices` (`[...]` lines at its head, and at its end the path of the
- * full output when the pool's text names none) and the `output` after them; in `output`
+ * full output when the pool's text names none, and a line for each image reduced or left
+ * out) and the `output` after them; `images` are the ones sized for the model (the
+ * pool's own stay in `details.result.images`); in `output`
  * a line the cell printed that starts as a host line does (`[` and a letter, `Command
  * exited with code`) is shown with a `\` in front, so only the host's lines start that way;
  * `charts` are the figures' charts as data (docs/charts.md), whose cards `output` shows. A bad request (the model's mistake) and
@@ -256,6 +355,7 @@ async function handle(request, ctx) {
   if (ctx.sessionId !== undefined && (typeof ctx.sessionId !== 'string' || ctx.sessionId === '')) {
     throw coded('pykernel/tool handle(request, ctx): ctx.sessionId must be a non-empty string')
   }
+  const imageOptions = await imageOptionsOf(ctx)
   request = withoutNulls(request)
   const problem = invalidRequest(request)
   if (problem) return refused(`Invalid ${name} tool input: ${problem}.`, 'ERR_INVALID_ARG')
@@ -266,9 +366,10 @@ async function handle(request, ctx) {
   } catch (error) {
     return refused(`The Python session could not run this call: ${error.message}`, error.code || 'ERR_INTERNAL')
   }
+  const { images, notices } = await imagesFor(result, imageOptions)
   return {
-    ...partsOf(result),
-    images: result.images.map(({ mime, data }) => ({ mime, data })),
+    ...withNotices(partsOf(result), notices),
+    images,
     charts: result.charts ?? [],
     isError: result.exitCode !== 0,
     details: {

@@ -18,6 +18,7 @@ const OPTIONS = {
   launcher: { type: 'string' },
   timeout: { type: 'string' },
   'images-dir': { type: 'string' },
+  'image-budget': { type: 'string' },
   writable: { type: 'string', multiple: true },
   cwd: { type: 'string' },
 }
@@ -84,6 +85,7 @@ function parseArgs(argv) {
     launcher: undefined,
     timeoutMs: undefined,
     imagesDir: undefined,
+    imageBudget: undefined,
     cwd: undefined,
   }
   if (values.python !== undefined) {
@@ -95,6 +97,7 @@ function parseArgs(argv) {
     if (!values['images-dir']) throw new UsageError('--images-dir needs a directory')
     opts.imagesDir = path.resolve(values['images-dir'])
   }
+  if (values['image-budget'] !== undefined) opts.imageBudget = imageBudget(values['image-budget'])
   if (values.writable) {
     if (values.writable.some((dir) => !dir)) throw new UsageError("--writable needs a directory, or 'all'")
     opts.writable = values.writable.includes('all') ? 'all' : values.writable.map((dir) => path.resolve(dir))
@@ -108,6 +111,25 @@ function parseArgs(argv) {
   }
   if (values.cwd !== undefined) opts.cwd = kernelCwd(values.cwd, opts.launcher)
   return { opts, positional: positionals, script }
+}
+
+/** `fitImages`' keys, as `--image-budget` names them. */
+const IMAGE_BUDGET_KEYS = ['maxEdge', 'maxBytes', 'maxTotalBytes']
+
+/** `--image-budget`: `off` (images unchanged, within the message's cap) or
+ *  `maxEdge=<px>,maxBytes=<n>,maxTotalBytes=<n>` (any of them; the addon checks ranges). */
+function imageBudget(spec) {
+  if (spec === 'off') return false
+  const budget = {}
+  for (const part of spec.split(',')) {
+    const [key, value, extra] = part.split('=')
+    const number = Number(value)
+    if (!IMAGE_BUDGET_KEYS.includes(key) || extra !== undefined || !value || !Number.isInteger(number)) {
+      throw new UsageError(`--image-budget takes 'off' or ${IMAGE_BUDGET_KEYS.map((k) => `${k}=<n>`).join(',')} (any of them), got '${spec}'`)
+    }
+    budget[key] = number
+  }
+  return budget
 }
 
 /** `util.parseArgs`' error as the CLI's one-line usage error. */

@@ -119,18 +119,34 @@ function textResult(text, isError = false, structuredContent) {
   return { content: [{ type: 'text', text }], isError, ...(structuredContent ? { structuredContent } : {}) }
 }
 
-/** The most image data (base64 characters) one result carries: the SDK's stdio transport
- *  refuses a message over 10 MiB, and a client that got one stays disconnected. */
-const MAX_IMAGE_CHARS = 6 * 1024 * 1024
+/** The most image bytes one result carries, whatever the budget: the SDK's stdio
+ *  transport refuses a message over 10 MiB (base64 adds a third), and a client that got
+ *  one stays disconnected. */
+const MAX_RESULT_IMAGE_BYTES = 4.5 * 1024 * 1024
+
+/**
+ * The `ctx.images` of every call: the images sized for the model by `pykernel/tool`
+ * (docs/charts.md#images-sized-for-the-model), its originals kept in the pool's
+ * artifactsDir, the result's total never past [`MAX_RESULT_IMAGE_BYTES`]. `budget` is
+ * `--image-budget`'s: `false` sends images unchanged as far as that cap allows (an edge
+ * no model takes, 16384 px, is still reduced), an object overrides the defaults.
+ */
+function imageBudgetOf(budget) {
+  if (budget === false) return { maxEdge: 16384, maxBytes: 64 * 1024 * 1024, maxTotalBytes: MAX_RESULT_IMAGE_BYTES }
+  const images = { ...budget }
+  // The default total (3 MiB) is under the cap; a larger one given is held to it.
+  if (images.maxTotalBytes !== undefined) images.maxTotalBytes = Math.min(images.maxTotalBytes, MAX_RESULT_IMAGE_BYTES)
+  return images
+}
 
 /** The MCP result of a `python` call: the host's notices as a text item of their own
- *  (one `[...]` line each; none when there are none), then what the cells printed, then
- *  each image as image content, as many as fit in [`MAX_IMAGE_CHARS`]; a note stands
- *  for each one left out. A refused call is its reason alone. The figures' charts, when
- *  there are any, are `structuredContent: { charts }` (the tool declares no output
- *  schema, so a call without charts has none). Their JSON is not repeated as text, as the
- *  spec suggests for older clients: the text already has each chart's card, and a chart
- *  of a few thousand points would crowd the model's context the card spares. */
+ *  (one `[...]` line each, among them one per image reduced or left out; none when there
+ *  are none), then what the cells printed, then each image sized for the model as image
+ *  content. A refused call is its reason alone. The figures' charts, when there are any,
+ *  are `structuredContent: { charts }` (the tool declares no output schema, so a call
+ *  without charts has none). Their JSON is not repeated as text, as the spec suggests for
+ *  older clients: the text already has each chart's card, and a chart of a few thousand
+ *  points would crowd the model's context the card spares. */
 function evalResultOf(result) {
   const content = []
   if (result.details.code) {
@@ -141,19 +157,7 @@ function evalResultOf(result) {
     }
     content.push({ type: 'text', text: result.output })
   }
-  let room = MAX_IMAGE_CHARS
-  result.images.forEach(({ mime, data }, index) => {
-    if (data.length <= room) {
-      room -= data.length
-      content.push({ type: 'image', data, mimeType: mime })
-    } else {
-      const mb = ((data.length * 3) / 4 / (1024 * 1024)).toFixed(1)
-      content.push({
-        type: 'text',
-        text: `[image ${index + 1} (${mime}, ${mb} MB) left out: it would make the result too large to send; save it to a file and inspect it in smaller pieces, or display a smaller version]`,
-      })
-    }
-  })
+  for (const { mime, data } of result.images) content.push({ type: 'image', data, mimeType: mime })
   const charts = result.charts ?? []
   return { content, isError: result.isError, ...(charts.length ? { structuredContent: { charts } } : {}) }
 }
@@ -221,7 +225,8 @@ const MISSING_SDK = `pykernel mcp needs the MCP SDK: npm install ${SDK} (through
  * `timeoutSeconds` is the default of a call that gives none (undefined: the pool's, 30).
  * Throws `ERR_MCP_SDK_MISSING` when the SDK is not installed.
  */
-function createServer(pool, { kernel = {}, timeoutSeconds } = {}) {
+function createServer(pool, { kernel = {}, timeoutSeconds, imageBudget } = {}) {
+  const images = imageBudgetOf(imageBudget)
   const sdk = loadSdk()
   if (!sdk) throw Object.assign(new Error(MISSING_SDK), { code: 'ERR_MCP_SDK_MISSING' })
   const { Server, CallToolRequestSchema, ErrorCode, GetPromptRequestSchema, ListPromptsRequestSchema, ListResourcesRequestSchema, ListToolsRequestSchema, McpError, ReadResourceRequestSchema } = sdk
@@ -242,7 +247,7 @@ function createServer(pool, { kernel = {}, timeoutSeconds } = {}) {
     const args = request.params.arguments ?? {}
     switch (request.params.name) {
       case tool.name: {
-        const result = await tool.handle(args, { timeoutSeconds, pool, signal: extra.signal, onOutput: progressReporter(extra) })
+        const result = await tool.handle(args, { timeoutSeconds, pool, images, signal: extra.signal, onOutput: progressReporter(extra) })
         return evalResultOf(result)
       }
       case RESET_TOOL.name:
@@ -300,10 +305,19 @@ async function serveMcp(addon, opts) {
   const kernel = opts.launcher
     ? { interpreter: opts.python, launcher: opts.launcher, ...(opts.cwd ? { cwd: opts.cwd } : {}) }
     : { cwd: opts.cwd ?? process.cwd(), interpreter: opts.python, ...(opts.writable ? { sandbox: { writable: opts.writable } } : {}) }
+  // A budget the addon refuses is the command line's mistake, told before serving.
+  const refusal = await addon.fitImages([], imageBudgetOf(opts.imageBudget)).then(() => undefined, (error) => error)
+  if (refusal) {
+    fs.rmSync(artifactsDir, { recursive: true, force: true })
+    process.stderr.write(`pykernel: --image-budget: ${refusal.message}\n`)
+    return 2
+  }
+  // The originals of images sized for the model are kept here too (`pool.artifactsDir`).
   const pool = new addon.KernelPool({ kernel, artifactsDir })
   const server = createServer(pool, {
     kernel,
     timeoutSeconds: opts.timeoutMs === undefined ? undefined : opts.timeoutMs / 1000,
+    imageBudget: opts.imageBudget,
   })
   let finish
   const finished = new Promise((resolve) => (finish = resolve))

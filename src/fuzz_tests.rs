@@ -1,9 +1,9 @@
 //! Property tests over untrusted input (issues 8 and 14), run by `cargo test --lib`.
-//! The frame reader and decoder and the output sanitizer/truncation/clamp must never panic
-//! and must keep their promises for any input. Bounded case counts keep `cargo test` quick;
-//! `npm run fuzz` runs the same properties with `PROPTEST_CASES` cases each (release
-//! build). Proptest records a failing input under `proptest-regressions/`, committed so it
-//! is re-run.
+//! The frame reader and decoder, the output sanitizer/truncation/clamp and image sizing
+//! must never panic and must keep their promises for any input. Bounded case counts keep
+//! `cargo test` quick; `npm run fuzz` runs the same properties with `PROPTEST_CASES` cases
+//! each (release build). Proptest records a failing input under `proptest-regressions/`,
+//! committed so it is re-run.
 
 use proptest::prelude::*;
 
@@ -580,5 +580,63 @@ proptest! {
         let rest = &card[card.find('\n').unwrap() + 1..];
         prop_assert_eq!(escape_cell_lines(rest), rest);
         prop_assert!(!rest.contains('\r') && !rest.contains('\u{2028}'), "{:?}", rest);
+    }
+}
+
+/// A small PNG and a JPEG for the image property: 40x30, a gradient.
+fn small_images() -> [(String, Vec<u8>); 2] {
+    let image = image::DynamicImage::ImageRgb8(image::RgbImage::from_fn(40, 30, |x, y| {
+        image::Rgb([(x * 6) as u8, (y * 8) as u8, 128])
+    }));
+    let encoded = |format| {
+        let mut out = Vec::new();
+        image
+            .write_to(&mut std::io::Cursor::new(&mut out), format)
+            .unwrap();
+        out
+    };
+    [
+        ("image/png".to_string(), encoded(image::ImageFormat::Png)),
+        ("image/jpeg".to_string(), encoded(image::ImageFormat::Jpeg)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config_with(64))]
+
+    /// A damaged image (bytes changed, cut, or extended) is sized or left out with a
+    /// reason, never a panic; what is sent is within the budget.
+    #[test]
+    fn damaged_images_are_sized_or_left_out(
+        which in 0usize..2,
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..8),
+        cut in proptest::option::of(any::<usize>()),
+        tail in proptest::collection::vec(any::<u8>(), 0..16),
+    ) {
+        use base64::Engine;
+        let [png, jpeg] = small_images();
+        let (mime, mut bytes) = if which == 0 { png } else { jpeg };
+        for (at, byte) in flips {
+            let at = at % bytes.len();
+            bytes[at] = byte;
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut % (bytes.len() + 1));
+        }
+        bytes.extend_from_slice(&tail);
+        let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        let budget = crate::output::ResultBudget {
+            image: crate::output::ImageBudget { max_edge: 16, max_bytes: 1 << 20 },
+            max_total_bytes: 1 << 20,
+        };
+        let fitted = crate::output::fit_images(&[(mime, data)], budget, None);
+        let image = &fitted[0];
+        match image.status {
+            crate::output::FitStatus::Omitted => prop_assert!(image.reason.is_some()),
+            _ => {
+                let size = image.size.unwrap();
+                prop_assert!(size.width.max(size.height) <= 16);
+            }
+        }
     }
 }

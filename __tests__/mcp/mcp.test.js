@@ -7,6 +7,7 @@
 // and, read on the wire, live output as progress notifications before the result.
 const test = require('node:test')
 const assert = require('node:assert/strict')
+const fs = require('node:fs')
 const path = require('node:path')
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js')
 const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js')
@@ -146,15 +147,44 @@ test('an unknown tool is a protocol error (-32602) naming the tools there are', 
   assert.equal(textOf(await run(client, { cells: [{ code: '6*7' }] })), '42\n')
 })
 
-test('images past what one MCP message holds are left out with a note, and the client stays connected', async (t) => {
+test('images are sized for the model: within the budget, a note each, the original kept in the artifacts dir', async (t) => {
   const client = await connect(t)
-  // Two ~4.6 MB PNGs of noise: the first fits, the second would pass the 10 MiB message limit.
+  const code = 'import matplotlib.pyplot as plt\nplt.figure(figsize=(24, 18), dpi=100)\nplt.plot(range(10))\nplt.show()'
+  const r = await run(client, { cells: [{ code }] })
+  assert.equal(r.isError, false, textOf(r))
+  const [image] = r.content.filter((c) => c.type === 'image')
+  const sent = Buffer.from(image.data, 'base64')
+  assert.equal(image.mimeType, 'image/png')
+  assert.equal(Math.max(sent.readUInt32BE(16), sent.readUInt32BE(20)), 1568)
+  assert.ok(sent.length <= 1 << 20)
+  // The note is among the host's notices, the first text item.
+  const match = r.content[0].text.match(/^\[image 1 reduced from (\d+)x(\d+) \(\d+ KB\) to \d+x\d+ \(\d+ KB\) for the model; the original is (\S+)\]$/m)
+  assert.ok(match, r.content[0].text)
+  const original = fs.readFileSync(match[3])
+  assert.equal(path.basename(path.dirname(match[3])).startsWith('pykernel-mcp-'), true, match[3])
+  assert.deepEqual([original.readUInt32BE(16), original.readUInt32BE(20)], [Number(match[1]), Number(match[2])])
+  assert.ok(Number(match[1]) > 1568)
+})
+
+test('images past what one MCP message holds are left out with a note, and the client stays connected', async (t) => {
+  // Unsized (`--image-budget off`), two ~4.6 MB PNGs of noise: the first fits, the second
+  // would pass the 10 MiB message limit.
+  const client = await connect(t, ['--image-budget', 'off'])
   const code = 'import os, base64\nfrom PIL import Image\nfor _ in range(2):\n    display(Image.frombytes("RGB", (1240, 1240), os.urandom(1240 * 1240 * 3)))'
   const r = await run(client, { cells: [{ code }] })
   const images = r.content.filter((c) => c.type === 'image')
   assert.equal(images.length, 1, JSON.stringify(r.content.map((c) => c.type)))
-  assert.match(textOf(r), /\[image 2 \(image\/png, \d+\.\d MB\) left out: it would make the result too large to send/)
+  assert.match(textOf(r), /\[image 2 \(1240x1240, \d+\.\d MB\) left out: the result's images would pass 4718592 bytes; the original is \S+pykernel-mcp-\S+\.png\]/)
   assert.equal(textOf(await run(client, { cells: [{ code: '6*7' }] })), '42\n')
+})
+
+test('a bad --image-budget is a usage error before serving', () => {
+  const { spawnSync } = require('node:child_process')
+  for (const [budget, message] of [['huge', /--image-budget takes 'off' or maxEdge=<n>/], ['maxEdge=3', /--image-budget: .*maxEdge.*from 16 to 16384, got 3/]]) {
+    const r = spawnSync(process.execPath, [cli, 'mcp', '--image-budget', budget], { input: '', encoding: 'utf8' })
+    assert.equal(r.status, 2, r.stderr)
+    assert.match(r.stderr, message)
+  }
 })
 
 test('--launcher runs the sessions through it (here `env`): the runner is the far side\'s copy; its words stay out of the description', async (t) => {

@@ -112,6 +112,11 @@ function cases({ kernel, pool, store, builder, dir }) {
       [() => addon.readArtifact('artifact://x', {}), '`artifactsDir`: expected a string, got undefined'],
     ]],
     renderBundle: ['sync', [[() => addon.renderBundle('text'), '`bundle`: expected an object, got a string']]],
+    fitImages: ['async', [
+      [() => addon.fitImages('x.png'), '`images`: expected an array of objects, got a string'],
+      [() => addon.fitImages([{ mime: 'image/png', data: 5 }]), '`images[0].data`: expected a string, got a number'],
+      [() => addon.fitImages([], { maxEdge: '1568' }), '`maxEdge`: expected a number, got a string'],
+    ]],
     streamingPreview: ['sync', [[() => addon.streamingPreview(5), '`text`: expected a string or an array of strings, got a number']]],
   }
 }

@@ -103,6 +103,7 @@ function callers({ kernel, pool }) {
     filterEnv: { kind: 'sync', args: [{ PATH: '/bin' }, null], call: (a) => addon.filterEnv(...a) },
     readArtifact: { kind: 'async', args: ['artifact://out-1', null], call: (a) => addon.readArtifact(...a), fill: { ReadArtifactOptions: { artifactsDir: dir } } },
     renderBundle: { kind: 'sync', args: [{ 'text/plain': 'x' }, null], call: (a) => addon.renderBundle(...a) },
+    fitImages: { kind: 'async', args: [[{ mime: 'image/png', data: '' }], null], call: (a) => addon.fitImages(...a), fill: { ImageToFit: { mime: 'image/png', data: '' } } },
     resolvePython: { kind: 'async', args: [null], call: (a) => addon.resolvePython(...a) },
     streamingPreview: { kind: 'sync', args: ['text', null], call: (a) => addon.streamingPreview(...a) },
     'Kernel.start': { kind: 'async', args: [null], call: (a) => Kernel.start(...a) },

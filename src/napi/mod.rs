@@ -16,6 +16,7 @@
 //! - `kv`: the `KvStore` class.
 //! - `pool`: the `KernelPool` class.
 //! - `placement`: the pool's `launchers`, `placement` and `launcherFor` options.
+//! - `images`: `fitImages`, images sized for a model.
 //! - `python`: `resolvePython`, `checkPythonKernelAvailability`, `filterEnv`.
 //! - `output`: `renderBundle`, `clampLine` and the preview helpers.
 //! - `agent_text`: the `OutputBuilder` class, `readArtifact`, and the agent-text options
@@ -29,6 +30,7 @@ mod args;
 mod cancel;
 mod cells;
 mod delivery;
+mod images;
 mod kernel;
 mod kv;
 mod options;

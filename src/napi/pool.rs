@@ -460,6 +460,15 @@ impl JsKernelPool {
     }
 
     /// Pids of the spare kernels kept ready for new sessions (see `prewarm`).
+    /// The `artifactsDir` the pool was made with: where `pykernel/tool` keeps the
+    /// originals of images it sized for the model.
+    #[napi(getter)]
+    pub fn artifacts_dir(&self) -> Option<String> {
+        self.inner
+            .artifacts_dir()
+            .map(|dir| dir.display().to_string())
+    }
+
     #[napi(getter)]
     pub fn spares(&self) -> Vec<u32> {
         self.inner.spare_pids()

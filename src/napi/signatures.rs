@@ -36,6 +36,12 @@ pub static FILTER_ENV: &[Param] = &[
     Param { name: "options", ty: Ty::Interface(&FILTER_ENV_OPTIONS), optional: true },
 ];
 
+/// `fitImages`
+pub static FIT_IMAGES: &[Param] = &[
+    Param { name: "images", ty: Ty::Array(&Ty::Interface(&IMAGE_TO_FIT)), optional: false },
+    Param { name: "options", ty: Ty::Interface(&FIT_IMAGES_OPTIONS), optional: true },
+];
+
 /// `readArtifact`
 pub static READ_ARTIFACT: &[Param] = &[
     Param { name: "uri", ty: Ty::String, optional: false },
@@ -265,6 +271,24 @@ pub static FILTER_ENV_OPTIONS: Interface = Interface {
     name: "FilterEnvOptions",
     fields: &[
         Field { key: "envPrefix", ty: Ty::String, optional: true },
+    ],
+};
+
+pub static FIT_IMAGES_OPTIONS: Interface = Interface {
+    name: "FitImagesOptions",
+    fields: &[
+        Field { key: "maxEdge", ty: Ty::Number, optional: true },
+        Field { key: "maxBytes", ty: Ty::Number, optional: true },
+        Field { key: "maxTotalBytes", ty: Ty::Number, optional: true },
+        Field { key: "keepOriginalsIn", ty: Ty::String, optional: true },
+    ],
+};
+
+pub static IMAGE_TO_FIT: Interface = Interface {
+    name: "ImageToFit",
+    fields: &[
+        Field { key: "mime", ty: Ty::String, optional: false },
+        Field { key: "data", ty: Ty::String, optional: false },
     ],
 };
 

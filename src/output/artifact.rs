@@ -198,6 +198,25 @@ fn open_new_file(dir: &Path) -> io::Result<(PathBuf, File)> {
     open_first_free(dir, || format!("output-{millis}-{:016x}.txt", random_u64()))
 }
 
+/// A new private file `<dir>/<prefix>-<unix-millis>-<random>.<extension>` (the original
+/// of an image sized for the model), in a directory checked as the output's is.
+pub(crate) fn create_private_file(
+    dir: &Path,
+    prefix: &str,
+    extension: &str,
+) -> Result<(PathBuf, File), String> {
+    crate::store::safe_fs::ensure_private_dir("artifactsDir", dir)
+        .map_err(|refusal| format!("could not keep the original: {refusal}"))?;
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    open_first_free(dir, || {
+        format!("{prefix}-{millis}-{:016x}.{extension}", random_u64())
+    })
+    .map_err(|err| format!("could not keep the original in {}: {err}", dir.display()))
+}
+
 /// The first of up to 8 names from `names` that is free in `dir`, created new. Only a
 /// name that is taken is worth another try; any other error is final.
 fn open_first_free(dir: &Path, mut names: impl FnMut() -> String) -> io::Result<(PathBuf, File)> {

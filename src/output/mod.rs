@@ -12,6 +12,8 @@
 //!   a host line does is escaped), and a notice as its line.
 //! - `revisable`: a cell's latest agent text, still open to display updates and
 //!   `clear_output`, before it reaches the accumulator.
+//! - `image_fit`: one image within a budget of pixels and bytes (PNG, JPEG); `fitted_images`:
+//!   a result's images within it and a total, the originals of those changed kept.
 //! - `clamp`: one line -> at most N terminal columns.
 //! - `escapes`: the escape-sequence parser both of those use, with its bounds.
 //! - `preview`: streaming and collapsed previews.
@@ -21,8 +23,10 @@ mod artifact_ref;
 mod chart_card;
 mod clamp;
 pub(crate) mod escapes;
+mod fitted_images;
 mod host_lines;
 mod html;
+mod image_fit;
 mod preview;
 mod render;
 mod revisable;
@@ -36,8 +40,12 @@ pub use artifact_ref::{
 };
 pub use chart_card::{chart_card, MAX_CARD_CHARS};
 pub use clamp::{clamp_line, visible_width, DEFAULT_MAX_COLUMNS};
+pub use fitted_images::{
+    fit_images, FitStatus, FittedImage, Original, ResultBudget, DEFAULT_MAX_TOTAL_BYTES,
+};
 pub use host_lines::{escape_cell_lines, notice_line, CellLines, ESCAPE as CELL_LINE_ESCAPE};
 pub use html::html_to_markdown;
+pub use image_fit::{ImageBudget, Size, DEFAULT_MAX_BYTES, DEFAULT_MAX_EDGE};
 pub use preview::{
     collapsed_preview, streaming_preview, PreviewMode, StreamingPreview, STREAMING_PREVIEW_LINES,
 };

@@ -165,6 +165,11 @@ impl<K: PooledKernel> Pool<K> {
         })
     }
 
+    /// The pool's `artifactsDir`, where a tool keeps what it leaves out of a result.
+    pub fn artifacts_dir(&self) -> Option<&std::path::Path> {
+        self.inner.config.artifacts_dir.as_deref()
+    }
+
     /// Pids of the spawned spare kernels that are ready.
     pub fn spare_pids(&self) -> Vec<u32> {
         let spares = self.inner.spares.lock().unwrap();
