@@ -135,7 +135,7 @@ mod tests {
         // overlayfs leaves its scratch directory without permissions.
         let scratch = layers.work.join("work");
         std::fs::create_dir(&scratch).unwrap();
-        std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0)).unwrap();
+        std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o0)).unwrap();
         drop(session);
         assert!(!layers.root.exists());
     }

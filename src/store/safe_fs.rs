@@ -236,7 +236,7 @@ mod tests {
         fs::create_dir_all(&scratch).unwrap();
         fs::write(scratch.join("file"), "x").unwrap();
         std::os::unix::fs::symlink("/", root.join("link")).unwrap();
-        fs::set_permissions(&scratch, fs::Permissions::from_mode(0)).unwrap();
+        fs::set_permissions(&scratch, fs::Permissions::from_mode(0o0)).unwrap();
         remove_tree(&root).unwrap();
         assert!(!root.exists());
         assert!(Path::new("/").exists());
