@@ -22,7 +22,7 @@ const USAGE = `Usage:
   pykernel check [--python <path>] [--cwd <dir>]
                                                show which Python a kernel would use
   pykernel mcp [--python <path>] [--launcher <command>] [--timeout <seconds>]
-               [--writable <dir>] [--cwd <dir>]
+               [--writable <dir>] [--cwd <dir>] [--image-budget <budget>]
                                                serve the python tool (and session
                                                tools) to an MCP client over stdio
 
@@ -41,6 +41,10 @@ Options (for run, -c and -, before the file or code: what follows it is the scri
                        and caches, and sees the credential stores in your home empty
   --images-dir <dir>   where to save image/png and image/jpeg outputs
                        (default: a new pykernel-images-* folder in the temp dir)
+  --image-budget <budget>
+                       (mcp) how images are sized for the model: 'off', or any of
+                       maxEdge=<px>,maxBytes=<n>,maxTotalBytes=<n> (default
+                       maxEdge=1568,maxBytes=1048576,maxTotalBytes=3145728)
   --json               print every event as one NDJSON line on stdout, then
                        {"type":"done","result":<ExecuteResult>} per cell
   -V, --version        print the version
@@ -716,8 +720,15 @@ async function main(argv) {
     process.stdout.write(`pykernel ${require('../package.json').version}\n`)
     return 0
   }
-  if (script) return cmdScript(loadAddon(), script, opts)
   const [command, ...args] = positional
+  // Each option the command has no use for is refused, never ignored.
+  if (opts.imageBudget !== undefined && (script || command !== 'mcp')) {
+    return usageError('--image-budget is for pykernel mcp (run, exec and the REPL save images whole, see --images-dir)')
+  }
+  if (opts.imagesDir !== undefined && !script && (command === 'mcp' || command === 'check')) {
+    return usageError(`--images-dir is for run, exec and the REPL; ${command === 'mcp' ? 'pykernel mcp returns images to its client' : 'check shows no images'}`)
+  }
+  if (script) return cmdScript(loadAddon(), script, opts)
 
   switch (command) {
     case undefined:

@@ -591,6 +591,11 @@ test('a usage error is one line on stderr and exits 2', async () => {
     [['-x', 'exec', '1'], "unknown option '-x'"],
     [['exec', '1', '--python', '--json'], "--python needs a value (one that starts with '-' is written --python=<value>)"],
     [['-c'], '-c needs a value'],
+    [['exec', '1', '--image-budget', 'off'], '--image-budget is for pykernel mcp (run, exec and the REPL save images whole, see --images-dir)'],
+    [['--image-budget', 'maxEdge=800', '-c', '1'], '--image-budget is for pykernel mcp (run, exec and the REPL save images whole, see --images-dir)'],
+    [['mcp', '--image-budget', 'maxEdge=big'], "--image-budget takes 'off' or maxEdge=<n>,maxBytes=<n>,maxTotalBytes=<n> (any of them), got 'maxEdge=big'"],
+    [['mcp', '--images-dir', '/tmp'], '--images-dir is for run, exec and the REPL; pykernel mcp returns images to its client'],
+    [['check', '--images-dir', '/tmp'], '--images-dir is for run, exec and the REPL; check shows no images'],
   ]
   const results = await Promise.all(cases.map(([args]) => cli(args)))
   results.forEach((r, i) => {
