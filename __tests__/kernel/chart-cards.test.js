@@ -4,6 +4,7 @@
 // `output` where the figure was, in place of the figure's text/plain stand-in, and its
 // chart joins `charts`, in order, revised by display updates as `images` are; the same
 // through `renderBundle`, `OutputBuilder`, pykernel/tool's `handle` and the MCP server.
+// Last, real matplotlib figures' cards, asserted on their text.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const { addon, python } = require('../helpers/kernel')
@@ -103,4 +104,39 @@ test("pykernel/tool's handle resolves the charts beside the images", async (t) =
   assert.equal(r.images.length, 1)
   const refused = await tool.handle({ cells: [] }, { pool })
   assert.deepEqual(refused.charts, [])
+})
+
+test("real figures' cards: a line, a bar, a histogram, a pie and a figure of two axes, as a model reads them", async (t) => {
+  const kernel = await addon.Kernel.start({ interpreter: python })
+  t.after(() => kernel.shutdown())
+  const card = async (code) => {
+    const r = await kernel.evaluate([{ code: `import matplotlib.pyplot as plt\n${code}\nplt.show()` }])
+    assert.equal(r.exitCode, 0, r.output)
+    assert.equal(r.images.length, 1)
+    assert.equal(r.charts.length, 1)
+    return r.output
+  }
+  assert.equal(
+    await card('plt.plot([0, 1, 2, 3], [1, 4, 9, 16], label="squares"); plt.plot([0, 1, 2, 3], [1, 2, 3, 4], label="linear")\nplt.title("Growth"); plt.xlabel("Day"); plt.ylabel("Size (cm)"); plt.legend()'),
+    '[chart: line "Growth"]\nx: Day, linear, -0.15 to 3.15\ny: Size (cm), linear, 0.25 to 16.75\n2 series, 8 points:\n' +
+      '- squares: 4 points, y from 1 to 16, last 16\n- linear: 4 points, y from 1 to 4, last 4\n',
+  )
+  assert.equal(
+    await card('plt.bar(["Author A", "Author B", "Author C", "Author D"], [100, 200, 300, 400], label="Books Sold")\nplt.title("Book Sales by Authors"); plt.xlabel("Authors"); plt.ylabel("Number of Books Sold")'),
+    '[chart: bar "Book Sales by Authors"]\nx: Authors, categorical, 4 categories\ny: Number of Books Sold, linear, 0 to 420\n4 bars in 1 series:\n' +
+      '- Books Sold: 4 bars, highest Author D 400, Author C 300, Author B 200; lowest Author A 100\n',
+  )
+  assert.equal(
+    await card('plt.hist([1, 2, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5, 6], bins=[1, 2, 3, 4, 5, 6], label="rolls"); plt.title("Rolls")'),
+    '[chart: histogram "Rolls"]\nx: unlabelled, linear, 0.75 to 6.25\ny: unlabelled, linear, 0 to 4.2\n1 dataset:\n- rolls: 5 bins from 1 to 6, total 13, peak 4 in 4 to 5\n',
+  )
+  assert.equal(
+    await card('plt.pie([90, 10], labels=["No", "No, in blue"], startangle=90); plt.title("Will I wake up early tomorrow?")'),
+    '[chart: pie "Will I wake up early tomorrow?"]\n2 slices:\n- No: 90 (90%)\n- No, in blue: 10 (10%)\n',
+  )
+  assert.equal(
+    await card('fig, axs = plt.subplots(1, 2); fig.suptitle("Two views")\naxs[0].plot([1, 2, 3], [3, 1, 2]); axs[0].set_title("Line")\naxs[1].scatter([1, 2, 3, 4], [4, 3, 2, 1], label="pts"); axs[1].set_title("Scatter")'),
+    '[chart: 2 axes "Two views"]\n- line "Line": 1 series, 3 points\n  Line 0: 3 points, y from 1 to 3, last 2\n' +
+      '- scatter "Scatter": 1 series, 4 points\n  pts: 4 points, y from 1 to 4, last 1\n',
+  )
 })

@@ -147,23 +147,44 @@ test('an unknown tool is a protocol error (-32602) naming the tools there are', 
   assert.equal(textOf(await run(client, { cells: [{ code: '6*7' }] })), '42\n')
 })
 
-test('images are sized for the model: within the budget, a note each, the original kept in the artifacts dir', async (t) => {
+test('a 2000x1500 figure fits the default budget with its card and chart JSON; the original is kept whole in the artifacts dir', async (t) => {
   const client = await connect(t)
-  const code = 'import matplotlib.pyplot as plt\nplt.figure(figsize=(24, 18), dpi=100)\nplt.plot(range(10))\nplt.show()'
+  const code = [
+    'import numpy as np, matplotlib.pyplot as plt',
+    'x = np.linspace(0, 20, 10_000)',
+    'fig = plt.figure(figsize=(20, 15), dpi=100)',
+    'plt.plot(x, np.sin(x) * x, label="damped")',
+    'plt.title("Growth"); plt.xlabel("Time (s)"); plt.ylabel("Amplitude (mV)"); plt.legend()',
+    'fig.tight_layout()  # the axes fill the figure, so the PNG is about 2000x1500 after the tight crop',
+    'plt.show()',
+  ].join('\n')
   const r = await run(client, { cells: [{ code }] })
   assert.equal(r.isError, false, textOf(r))
   const [image] = r.content.filter((c) => c.type === 'image')
   const sent = Buffer.from(image.data, 'base64')
+  const [width, height] = [sent.readUInt32BE(16), sent.readUInt32BE(20)]
   assert.equal(image.mimeType, 'image/png')
-  assert.equal(Math.max(sent.readUInt32BE(16), sent.readUInt32BE(20)), 1568)
-  assert.ok(sent.length <= 1 << 20)
+  assert.equal(Math.max(width, height), 1568)
+  assert.ok(sent.length <= 1 << 20, `${sent.length} bytes`)
   // The note is among the host's notices, the first text item.
   const match = r.content[0].text.match(/^\[image 1 reduced from (\d+)x(\d+) \(\d+ KB\) to \d+x\d+ \(\d+ KB\) for the model; the original is (\S+)\]$/m)
   assert.ok(match, r.content[0].text)
   const original = fs.readFileSync(match[3])
   assert.equal(path.basename(path.dirname(match[3])).startsWith('pykernel-mcp-'), true, match[3])
   assert.deepEqual([original.readUInt32BE(16), original.readUInt32BE(20)], [Number(match[1]), Number(match[2])])
-  assert.ok(Number(match[1]) > 1568)
+  assert.ok(Number(match[1]) > 1900 && Number(match[2]) > 1400, `the original is the full figure: ${match[1]}x${match[2]}`)
+  // The card in the text, the chart as structured content, its series cut to 500 points.
+  const text = textOf(r)
+  const card = text.slice(text.indexOf('[chart: line "Growth"]'))
+  assert.match(card, /^\[chart: line "Growth"\]\nx: Time \(s\), linear, .+\ny: Amplitude \(mV\), linear, .+\n1 series, 10000 points:\n- damped: 10000 points, downsampled to 500, y from -17\.31 to 18\.26, last 18\.26\n/)
+  assert.ok(card.length <= 600 + 200, card)
+  const [chart] = r.structuredContent.charts
+  assert.deepEqual([chart.type, chart.elements[0].count, chart.elements[0].points.length <= 500], ['line', 10000, true])
+  // The default budget fits the common clients: Claude Code's MCP result cap is 25,000
+  // tokens; an image costs about width*height/750 tokens, text about a token per 4 chars.
+  const json = JSON.stringify(r.structuredContent)
+  const tokens = Math.ceil((width * height) / 750) + Math.ceil((text.length + json.length) / 4)
+  assert.ok(tokens <= 25_000, `about ${tokens} tokens (${json.length} chars of chart JSON)`)
 })
 
 test('images past what one MCP message holds are left out with a note, and the client stays connected', async (t) => {

@@ -287,12 +287,15 @@ fn sub_chart_lines(sub: &Map<String, Value>) -> String {
 }
 
 /// `x: Time (s), datetime, 0 to 10`: the label, the scale, and the limits (else the
-/// range of the data). Nothing when none is known.
+/// range of the data); on a categorical axis how many categories (its limits, such as
+/// -0.59 to 3.59, say nothing to a reader). Nothing when none is known.
 fn axis_line(axis: &str, chart: &Map<String, Value>, data: Span) -> Option<String> {
     let name = label(chart.get(&format!("{axis}_label")));
     let scale = label(chart.get(&format!("{axis}_scale")));
     let limits = array(chart.get(&format!("{axis}_limits")));
+    let categorical = scale.as_deref() == Some("categorical") && !data.words.is_empty();
     let range = match limits {
+        _ if categorical => data.text(scale.as_deref()),
         [low, high] => match (value_text(low), value_text(high)) {
             (Some(low), Some(high)) => Some(format!("{low} to {high}")),
             _ => data.text(scale.as_deref()),

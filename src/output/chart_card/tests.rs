@@ -70,7 +70,8 @@ fn bar(label: &str, group: &str, value: f64) -> Value {
 fn a_bar_chart_names_the_highest_bars_of_each_series_and_the_lowest() {
     let chart = json!({
         "type": "bar", "title": "Book Sales", "x_label": "Authors", "y_label": "Books Sold",
-        "x_scale": "categorical", "orientation": "vertical",
+        // A categorical axis is told by its categories, not its limits.
+        "x_scale": "categorical", "x_limits": [-0.59, 3.59], "orientation": "vertical",
         "reference_lines": [{"orientation": "horizontal", "value": 250, "label": "target"}],
         "elements": [
             bar("Author A", "Books Sold", 100.0), bar("Author B", "Books Sold", 200.0),
