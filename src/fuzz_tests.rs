@@ -628,6 +628,7 @@ proptest! {
         let budget = crate::output::ResultBudget {
             image: crate::output::ImageBudget { max_edge: 16, max_bytes: 1 << 20 },
             max_total_bytes: 1 << 20,
+            ..Default::default()
         };
         let fitted = crate::output::fit_images(&[(mime, data)], budget, None);
         let image = &fitted[0];

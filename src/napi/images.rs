@@ -84,6 +84,7 @@ fn budget_of(options: &FitImagesOptions) -> std::result::Result<ResultBudget, Ke
             max_bytes: max_bytes.map_or(defaults.image.max_bytes, |n| n as usize),
         },
         max_total_bytes: max_total.map_or(defaults.max_total_bytes, |n| n as usize),
+        ..defaults
     })
 }
 

@@ -13,11 +13,19 @@ use std::path::{Path, PathBuf};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 
-use super::image_fit::{fit_image, Fitted, ImageBudget, ImageKind, Size};
+use super::image_fit::{
+    decode_needed, fit_image, Fitted, ImageBudget, ImageKind, Size, MAX_DECODE_PIXELS,
+};
 
 /// The most bytes of image one result carries: several charts at the edge limit, and far
 /// under the 10 MiB an MCP message may be once base64 adds a third.
 pub const DEFAULT_MAX_TOTAL_BYTES: usize = 3 << 20;
+
+/// The most pixels decoded to size one result's images: a few figures far past the edge
+/// limit. Each image may claim up to [`MAX_DECODE_PIXELS`], and a cell can show a hundred
+/// of them in a few KB each (one colour compresses to nothing), so without a total one
+/// result could hold the host's CPU for minutes; past it images are left out undecoded.
+pub const MAX_RESULT_DECODE_PIXELS: u64 = 100_000_000;
 
 /// The budget of one result's images.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +33,8 @@ pub struct ResultBudget {
     pub image: ImageBudget,
     /// The most bytes of all the images sent, in order; later ones past it are left out.
     pub max_total_bytes: usize,
+    /// The most pixels decoded to size them ([`MAX_RESULT_DECODE_PIXELS`]).
+    pub max_decode_pixels: u64,
 }
 
 impl Default for ResultBudget {
@@ -32,6 +42,7 @@ impl Default for ResultBudget {
         ResultBudget {
             image: ImageBudget::default(),
             max_total_bytes: DEFAULT_MAX_TOTAL_BYTES,
+            max_decode_pixels: MAX_RESULT_DECODE_PIXELS,
         }
     }
 }
@@ -93,10 +104,11 @@ pub fn fit_images(
     keep_dir: Option<&Path>,
 ) -> Vec<FittedImage> {
     let mut room = budget.max_total_bytes;
+    let mut pixels_left = budget.max_decode_pixels;
     images
         .iter()
         .map(|(mime, data)| {
-            let mut fitted = fit_one(mime, data, budget.image);
+            let mut fitted = fit_one(mime, data, budget, &mut pixels_left);
             if fitted.status != FitStatus::Omitted {
                 if fitted.bytes <= room {
                     room -= fitted.bytes;
@@ -120,7 +132,8 @@ pub fn fit_images(
         .collect()
 }
 
-fn fit_one(mime: &str, data: &str, budget: ImageBudget) -> FittedImage {
+/// One image fitted, its decoded pixels counted against `pixels_left`.
+fn fit_one(mime: &str, data: &str, budget: ResultBudget, pixels_left: &mut u64) -> FittedImage {
     let bytes = match decode_base64(data) {
         Ok(bytes) => bytes,
         Err(reason) => {
@@ -141,7 +154,21 @@ fn fit_one(mime: &str, data: &str, budget: ImageBudget) -> FittedImage {
         path: None,
         keep_error: None,
     };
-    match fit_image(mime, &bytes, budget) {
+    if let Some((size, true)) = decode_needed(mime, &bytes, budget.image) {
+        let pixels = u64::from(size.width) * u64::from(size.height);
+        if pixels <= MAX_DECODE_PIXELS {
+            if pixels > *pixels_left {
+                original.size = Some(size);
+                let reason = format!(
+                    "sizing it would take the result past the {} pixels decoded for one result",
+                    budget.max_decode_pixels
+                );
+                return omitted(original, reason);
+            }
+            *pixels_left -= pixels;
+        }
+    }
+    match fit_image(mime, &bytes, budget.image) {
         Fitted::Unchanged { size } => {
             original.size = Some(size);
             FittedImage {
@@ -252,6 +279,43 @@ mod tests {
 
     fn png(data: String) -> (String, String) {
         ("image/png".to_string(), data)
+    }
+
+    /// A cell can show a hundred images that claim many pixels in a few bytes each; the
+    /// pixels decoded for one result are bounded, the rest left out undecoded.
+    #[test]
+    fn the_pixels_decoded_for_one_result_are_bounded() {
+        let data = png_base64(400, 300);
+        let budget = ResultBudget {
+            image: ImageBudget {
+                max_edge: 200,
+                ..ImageBudget::default()
+            },
+            max_decode_pixels: 250_000,
+            ..ResultBudget::default()
+        };
+        let small = png_base64(100, 50);
+        let images = [png(data.clone()), png(small), png(data.clone()), png(data)];
+        let fitted = fit_images(&images, budget, None);
+        let statuses: Vec<_> = fitted.iter().map(|f| f.status).collect();
+        assert_eq!(
+            statuses,
+            [
+                FitStatus::Reduced,
+                FitStatus::Unchanged,
+                FitStatus::Reduced,
+                FitStatus::Omitted
+            ]
+        );
+        let reason = fitted[3].reason.as_deref().unwrap();
+        assert!(reason.contains("250000 pixels decoded"), "{reason}");
+        assert_eq!(
+            fitted[3].original.size,
+            Some(Size {
+                width: 400,
+                height: 300
+            })
+        );
     }
 
     #[test]

@@ -190,6 +190,21 @@ pub fn fit_image(mime: &str, bytes: &[u8], budget: ImageBudget) -> Fitted {
     reduce(kind, &image, size, budget)
 }
 
+/// The size `bytes` claim, read from the header alone, and whether [`fit_image`] would
+/// decode them to bring them within `budget`; None when they are not a PNG or JPEG whose
+/// header reads.
+pub fn decode_needed(mime: &str, bytes: &[u8], budget: ImageBudget) -> Option<(Size, bool)> {
+    let kind = ImageKind::from_mime(mime)?;
+    if !kind.matches(bytes) {
+        return None;
+    }
+    let size = header_size(kind, bytes).ok()?;
+    Some((
+        size,
+        size.long_edge() > budget.max_edge || bytes.len() > budget.max_bytes,
+    ))
+}
+
 fn unreadable(reason: String, original: Option<Size>) -> Fitted {
     Fitted::Unreadable { reason, original }
 }
