@@ -149,17 +149,41 @@ function imageBudgetOf(budget) {
  *  points would crowd the model's context the card spares. */
 function evalResultOf(result) {
   const content = []
+  const { charts, notes } = chartsWithin(result.charts ?? [])
   if (result.details.code) {
     content.push({ type: 'text', text: result.text })
   } else {
-    if (result.notices.length) {
-      content.push({ type: 'text', text: result.notices.map((notice) => `[${notice.replace(/[\r\n]/g, ' ')}]\n`).join('') })
+    const notices = [...result.notices, ...notes]
+    if (notices.length) {
+      content.push({ type: 'text', text: notices.map((notice) => `[${notice.replace(/[\r\n]/g, ' ')}]\n`).join('') })
     }
     content.push({ type: 'text', text: result.output })
   }
   for (const { mime, data } of result.images) content.push({ type: 'image', data, mimeType: mime })
-  const charts = result.charts ?? []
   return { content, isError: result.isError, ...(charts.length ? { structuredContent: { charts } } : {}) }
+}
+
+/** The most chart JSON (characters) one result carries. A chart keeps at most 500 points a
+ *  series, but a figure of many axes and series still reaches megabytes, and the images
+ *  and the text share the SDK's 10 MiB message (past it the client is disconnected). */
+const MAX_CHART_CHARS = 512 * 1024
+
+/** The charts that fit in [`MAX_CHART_CHARS`], in order, and a note for each left out
+ *  (its card is in the text all the same). */
+function chartsWithin(charts) {
+  let room = MAX_CHART_CHARS
+  const kept = []
+  const notes = []
+  charts.forEach((chart, index) => {
+    const size = JSON.stringify(chart).length
+    if (size <= room) {
+      room -= size
+      kept.push(chart)
+    } else {
+      notes.push(`chart ${index + 1} left out of the structured content: its JSON (${Math.ceil(size / 1024)} KB) would take the result past ${MAX_CHART_CHARS / 1024} KB; its card is in the text`)
+    }
+  })
+  return { charts: kept, notes }
 }
 
 /**

@@ -67,6 +67,18 @@ test("a figure's chart is structured content, its card in the text; a call witho
   assert.equal((await run(client, { cells: [{ code: '6*7' }] })).structuredContent, undefined)
 })
 
+test('charts past 512 KB of JSON are left out of the structured content with a note; their cards stay', async (t) => {
+  const client = await connect(t)
+  const big = "{'type': 'line', 'title': 'Big', 'elements': [{'label': 's', 'points': [[i, i] for i in range(500)], 'note': 'x' * 600_000}]}"
+  const small = "{'type': 'pie', 'title': 'Small', 'elements': [{'label': 'a', 'value': 1, 'fraction': 1, 'angle': 360, 'radius': 1}]}"
+  const show = (chart) => `display({'text/plain': '<Figure>', 'application/vnd.pykernel.chart+json': ${chart}}, raw=True)`
+  const r = await run(client, { cells: [{ code: `${show(big)}\n${show(small)}` }] })
+  assert.equal(r.isError, false, textOf(r))
+  assert.deepEqual(r.structuredContent.charts.map((c) => c.title), ['Small'])
+  assert.match(r.content[0].text, /^\[chart 1 left out of the structured content: its JSON \(\d+ KB\) would take the result past 512 KB; its card is in the text\]\n$/)
+  assert.match(textOf(r), /\[chart: line "Big"\][^]*\[chart: pie "Small"\]/)
+})
+
 test('a failing cell is an error result with the traceback; bad input is an error result naming the field', async (t) => {
   const client = await connect(t)
   const failed = await run(client, { cells: [{ code: 'raise ValueError("nope")' }] })
