@@ -41,8 +41,12 @@ function status(obs, cwd) {
   return `error ${obs.ename}: ${evalue}`
 }
 
+/** MIME types only pykernel sends (a figure's chart as data): additions to what Jupyter
+ *  shows, not a difference from it. */
+const OUR_MIME = /^application\/vnd\.pykernel\./
+
 function displayLine(b, cwd) {
-  const mimes = b.mimes.filter((m) => !IMAGE_MIMES.has(m))
+  const mimes = b.mimes.filter((m) => !IMAGE_MIMES.has(m) && !OUR_MIME.test(m))
   const text = b.text == null ? '(no text/plain)' : normText(b.text, cwd)
   return `${mimes.join('+') || '(image only)'}: ${text}`
 }
