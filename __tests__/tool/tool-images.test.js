@@ -103,3 +103,24 @@ test('a bad ctx.images rejects with ERR_INVALID_ARG before the call runs', async
   }
   assert.deepEqual(pool.sessions, [], 'no call ran')
 })
+
+test("the attack: twenty images that each claim 36 million pixels in a few KB; the host decodes three at most", async (t) => {
+  // One colour compresses to nothing, so a cell can show many huge images cheaply; sizing
+  // them all held the host's CPU for seconds each. Past 100 million pixels decoded for
+  // one result, the rest are left out undecoded.
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const code = [
+    'import io, base64',
+    'from PIL import Image',
+    'buffer = io.BytesIO(); Image.new("RGB", (6000, 6000), (200, 30, 30)).save(buffer, "PNG")',
+    'png = base64.b64encode(buffer.getvalue()).decode()',
+    'for _ in range(20): display({"image/png": png}, raw=True)',
+  ].join('\n')
+  const r = await tool.handle({ cells: [{ code }] }, { pool })
+  assert.equal(r.isError, false, r.text)
+  assert.equal(r.details.result.images.length, 20)
+  assert.equal(r.images.length, 2, 'two of 36 MP fit in 100 million pixels decoded')
+  const skipped = r.notices.filter((n) => /^image \d+ \(6000x6000, \d+ KB\) left out: sizing it would take the result past the 100000000 pixels decoded for one result$/.test(n))
+  assert.equal(skipped.length, 18, r.notices.join('\n'))
+})
