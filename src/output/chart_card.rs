@@ -27,7 +27,8 @@ use serde_json::{Map, Value};
 
 use bodies::{body, Body};
 use words::{
-    array, clean, count, elements, label, num, number, pair, plural, str_field, value_text,
+    array, clean, count, elements, label, num, number, pair, plural, str_field, sub_charts,
+    value_text,
 };
 
 /// The most characters a card has, its line breaks included.
@@ -50,9 +51,11 @@ pub fn chart_card(chart: &Value) -> String {
     let chart = chart.as_object().unwrap_or(&empty);
     let kind = Kind::of(chart);
     let mut card = Card::default();
-    let items = elements(chart);
     if kind == Kind::Superchart {
-        let charts: Vec<&Map<String, Value>> = items.iter().filter_map(|c| c.as_object()).collect();
+        let charts: Vec<&Map<String, Value>> = sub_charts(chart)
+            .iter()
+            .filter_map(|c| c.as_object())
+            .collect();
         card.head
             .push(header(&format!("{} axes", charts.len()), chart));
         card.noun = "axes";
@@ -374,7 +377,7 @@ fn spans(chart: &Map<String, Value>, kind: Kind) -> (Span<'_>, Span<'_>) {
     let mut x = Span::default();
     let mut y = Span::default();
     if kind == Kind::Mixed {
-        for sub in elements(chart).iter().filter_map(Value::as_object) {
+        for sub in sub_charts(chart).iter().filter_map(Value::as_object) {
             let kind = Kind::of(sub);
             if !matches!(kind, Kind::Mixed | Kind::Superchart) {
                 add_spans(sub, kind, &mut x, &mut y);

@@ -1,12 +1,12 @@
 //! The element lines of each kind of chart, and the line that sums them up.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
 use super::words::{
-    array, count, elements, flag, label, max, min, num, number, pair, plural, str_field, tag_text,
-    EMPTY,
+    array, count, elements, flag, label, max, min, num, number, pair, plural, str_field,
+    sub_charts, tag_text, EMPTY,
 };
 use super::{Kind, TOP_BARS};
 
@@ -30,7 +30,7 @@ pub(super) fn body(chart: &Map<String, Value>, kind: Kind, tag: Option<&str>) ->
         Kind::Histogram => histogram_body(chart, elements, tag),
         Kind::Pie => pie_body(elements),
         Kind::Box => box_body(chart, elements, tag),
-        Kind::Mixed => mixed_body(elements),
+        Kind::Mixed => mixed_body(sub_charts(chart)),
         Kind::Superchart | Kind::Unknown => Body {
             summary: (!elements.is_empty()).then(|| {
                 format!(
@@ -91,8 +91,9 @@ fn bar_body(chart: &Map<String, Value>, elements: &[Value], tag: Option<&str>) -
         noun: "series",
         ..Body::default()
     };
-    // The series in order of first appearance, each with its bars.
+    // The series in order of first appearance, each with its bars (found by name).
     let mut groups: Vec<(String, Vec<(String, f64)>)> = Vec::new();
+    let mut group_at: HashMap<String, usize> = HashMap::new();
     for (i, bar) in elements.iter().enumerate() {
         let bar = bar.as_object().unwrap_or(&EMPTY);
         let group = label(bar.get("group")).unwrap_or_else(|| "bars".into());
@@ -100,9 +101,12 @@ fn bar_body(chart: &Map<String, Value>, elements: &[Value], tag: Option<&str>) -
         let Some(value) = number(bar.get("value")) else {
             continue;
         };
-        match groups.iter_mut().find(|(g, _)| *g == group) {
-            Some((_, bars)) => bars.push((name, value)),
-            None => groups.push((group, vec![(name, value)])),
+        match group_at.get(&group) {
+            Some(&at) => groups[at].1.push((name, value)),
+            None => {
+                group_at.insert(group.clone(), groups.len());
+                groups.push((group, vec![(name, value)]));
+            }
         }
     }
     let mut traits = String::new();

@@ -402,3 +402,18 @@ fn numbers_have_at_most_four_significant_digits() {
         assert_eq!(num(n), text, "{n}");
     }
 }
+
+/// A chart a cell made itself may hold millions of elements; the card reads the first
+/// 1,000 (the runner's cap), in time linear in them, and a superchart's first 64 charts.
+#[test]
+fn a_card_reads_at_most_a_thousand_elements_and_64_charts() {
+    let bars: Vec<Value> = (0..200_000)
+        .map(|i| bar(&format!("b{i}"), &format!("g{i}"), i as f64))
+        .collect();
+    let text = card(json!({"type": "bar", "elements": bars}));
+    assert!(text.contains("1000 bars in 1000 series"), "{text}");
+    assert!(text.chars().count() <= MAX_CARD_CHARS);
+    let sub = json!({"type": "line", "elements": [{"label": "s", "points": [[0, 1]]}]});
+    let text = card(json!({"type": "superchart", "elements": vec![sub; 500]}));
+    assert!(text.starts_with("[chart: 64 axes]\n"), "{text}");
+}

@@ -8,8 +8,24 @@ use super::MAX_LABEL_CHARS;
 pub(super) static EMPTY: std::sync::LazyLock<Map<String, Value>> =
     std::sync::LazyLock::new(Map::new);
 
+/// The most elements of one chart a card reads: the runner never sends more (its caps:
+/// 1,000 bars, slices or boxes, 64 series), and a chart a cell made itself may hold
+/// millions, which the card must not spend the host's time on.
+pub(super) const MAX_CARD_ELEMENTS: usize = 1000;
+
+/// The most charts of a superchart or a mixed chart a card reads (the runner's cap).
+pub(super) const MAX_SUB_CHARTS: usize = 64;
+
+/// A chart's elements, at most [`MAX_CARD_ELEMENTS`] of them.
 pub(super) fn elements(chart: &Map<String, Value>) -> &[Value] {
-    array(chart.get("elements"))
+    let items = array(chart.get("elements"));
+    &items[..items.len().min(MAX_CARD_ELEMENTS)]
+}
+
+/// A superchart's or a mixed chart's charts, at most [`MAX_SUB_CHARTS`] of them.
+pub(super) fn sub_charts(chart: &Map<String, Value>) -> &[Value] {
+    let items = elements(chart);
+    &items[..items.len().min(MAX_SUB_CHARTS)]
 }
 
 pub(super) fn array(value: Option<&Value>) -> &[Value] {
