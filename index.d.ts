@@ -443,11 +443,11 @@ export declare class KernelPool {
    */
   reopen(): void
   /**
-   * Pids of the spare kernels kept ready for new sessions (see `prewarm`).
    * The `artifactsDir` the pool was made with: where `pykernel/tool` keeps the
    * originals of images it sized for the model.
    */
   get artifactsDir(): string | null
+  /** Pids of the spare kernels kept ready for new sessions (see `prewarm`). */
   get spares(): Array<number>
   get sessions(): Array<SessionInfo>
 }

@@ -459,7 +459,6 @@ impl JsKernelPool {
             .map_err(|err| js_error(&env, &err))
     }
 
-    /// Pids of the spare kernels kept ready for new sessions (see `prewarm`).
     /// The `artifactsDir` the pool was made with: where `pykernel/tool` keeps the
     /// originals of images it sized for the model.
     #[napi(getter)]
@@ -469,6 +468,7 @@ impl JsKernelPool {
             .map(|dir| dir.display().to_string())
     }
 
+    /// Pids of the spare kernels kept ready for new sessions (see `prewarm`).
     #[napi(getter)]
     pub fn spares(&self) -> Vec<u32> {
         self.inner.spare_pids()
