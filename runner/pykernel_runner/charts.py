@@ -8,11 +8,10 @@ figure or chart bundle, never at start-up; a chart that cannot be made is left
 out, never an error of the cell.
 
 The helpers here are the schema's shared rules (units in labels, numbers as
-JSON numbers, dates as ISO strings, series cut to MAX_POINTS keeping the
+JSON numbers, series cut to MAX_POINTS keeping the
 extremes), so every source spells them alike.
 """
 
-import datetime
 import math
 import re
 import sys
@@ -97,20 +96,6 @@ def number(value):
     except (TypeError, ValueError, OverflowError):
         return None
     return value if math.isfinite(value) else None
-
-
-def iso(value):
-    """A date or time as an ISO 8601 string; None when *value* is none."""
-    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
-        return value.isoformat()
-    isoformat = getattr(value, "isoformat", None)     # pandas' Timestamp
-    if callable(isoformat):
-        try:
-            result = isoformat()
-        except Exception:
-            return None
-        return result if isinstance(result, str) else None
-    return None
 
 
 def downsample(xs, ys, limit=MAX_POINTS):
