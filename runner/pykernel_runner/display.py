@@ -176,6 +176,8 @@ def _charts():
 def _add_web_chart(bundle):
     """The chart of a plotly or Vega-Lite bundle, added to it; the charts
     module is imported only for such a bundle."""
+    if "application/vnd.pykernel.chart+json" in bundle:
+        return      # made already (plotly's show() cleans its bundle twice)
     if any(isinstance(key, str) and key.startswith(_WEB_CHART_PREFIXES)
            for key in bundle):
         charts = _charts()
