@@ -650,6 +650,8 @@ def _patch_altair(module):
     if renderers is None or "mimetype" not in renderers.names():
         return
     active = renderers.active
+    if active != "default":
+        return      # another default chosen at import (an entry point) stays as enabled
     renderers.enable("mimetype")
     mimetype = renderers.get()
 
@@ -663,9 +665,7 @@ def _patch_altair(module):
         return bundle
 
     renderers.register("pykernel", render)
-    # Another default chosen at import (an entry point, altair's own env)
-    # stays; only altair's HTML default is replaced.
-    renderers.enable("pykernel" if active == "default" else active)
+    renderers.enable("pykernel")
 
 
 def _patch_rich(module):
