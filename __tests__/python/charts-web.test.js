@@ -297,6 +297,18 @@ test('charts from plotly and Vega-Lite', async (t) => {
     assert.deepEqual(c.elements.map((e) => [e.label, e.value]), [['A', 28], ['B', 55]])
   })
 
+  await t.test('a label that starts like a date is a category; numbers at the edge of the float range give no infinity', async () => {
+    const labels = await chart(kernel, "go.Figure(go.Bar(x=['2023-01-01 launch', '2023-02-01 review'], y=[1, 2]))")
+    assert.notEqual(labels.x_scale, 'datetime')
+    assert.deepEqual(labels.elements.map((e) => e.label), ['2023-01-01 launch', '2023-02-01 review'])
+    const box = await chart(kernel, 'go.Figure(go.Box(y=[-1.7e308, 1.7e308], name="edge"))')
+    const [element] = box.elements
+    // interpolated without b - a, which overflows: finite quartiles, a median of 0
+    assert.equal(element.median, 0)
+    for (const q of [element.first_quartile, -element.third_quartile]) assert.ok(Math.abs(q + 0.85e308) < 1e294, String(q))
+    assert.deepEqual([element.min, element.max], [-1.7e308, 1.7e308])
+  })
+
   await t.test('malformed plotly and Vega-Lite bundles give no chart and never fail the cell', async () => {
     const malformed = [
       "{'data': 'nope', 'layout': 3}",

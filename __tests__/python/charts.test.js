@@ -429,6 +429,12 @@ plt.plot(np.arange(10000) * 2, y)`)
     assert.deepEqual(xs, xs.slice().sort((a, b) => a - b), 'in order')
   })
 
+  await t.test('ticks: at most 1,000 on a categorical axis of 5,000 categories', async () => {
+    const c = await chartOf(kernel, 'plt.figure(); plt.plot([f"c{i}" for i in range(5000)], range(5000)); plt.show()')
+    assert.equal(c.x_ticks.length, 1000)
+    assert.equal(c.x_tick_labels.length, 1000)
+  })
+
   await t.test('caps: 64 series, elements_dropped counts the rest', async () => {
     const chart = await chartOf(kernel, 'for i in range(70): plt.plot([0, 1], [i, i + 1])')
     assert.equal(chart.elements.length, 64)

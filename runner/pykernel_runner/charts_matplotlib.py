@@ -128,7 +128,8 @@ def _axis_fields(ax, x, y):
         fields[name + "_limits"] = axis.values(
             ax.get_xlim() if axis.axis is ax.xaxis else ax.get_ylim())
     legend = ax.get_legend()
-    fields["legend"] = ([charts.text(t.get_text()) or "" for t in legend.get_texts()]
+    fields["legend"] = ([charts.text(t.get_text()) or ""
+                         for t in legend.get_texts()[:charts.MAX_SERIES]]
                         if legend is not None else None)
     return fields
 
@@ -137,11 +138,12 @@ def _ticks(axis):
     """(locations, labels) of an axis' major ticks.  The labels are the
     formatter's for the locations, as drawing gives them: get_ticklabels()
     would ask the locator twice more, which is most of a chart's cost."""
-    ticks = axis.get_majorticklocs()
+    # at most MAX_ITEMS: a categorical axis has a tick per category
+    ticks = axis.get_majorticklocs()[:charts.MAX_ITEMS]
     try:
         labels = axis.get_major_formatter().format_ticks(ticks)
     except Exception:
-        labels = [t.get_text() for t in axis.get_ticklabels()]
+        labels = [t.get_text() for t in axis.get_ticklabels()[:charts.MAX_ITEMS]]
     return ticks, [_tick_text(label) for label in labels]
 
 

@@ -17,7 +17,9 @@ _VEGALITE = "application/vnd.vegalite."
 
 # `2023-09-01 00:00:00` and pandas' `2023-09-01T00:00:00.000000`, as plotly
 # writes them; the fraction is dropped when it is zero.
-_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[ T](\d{2}:\d{2}(?::\d{2})?)(\.\d+)?)?(.*)$")
+# The tail is a time zone at most: "2023-01-01 launch" is a label, not a date.
+_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[ T](\d{2}:\d{2}(?::\d{2})?)(\.\d+)?)?"
+                   r"(Z|[+-]\d{2}(?::?\d{2})?)?$")
 
 
 def bundle_chart(bundle):
@@ -46,6 +48,7 @@ def iso_text(value):
     if match is None:
         return None
     day, clock, fraction, rest = match.groups()
+    rest = rest or ""
     if clock is None:
         return day + rest
     if len(clock) == 5:
@@ -164,7 +167,9 @@ def quantile(ordered, p):
     position = (len(ordered) - 1) * p
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    t = position - low
+    # a*(1-t) + b*t: b - a overflows for numbers near the float's range
+    return ordered[low] * (1 - t) + ordered[high] * t
 
 
 def box_stats(label, values, extent=1.5):
@@ -179,9 +184,10 @@ def box_stats(label, values, extent=1.5):
     high_fence = q3 + extent * (q3 - q1)
     inside = [v for v in ordered if low_fence <= v <= high_fence] or [q1, q3]
     outliers = [v for v in ordered if v < low_fence or v > high_fence]
-    return {"label": label, "min": inside[0], "first_quartile": q1, "median": median,
-            "third_quartile": q3, "max": inside[-1],
-            "outliers": outliers[:charts.MAX_POINTS]}
+    number = charts.number      # an infinity (a fence past the range) is null
+    return {"label": label, "min": number(inside[0]), "first_quartile": number(q1),
+            "median": number(median), "third_quartile": number(q3),
+            "max": number(inside[-1]), "outliers": outliers[:charts.MAX_POINTS]}
 
 
 def pie_slices(labels, values):
