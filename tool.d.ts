@@ -7,7 +7,7 @@ export interface ToolInput {
   cells: ToolCell[]
   /** The persistent process to use. @default "default" */
   session?: string
-  /** Seconds per cell. @default 30, clamped to 1..3600 */
+  /** Seconds per cell, clamped to 1..3600; 0 is no limit. @default the host's (30) */
   timeout?: number
   /** A fresh process before the first cell. */
   reset?: boolean
@@ -16,7 +16,7 @@ export interface ToolInput {
 export interface ToolCell {
   code: string
   title?: string
-  /** Seconds this cell may run; overrides the call's `timeout`. */
+  /** Seconds this cell may run (0: no limit); overrides the call's `timeout`. */
   timeout?: number
   /** A fresh process right before this cell. */
   reset?: boolean
@@ -35,11 +35,12 @@ export interface ToolContext {
   ownerId?: string | undefined
   cwd?: string | undefined
   interpreter?: string | undefined
-  /** The timeout when the model gives none. @default 30 (the pool's) */
+  /** The timeout when the model gives none; 0 is no limit. @default 30 (the pool's) */
   timeoutSeconds?: number | undefined
   signal?: AbortSignal | undefined
   onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
-  /** Sanitized output as it is built (passed to the pool as `onOutput`). */
+  /** Sanitized output as it is built, with the index of the cell it is of (passed to
+   *  the pool as `onOutput`, see `EvalRequest.onOutput`). */
   onOutput?: ((chunk: string, cellIndex: number) => void | Promise<void>) | undefined
   /**
    * How images are sized for the model (docs/charts.md#images-sized-for-the-model):
@@ -115,13 +116,44 @@ export interface ToolDetails {
   result?: EvalResult
 }
 
-/** The JSON Schema of `ToolInput`. */
-export interface ToolSchema {
+/**
+ * The JSON Schema of `ToolInput`, spelled out field by field. Type aliases of mutable
+ * arrays and plain values, not interfaces, so it is assignable as it is to a JSON Schema
+ * type (`JSONSchema7` of `@types/json-schema`, the AI SDK's `jsonSchema()`, an MCP tool's
+ * `inputSchema`) without a copy.
+ */
+export type ToolSchema = {
   type: 'object'
-  properties: Record<string, unknown>
+  properties: {
+    cells: {
+      type: 'array'
+      minItems: number
+      description: string
+      items: ToolCellSchema
+    }
+    session: { type: 'string'; minLength: number; description: string }
+    timeout: ToolTimeoutSchema
+    reset: { type: 'boolean'; description: string }
+  }
   required: string[]
   additionalProperties: false
 }
+
+/** The JSON Schema of a `ToolCell`. */
+export type ToolCellSchema = {
+  type: 'object'
+  properties: {
+    code: { type: 'string'; description: string }
+    title: { type: 'string'; description: string }
+    timeout: ToolTimeoutSchema
+    reset: { type: 'boolean'; description: string }
+  }
+  required: string[]
+  additionalProperties: false
+}
+
+/** A timeout in seconds, 0 or more (0: no limit). */
+export type ToolTimeoutSchema = { type: 'number'; minimum: number; description: string }
 
 /** The tool's name as a model calls it: `"python"`. */
 export declare const name: string
@@ -133,7 +165,7 @@ export declare const name: string
 export declare const description: string
 /** What only the host knows, for `describe`. */
 export interface ToolHost {
-  /** The default timeout the host gives calls. @default 30 */
+  /** The default timeout the host gives calls; 0 is no limit. @default 30 */
   timeoutSeconds?: number | undefined
   /** What code may write and reach, one sentence. @default the pool's default sandbox */
   sandbox?: string | undefined

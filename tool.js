@@ -24,7 +24,7 @@ const schema = {
         properties: {
           code: { type: 'string', description: 'Python source; the value of a final expression is shown, as in a notebook.' },
           title: { type: 'string', description: 'A short name for the cell, used when it fails ("cell 2 of 3 (load data) failed").' },
-          timeout: { type: 'number', exclusiveMinimum: 0, description: "Seconds this cell may run; overrides the call's timeout." },
+          timeout: { type: 'number', minimum: 0, description: "Seconds this cell may run, clamped to 1..3600; 0 for no limit. Overrides the call's timeout." },
           reset: { type: 'boolean', description: 'Start a fresh Python process right before this cell.' },
         },
         required: ['code'],
@@ -36,7 +36,7 @@ const schema = {
       minLength: 1,
       description: `Which persistent Python process to use; state carries over between calls with the same session. Default "${DEFAULT_SESSION}".`,
     },
-    timeout: { type: 'number', exclusiveMinimum: 0, description: 'Seconds each cell may run, clamped to 1..3600. Default set by the host (30 unless configured).' },
+    timeout: { type: 'number', minimum: 0, description: 'Seconds each cell may run, clamped to 1..3600; 0 for no limit. Default set by the host (30 unless configured).' },
     reset: { type: 'boolean', description: 'Start the session from a fresh Python process before the first cell.' },
   },
   required: ['cells'],
@@ -54,7 +54,7 @@ Sessions and state
 - A session can be restarted behind your back (idle for long, the host needed room, a crash); the result then says its earlier state is gone, so redo the setup. "reset": true starts the session fresh on purpose; a cell's own "reset" does it right before that cell.
 
 Time
-- "timeout" is seconds per cell (the host sets the default, 30 unless configured), clamped to 1..3600; a cell's own "timeout" overrides it. A cell that runs past it is interrupted and the result says so; the session stays alive with its state, unless the cell ignores the interrupt: then its process is replaced, its state is lost, and the result says that too. Waiting for agent() or completion() does not count against it.
+- "timeout" is seconds per cell (the host sets the default, 30 unless configured), clamped to 1..3600, and 0 is no limit; a cell's own "timeout" overrides it. A cell that runs past it is interrupted and the result says so; the session stays alive with its state, unless the cell ignores the interrupt: then its process is replaced, its state is lost, and the result says that too. Waiting for agent() or completion() does not count against it.
 
 What comes back
 - stdout and stderr as written, the value of each cell's last expression, and tracebacks, as plain text: colour codes are removed and a progress bar keeps only its final line.
@@ -95,9 +95,13 @@ function describe(host = {}) {
     // A host without a place to serve the guide gives it with the instructions, or not.
     guide: guideLine = 'the full guide (helpers such as read, write, display and kv; magics; limits) is in your instructions when the host included it.',
   } = host
+  // The host's default of 0 is no limit, as the pool's `timeoutSeconds: 0`.
+  const time = timeoutSeconds === 0
+    ? 'Time: a cell runs without a time limit unless the call gives "timeout" seconds; then it is interrupted when they are up, and the session keeps its state.'
+    : `Time: each cell may run "timeout" seconds (default ${timeoutSeconds}), then it is interrupted and the session keeps its state; "timeout": 0 is no limit.`
   return `Run Python cells in a persistent process and read what they printed, returned and displayed.
 - Sessions: variables, imports and the working directory stay for the next call with the same "session" (default "${DEFAULT_SESSION}"); "reset": true starts it fresh.
-- Time: each cell may run "timeout" seconds (default ${timeoutSeconds}), then it is interrupted and the session keeps its state.
+- ${time}
 - Output: long output is shortened and the result says where the full text is (read it with read(path, offset, limit) in a cell). Lines starting "[" are the host's notes. Images (matplotlib, PIL, display()) come back as images.
 - Shell and installs: !cmd, %%bash, %pip install.
 Sandbox: ${sandbox}
@@ -156,17 +160,18 @@ function invalidRequest(request) {
     for (const key of Object.keys(cell)) if (!(key in schema.properties.cells.items.properties)) return `cells[${i}] has an unknown field "${key}"`
     if (typeof cell.code !== 'string') return `cells[${i}].code must be a string`
     if (cell.title !== undefined && typeof cell.title !== 'string') return `cells[${i}].title must be a string`
-    if (cell.timeout !== undefined && !isPositiveNumber(cell.timeout)) return `cells[${i}].timeout must be a positive number of seconds`
+    if (cell.timeout !== undefined && !isSeconds(cell.timeout)) return `cells[${i}].timeout must be a number of seconds, 0 or more (0 for no limit)`
     if (cell.reset !== undefined && typeof cell.reset !== 'boolean') return `cells[${i}].reset must be true or false`
   }
   if (request.session !== undefined && (typeof request.session !== 'string' || request.session === '')) return '"session" must be a non-empty string'
-  if (request.timeout !== undefined && !isPositiveNumber(request.timeout)) return '"timeout" must be a positive number of seconds'
+  if (request.timeout !== undefined && !isSeconds(request.timeout)) return '"timeout" must be a number of seconds, 0 or more (0 for no limit)'
   if (request.reset !== undefined && typeof request.reset !== 'boolean') return '"reset" must be true or false'
   return undefined
 }
 
-function isPositiveNumber(value) {
-  return typeof value === 'number' && Number.isFinite(value) && value > 0
+/** A timeout in seconds: 0 is none, as the pool's `timeoutSeconds: 0`. */
+function isSeconds(value) {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0
 }
 
 /**

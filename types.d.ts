@@ -267,10 +267,17 @@ export interface EvaluateOptions {
   onEvent?: (cellIndex: number, event: KernelEvent) => unknown
   /** When output is cut, the full sanitized text is written to a file here. */
   artifactsDir?: string
-  /** The agent text as it is built: sanitized chunks, in order, all before the promise
-   *  resolves; they add up to `output` without its notices when nothing was cut or revised
-   *  (see docs/api.md, "Live output, artifacts and `OutputBuilder`"). */
-  onOutput?: (chunk: string) => unknown
+  /** The agent text as it is built: sanitized chunks, in order, each with the index of
+   *  the cell it is of (late output and the closing `Command exited with code 1`: the cell
+   *  running, or the one that failed), all before the promise resolves; they add up to
+   *  `output` without its notices when nothing was cut or revised (a `\r` rewriting a
+   *  line sent unfinished is a revision; see docs/api.md, "Live output, artifacts and
+   *  `OutputBuilder`"). */
+  onOutput?: (chunk: string, cellIndex: number) => unknown
+  /** How long a line left unfinished (a progress bar, a counter printed without a
+   *  newline) waits, with no output, before `onOutput` gets it as it stands; 0 holds it
+   *  until it ends. 0 to 60,000. @default 200 */
+  outputFlushMs?: number
   /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
    *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
   artifactId?: string
@@ -332,10 +339,17 @@ export interface EvalRequest {
   signal?: AbortSignal
   /** As `EvaluateOptions.onEvent`: a returned Promise is awaited before the next event. */
   onEvent?: (cellIndex: number, event: KernelEvent) => unknown
-  /** The agent text as it is built: sanitized chunks, in order, all before the promise
-   *  resolves; they add up to `output` without its notices when nothing was cut or revised
-   *  (see docs/api.md, "Live output, artifacts and `OutputBuilder`"). */
-  onOutput?: (chunk: string) => unknown
+  /** The agent text as it is built: sanitized chunks, in order, each with the index of
+   *  the cell it is of (late output and the closing `Command exited with code 1`: the cell
+   *  running, or the one that failed), all before the promise resolves; they add up to
+   *  `output` without its notices when nothing was cut or revised (a `\r` rewriting a
+   *  line sent unfinished is a revision; see docs/api.md, "Live output, artifacts and
+   *  `OutputBuilder`"). */
+  onOutput?: (chunk: string, cellIndex: number) => unknown
+  /** How long a line left unfinished (a progress bar, a counter printed without a
+   *  newline) waits, with no output, before `onOutput` gets it as it stands; 0 holds it
+   *  until it ends. 0 to 60,000. @default 200 */
+  outputFlushMs?: number
   /** Names the full-output artifact `<artifactsDir>/<id>.txt`; a cut output ends with
    *  `artifact://<id>`. @default a fresh `output-<millis>-<random>` */
   artifactId?: string

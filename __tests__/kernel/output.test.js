@@ -337,6 +337,49 @@ test('agent text options: onOutput, artifactId, includeFigureText, readArtifact'
     assert.equal(r.output, 'red\n100%\ntwo\n')
   })
 
+  await t.test('a line left unfinished reaches onOutput after a quiet interval, before its cell ends', async () => {
+    // The host's marker goes in at 1 s: the '50%' before it (sent ~200 ms after it was
+    // written), the rest after it (the cell sleeps 1.5 s).
+    const log = []
+    const marker = setTimeout(() => log.push(['marker']), 1000)
+    const r = await kernel.evaluate(
+      [cell("import sys, time\nsys.stdout.write('50%')\ntime.sleep(1.5)\nprint(' done')")],
+      { onOutput: (chunk, cellIndex) => { log.push([chunk, cellIndex]) } },
+    )
+    clearTimeout(marker)
+    assert.equal(r.output, '50% done\n')
+    assert.deepEqual(log, [['50%', 0], ['marker'], [' done\n', 0]])
+
+    const held = []
+    const r2 = await kernel.evaluate(
+      [cell("import sys, time\nsys.stdout.write('50%')\ntime.sleep(0.6)\nprint(' done')")],
+      { outputFlushMs: 0, onOutput: (chunk) => { held.push(chunk) } },
+    )
+    assert.deepEqual(held, [r2.output], 'outputFlushMs: 0 holds the line until it ends')
+    await assert.rejects(kernel.evaluate([cell('1')], { outputFlushMs: -1 }), { code: 'ERR_INVALID_ARG', message: /outputFlushMs/ })
+  })
+
+  await t.test('a progress bar redrawn with \\r: each state it paused at is a line of its own live, the final one in output', async () => {
+    const chunks = []
+    const r = await kernel.evaluate(
+      [cell("import sys, time\nfor i in range(5):\n    sys.stdout.write(f'\\x1b[2K\\r{i * 25}%')\n    time.sleep(0.4)\nprint(' done')\nprint('next')")],
+      { onOutput: (chunk) => { chunks.push(chunk) } },
+    )
+    assert.equal(r.output, '100% done\nnext\n')
+    const live = chunks.join('')
+    assert.doesNotMatch(live, /[\x1b\r]/)
+    assert.ok(live.startsWith('0%\n'), live)
+    assert.ok(live.endsWith('\n100% done\nnext\n'), live)
+    for (const line of live.split('\n').slice(0, -3)) assert.match(line, /^(0|25|50|75)%$/, live)
+  })
+
+  await t.test('each chunk comes with the index of its cell', async () => {
+    const chunks = []
+    const r = await kernel.evaluate([cell('print("one")'), cell('print("two")')], { onOutput: (chunk, cellIndex) => { chunks.push([chunk, cellIndex]) } })
+    assert.equal(r.output, 'one\ntwo\n')
+    assert.deepEqual(chunks, [['one\n', 0], ['two\n', 1]])
+  })
+
   await t.test('a failing request streams its traceback and closing line too', async () => {
     const chunks = []
     const r = await kernel.evaluate([cell('print("a")\n1/0')], { onOutput: (c) => chunks.push(c) })

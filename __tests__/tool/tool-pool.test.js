@@ -46,6 +46,37 @@ test('ctx.onOutput receives sanitized output while the call runs', async (t) => 
   assert.ok(firstAt <= doneAt - 800, 'the first chunk came before the cell ended')
 })
 
+test('timeout 0 is no limit, for the call (over the host\'s default) and for a cell (over the call\'s)', async (t) => {
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const slow = { code: 'import time\ntime.sleep(1.5)\nprint("done")' }
+  const call = await tool.handle({ cells: [slow], timeout: 0 }, { pool, timeoutSeconds: 1 })
+  assert.equal(call.isError, false, call.text)
+  assert.equal(call.details.timedOut, false)
+  assert.equal(call.text, 'done\n')
+  const cell = await tool.handle({ cells: [{ ...slow, timeout: 0 }], timeout: 1 }, { pool })
+  assert.equal(cell.isError, false, cell.text)
+  assert.equal(cell.text, 'done\n')
+  const bounded = await tool.handle({ cells: [slow], timeout: 1 }, { pool })
+  assert.equal(bounded.details.timedOut, true, 'the same cell under 1 s times out')
+})
+
+test('ctx.onOutput gets the index of the cell each chunk is of', async (t) => {
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const chunks = []
+  const r = await tool.handle(
+    { cells: [{ code: 'print("one")' }, { code: 'print("two")\nraise ValueError("boom")' }] },
+    { pool, onOutput: (chunk, cellIndex) => { chunks.push([chunk, cellIndex]) } },
+  )
+  assert.equal(r.isError, true)
+  assert.deepEqual(chunks.filter(([, i]) => i === 0).map(([c]) => c).join(''), 'one\n')
+  const second = chunks.filter(([, i]) => i === 1).map(([c]) => c).join('')
+  assert.ok(second.startsWith('two\nTraceback'), second)
+  assert.ok(second.endsWith('ValueError: boom\nCommand exited with code 1\n'), 'the closing line is the failed cell\'s')
+  assert.equal(chunks.length, chunks.filter(([, i]) => i === 0 || i === 1).length, JSON.stringify(chunks))
+})
+
 test('truncated output ends with its artifact:// address', async (t) => {
   const dir = tempDir()
   const pool = new KernelPool({ kernel, prewarm: 0, artifactsDir: path.join(dir, 'artifacts') })

@@ -7,6 +7,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
+const { execFileSync } = require('node:child_process')
 const Ajv = require('ajv')
 const { addon, python, tempDir } = require('../helpers/kernel')
 const tool = require('../../tool.js')
@@ -18,6 +19,8 @@ const VALID = [
   { cells: [{ code: 'print(1)' }] },
   { cells: [{ code: 'import os', title: 'setup' }, { code: 'os.getcwd()', timeout: 5, reset: true }], session: 'data', timeout: 120, reset: false },
   { cells: [{ code: '' }], timeout: 0.5 },
+  // 0 is the library's "no timeout", for the call and for a cell.
+  { cells: [{ code: 'x', timeout: 0 }], timeout: 0 },
 ]
 const INVALID = [
   [undefined, /must be an object/],
@@ -27,10 +30,10 @@ const INVALID = [
   [{ cells: [{ title: 'x' }] }, /cells\[0\]\.code must be a string/],
   [{ cells: [{ code: 1 }] }, /cells\[0\]\.code must be a string/],
   [{ cells: [{ code: 'x', language: 'py' }] }, /cells\[0\] has an unknown field "language"/],
-  [{ cells: [{ code: 'x', timeout: 0 }] }, /cells\[0\]\.timeout must be a positive number/],
+  [{ cells: [{ code: 'x', timeout: -0.5 }] }, /cells\[0\]\.timeout must be a number of seconds, 0 or more/],
   [{ cells: [{ code: 'x', reset: 'yes' }] }, /cells\[0\]\.reset must be true or false/],
-  [{ cells: [{ code: 'x' }], timeout: -1 }, /"timeout" must be a positive number/],
-  [{ cells: [{ code: 'x' }], timeout: '30' }, /"timeout" must be a positive number/],
+  [{ cells: [{ code: 'x' }], timeout: -1 }, /"timeout" must be a number of seconds, 0 or more \(0 for no limit\)/],
+  [{ cells: [{ code: 'x' }], timeout: '30' }, /"timeout" must be a number of seconds/],
   [{ cells: [{ code: 'x' }], session: '' }, /"session" must be a non-empty string/],
   [{ cells: [{ code: 'x' }], code: 'x' }, /unknown field "code"/],
 ]
@@ -40,6 +43,22 @@ test('the schema is valid JSON Schema: it accepts typical calls and refuses malf
   for (const input of VALID) assert.ok(validate(input), `${JSON.stringify(input)}: ${JSON.stringify(validate.errors)}`)
   for (const [input] of INVALID) assert.equal(validate(input), false, `${JSON.stringify(input)} is refused`)
   assert.equal(tool.name, 'python')
+})
+
+test("the schema's declared type is a JSON Schema type as it is: JSONSchema7, the AI SDK's jsonSchema(), an MCP tool's inputSchema", () => {
+  // tsc --strict over types/schema.ts, against the devDependencies' declarations; the
+  // declared fields are the schema's own.
+  const root = path.resolve(__dirname, '..', '..')
+  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+  const args = [tsc, '--noEmit', '--strict', '--exactOptionalPropertyTypes', '--target', 'es2022', '--module', 'nodenext',
+    '--moduleResolution', 'nodenext', '--types', 'node', '--skipLibCheck', 'true', path.join(__dirname, 'types', 'schema.ts')]
+  try {
+    execFileSync(process.execPath, args, { cwd: root, encoding: 'utf8', stdio: 'pipe' })
+  } catch (error) {
+    assert.fail(`tsc failed:\n${error.stdout}${error.stderr}`)
+  }
+  assert.deepEqual(Object.keys(tool.schema.properties), ['cells', 'session', 'timeout', 'reset'])
+  assert.deepEqual(Object.keys(tool.schema.properties.cells.items.properties), ['code', 'title', 'timeout', 'reset'])
 })
 
 test('the guide tells the model what the seeds prompt covers', () => {
@@ -56,6 +75,11 @@ test('the description is short (about 250 tokens) and says what matters on every
   assert.equal(tool.describe(), tool.description)
   const hosted = tool.describe({ timeoutSeconds: 120, sandbox: 'none here.', guide: 'read pykernel://guide.' })
   assert.match(hosted, /\(default 120\)/)
+  assert.match(hosted, /"timeout": 0 is no limit/)
+  const unlimited = tool.describe({ timeoutSeconds: 0 })
+  assert.match(unlimited, /a cell runs without a time limit unless the call gives "timeout" seconds/)
+  assert.doesNotMatch(unlimited, /default 0/)
+  assert.match(tool.guide, /0 is no limit/)
   assert.match(hosted, /^Sandbox: none here\.$/m)
   assert.match(hosted, /^Guide: read pykernel:\/\/guide\.$/m)
 })

@@ -12,6 +12,15 @@
 //! when nothing was cut, no display was updated and no `clear_output` ran; when the text
 //! was cut it is the artifact's content under the same condition.
 //!
+//! An unfinished line (a progress bar, a counter printed without a newline) is held by
+//! the sanitizer, since a `\r` may still rewrite it. [`AgentText::flush_live_line`] sends
+//! it as it stands to the live stream only (the caller does so after a quiet interval);
+//! what was sent stands. When the line goes on from there, only the rest is sent, and
+//! the concatenation still holds; when a `\r` rewrote it into something that does not
+//! begin with what was sent, its new state is sent again from its start, on a line of its
+//! own, and the live stream then holds that earlier state too (a revision, as a display
+//! update is).
+//!
 //! Both the live stream and the text bound for `output` pass through the rule on host
 //! lines ([`CellLines`]): a cell line that starts as a host line does is escaped, and the
 //! host's own lines (the late-output marker, a clear's notice, a figure's chart card, the
@@ -125,6 +134,24 @@ impl FinalText {
 struct LiveText {
     text: String,
     lines: CellLines,
+    /// The sanitizer's unfinished line as [`AgentText::flush_live_line`] last sent it.
+    sent_of_line: String,
+    /// The unfinished line may have changed since it was last sent.
+    line_pending: bool,
+}
+
+impl LiveText {
+    /// The current line's state, `line`, into the stream, after what was sent of it.
+    fn line_state(&mut self, line: &str) {
+        match line.strip_prefix(self.sent_of_line.as_str()) {
+            Some(rest) => self.lines.push_cell(rest, &mut self.text),
+            None => {
+                // Rewritten: what was sent stands, and the new state starts a line.
+                self.lines.push_cell("\n", &mut self.text);
+                self.lines.push_cell(line, &mut self.text);
+            }
+        }
+    }
 }
 
 /// What is known of the current cell only.
@@ -287,6 +314,27 @@ impl AgentText {
             .unwrap_or_default()
     }
 
+    /// Sends the unfinished line as it stands to the live stream, and only there: a `\r`
+    /// may still rewrite it in `output` (see the module's documentation).
+    pub fn flush_live_line(&mut self) {
+        let Some(live) = &mut self.live else { return };
+        if !live.line_pending {
+            return;
+        }
+        live.line_pending = false;
+        let held = self.sanitizer.held();
+        if held != live.sent_of_line {
+            live.line_state(held);
+            held.clone_into(&mut live.sent_of_line);
+        }
+    }
+
+    /// The live stream is missing some of the unfinished line ([`AgentText::flush_live_line`]
+    /// would send something).
+    pub fn live_line_pending(&self) -> bool {
+        self.live.as_ref().is_some_and(|live| live.line_pending)
+    }
+
     /// Some text reached the agent text (or is held for it).
     pub fn has_text(&self) -> bool {
         self.text.has_text
@@ -396,6 +444,9 @@ impl AgentText {
         let mut clean = String::new();
         self.sanitizer.push(raw, &mut clean);
         self.take_clean(&clean);
+        if let Some(live) = &mut self.live {
+            live.line_pending |= !self.sanitizer.held().is_empty();
+        }
     }
 
     /// The sanitizer's unfinished line, before text that is not part of its stream.
@@ -409,7 +460,13 @@ impl AgentText {
         if clean.is_empty() {
             return;
         }
-        self.emit_live(clean);
+        // Released text starts with the unfinished line's final state: after what was
+        // sent of it, and the next line starts unsent.
+        if let Some(live) = &mut self.live {
+            live.line_state(clean);
+            live.sent_of_line.clear();
+            live.line_pending = false;
+        }
         let text = &mut self.text;
         self.cell
             .revisable

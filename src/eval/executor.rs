@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::eval::agent_text::{AgentText, AgentTextOptions};
+use crate::eval::live::{LiveCell, OnOutput};
 use crate::eval::refusals::RefusalNotices;
 use crate::kernel::fifo::Turn;
 use crate::kernel::{AbortHandle, Caller, ExecuteRequest, Kernel};
@@ -85,8 +86,8 @@ pub struct EvalOptions {
     pub artifact_id: Option<String>,
     /// Keep the text/plain stand-in next to an image (`<Figure size ...>`).
     pub include_figure_text: bool,
-    /// Receives the sanitized agent text as it is built (see `agent_text`).
-    pub on_output: Option<Box<dyn FnMut(String) + Send>>,
+    /// Receives the sanitized agent text as it is built (see `agent_text` and `live`).
+    pub on_output: Option<OnOutput>,
     /// Variables for each cell of the request only (`None` unsets), undone after each.
     pub env: Option<BTreeMap<String, Option<String>>>,
     /// Who the request runs for, as its bridge calls say.
@@ -286,16 +287,15 @@ impl Evaluation {
                 caller: self.options.caller.clone(),
                 ..Default::default()
             };
-            let (text, on_output) = (&mut self.text, &mut self.options.on_output);
-            let outcome = kernel
-                .execute_holding(turn, request, self.options.abort.clone(), |event| {
-                    text.add(&event);
-                    on_event(index, event);
-                    deliver_live(text, on_output);
-                })
-                .await;
+            let abort = self.options.abort.clone();
+            let live = LiveCell::new(&mut self.text, self.options.on_output.as_mut(), index);
+            let execute = kernel.execute_holding(turn, request, abort, |event| {
+                live.event(|text| text.add(&event));
+                on_event(index, event);
+            });
+            let outcome = live.run(execute).await;
             self.text.end_cell();
-            deliver_live(&mut self.text, &mut self.options.on_output);
+            deliver_live(&mut self.text, &mut self.options.on_output, index);
             let outcome = outcome?;
             self.next += 1;
             let failed = !outcome.ok;
@@ -369,7 +369,8 @@ impl Evaluation {
             }
             if !result.cancelled {
                 self.text.push_closing_line("Command exited with code 1\n");
-                deliver_live(&mut self.text, &mut self.options.on_output);
+                // The closing line is the failed cell's.
+                deliver_live(&mut self.text, &mut self.options.on_output, index);
             }
         }
         let built = self.text.finish();
@@ -407,13 +408,10 @@ impl Evaluation {
     }
 }
 
-/// Hands the live text built so far to `on_output`, when there is one.
-fn deliver_live(text: &mut AgentText, on_output: &mut Option<Box<dyn FnMut(String) + Send>>) {
+/// Hands the live text built so far to `on_output`, when there is one, as cell `index`'s.
+fn deliver_live(text: &mut AgentText, on_output: &mut Option<OnOutput>, index: usize) {
     if let Some(on_output) = on_output {
-        let chunk = text.take_live();
-        if !chunk.is_empty() {
-            on_output(chunk);
-        }
+        on_output.deliver(text, index);
     }
 }
 

@@ -5,4 +5,5 @@
 pub mod agent_text;
 pub mod backends;
 pub mod executor;
+pub mod live;
 pub mod refusals;

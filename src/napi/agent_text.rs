@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -18,11 +19,15 @@ use super::{coded_error, host_path, js_error, promise, rejected};
 use crate::error::KernelError;
 use crate::eval::agent_text::{AgentText, AgentTextOptions};
 use crate::eval::executor;
+use crate::eval::live::{OnOutput, DEFAULT_FLUSH_AFTER};
 use crate::kernel::DEFAULT_STATUS_MIME;
 use crate::output::{check_artifact_id, read_artifact, ArtifactSink, OutputLimits};
 use crate::wire::events::KernelEvent;
 
 type Parsed<T> = std::result::Result<T, KernelError>;
+
+/// The longest `outputFlushMs`: a line held longer is no longer live.
+const MAX_OUTPUT_FLUSH_MS: u64 = 60_000;
 
 /// The `artifactId` option, checked: it names a file in artifactsDir.
 pub(super) fn artifact_id(reader: &OptionReader) -> Parsed<Option<String>> {
@@ -38,27 +43,41 @@ pub(super) fn artifact_id(reader: &OptionReader) -> Parsed<Option<String>> {
     .transpose()
 }
 
-/// `onOutput`: the live agent text, delivered in order as `onEvent` is; `finish` waits
-/// until JavaScript has run every chunk.
+/// `onOutput`'s sink: each chunk with its cell's index.
+type ChunkSink = EventSink<FnArgs<(String, u32)>>;
+
+/// `onOutput(chunk, cellIndex)`: the live agent text, delivered in order as `onEvent`
+/// is; `finish` waits until JavaScript has run every chunk. With `outputFlushMs`, how
+/// long an unfinished line waits, with no output, before it is sent.
 pub(super) struct LiveOutput {
-    sink: Arc<Mutex<EventSink<String>>>,
+    sink: Arc<Mutex<ChunkSink>>,
     wanted: bool,
+    flush_after: Option<Duration>,
 }
 
 impl LiveOutput {
     pub(super) fn read(reader: &OptionReader) -> Parsed<LiveOutput> {
-        let callback = reader.callback::<String>("onOutput")?;
+        let callback = reader.callback::<FnArgs<(String, u32)>>("onOutput")?;
+        let flush_after = match reader.millis("outputFlushMs", MAX_OUTPUT_FLUSH_MS)? {
+            None => Some(DEFAULT_FLUSH_AFTER),
+            Some(ms) => Some(ms).filter(|ms| !ms.is_zero()),
+        };
         Ok(LiveOutput {
             wanted: callback.is_some(),
             sink: Arc::new(Mutex::new(EventSink::new(callback))),
+            flush_after,
         })
     }
 
     /// What the engine calls with each chunk; `None` without `onOutput`.
-    pub(super) fn sender(&self) -> Option<Box<dyn FnMut(String) + Send>> {
+    pub(super) fn sender(&self) -> Option<OnOutput> {
         let sink = self.sink.clone();
-        self.wanted
-            .then(|| Box::new(move |chunk| sink.lock().unwrap().push(chunk)) as Box<_>)
+        self.wanted.then(|| OnOutput {
+            send: Box::new(move |chunk, index| {
+                sink.lock().unwrap().push((chunk, index as u32).into())
+            }),
+            flush_after: self.flush_after,
+        })
     }
 
     /// Call once the engine is done (its sender dropped); what `onOutput` threw first.

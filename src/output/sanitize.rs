@@ -76,6 +76,12 @@ impl Sanitizer {
         self.parser.advance(&mut performer, chunk.as_bytes());
     }
 
+    /// The unfinished line as it stands now, not released: a later `\r` may still
+    /// rewrite it. (An escape sequence still open is not part of it.)
+    pub fn held(&self) -> &str {
+        &self.line.text
+    }
+
     /// Releases the held line. An escape sequence still open at this point is dropped.
     pub fn finish(&mut self, out: &mut String) {
         out.push_str(&self.line.text);

@@ -165,7 +165,7 @@ pub struct PoolRequest {
     /// Overrides the kernel options' `include_figure_text`.
     pub include_figure_text: Option<bool>,
     /// Receives the sanitized agent text as it is built.
-    pub on_output: Option<Box<dyn FnMut(String) + Send>>,
+    pub on_output: Option<crate::eval::live::OnOutput>,
     /// Variables for this request's cells only (`None` unsets).
     pub env: Option<BTreeMap<String, Option<String>>>,
     /// Where this request's full output goes when cut, instead of the pool's.

@@ -121,6 +121,69 @@ fn the_live_stream_is_sanitized_and_adds_up_to_the_body() {
     assert_eq!(v.finish().body, live);
 }
 
+/// An unfinished line flushed to the live stream stands there; as it goes on only the
+/// rest follows, so the chunks still add up to the body.
+#[test]
+fn a_flushed_unfinished_line_goes_on_from_what_was_sent() {
+    let mut v = builder(true);
+    let mut live = String::new();
+    v.add(&KernelEvent::Stdout("done\nloading".into()));
+    assert!(v.live_line_pending());
+    v.flush_live_line();
+    live.push_str(&v.take_live());
+    assert_eq!(live, "done\nloading");
+    assert!(!v.live_line_pending());
+    v.flush_live_line();
+    assert_eq!(v.take_live(), "", "nothing new, nothing sent");
+    // An escape split across events is never seen half: only printed text is flushed.
+    v.add(&KernelEvent::Stdout(".\x1b[3".into()));
+    v.flush_live_line();
+    live.push_str(&v.take_live());
+    v.add(&KernelEvent::Stdout("2m.\x1b[0m ok\n".into()));
+    live.push_str(&v.take_live());
+    assert_eq!(live, "done\nloading.. ok\n");
+    v.end_cell();
+    live.push_str(&v.take_live());
+    assert_eq!(v.finish().body, live);
+}
+
+/// A `\r` rewriting a line already flushed: the flushed state stands, the new one is
+/// sent from its start on a line of its own; `output` has the final state only.
+#[test]
+fn a_rewritten_flushed_line_is_sent_again_on_a_line_of_its_own() {
+    let mut v = builder(true);
+    let mut live = String::new();
+    for (chunk, flush) in [
+        (" 10%|#    |", true),
+        ("\r 50%|##   |", true),
+        ("\r 60%|###  |", false),
+        ("\r100%|#####|", false),
+        ("\n", false),
+    ] {
+        v.add(&KernelEvent::Stdout(chunk.into()));
+        if flush {
+            v.flush_live_line();
+        }
+        live.push_str(&v.take_live());
+    }
+    assert_eq!(live, " 10%|#    |\n 50%|##   |\n100%|#####|\n");
+    assert_eq!(v.finish().body, "100%|#####|\n");
+    // A rewrite that begins with what was sent goes on from it.
+    let mut v = builder(true);
+    v.add(&KernelEvent::Stdout("step 1".into()));
+    v.flush_live_line();
+    v.add(&KernelEvent::Stdout("\rstep 1 of 2\n".into()));
+    assert_eq!(v.take_live(), "step 1 of 2\n");
+    // The host-line rule still applies to a flushed start.
+    let mut v = builder(true);
+    v.add(&KernelEvent::Stdout("[INFO] wait".into()));
+    v.flush_live_line();
+    assert_eq!(v.take_live(), "\\[INFO] wait");
+    v.add(&KernelEvent::Stdout("ing\n".into()));
+    assert_eq!(v.take_live(), "ing\n");
+    assert_eq!(v.finish().body, "\\[INFO] waiting\n");
+}
+
 #[test]
 fn without_live_nothing_is_kept_for_it() {
     let mut v = builder(false);
