@@ -881,6 +881,12 @@ export interface KernelOptions {
   preload?: Array<string> | undefined
   /** Whether a kernel with `preload` may be forked from a zygote. @default true */
   zygote?: boolean | undefined
+  /**
+   * The agent the prelude's `agent()` asks the host for when the cell names none (its
+   * bridge call's `args.agent`); a pool's `kernel.defaultAgent` is every session's.
+   * Non-empty, one line, at most 128 characters. @default "deep"
+   */
+  defaultAgent?: string | undefined
 }
 
 export interface KvStoreOptions {
@@ -1052,8 +1058,10 @@ export interface RenderBundleOptions {
 export interface RenderedBundle {
   /** `text/markdown` > `text/plain` > `text/html` as Markdown; empty when none. */
   text: string
-  /** True when `text` is Markdown. */
+  /** True when `text` came from `text/markdown` (HTML converted to Markdown is not). */
   markdown: boolean
+  /** The MIME type `text` came from; absent when the bundle has no text. */
+  textMime?: 'text/markdown' | 'text/plain' | 'text/html' | undefined
   images: Array<RenderedImage>
   /** The `application/json` value, when present. */
   json?: any | undefined
@@ -1064,7 +1072,10 @@ export interface RenderedBundle {
   chart?: Chart | undefined
   /** The chart's card: the lines `output` shows for the figure; empty without a chart. */
   chartCard: string
-  /** The status-MIME value, when present. */
+  /**
+   * The status-MIME value, when it is a status: an object with a string `op`. A
+   * malformed one is left out (and is never text).
+   */
   status?: any | undefined
 }
 

@@ -187,7 +187,7 @@ function bundleLines(bundle, images) {
   const rendered = loadAddon().renderBundle(bundle)
   const lines = []
   const text = rendered.text.replace(/\n+$/, '')
-  if (text && (rendered.markdown || !rendered.images.length)) lines.push(text)
+  if (text && (rendered.textMime !== 'text/plain' || !rendered.images.length)) lines.push(text)
   for (const image of rendered.images) {
     try {
       lines.push(`[image saved: ${images.save(image.data, IMAGE_EXTENSIONS[image.mime])}]`)

@@ -22,7 +22,8 @@ until the host's ``onCall`` answers).  What a host is asked, by call name:
 * ``read``: ``{"path"}`` for a ``scheme://`` path (``:a-b`` appended when an
   offset or limit is given); the reply is the text, or ``{"text": ...}``.
 * ``agent``: ``{"prompt", "agent", "model"?, "label"?, "schema"?, "handle"?,
-  "isolated"?, "apply"?, "merge"?}``; the reply is the text, or ``{"text",
+  "isolated"?, "apply"?, "merge"?}`` (``agent`` always named: the host's
+  ``defaultAgent`` when the cell gives none); the reply is the text, or ``{"text",
   "details": {"id", "agent", ...}, "data"?}`` (other ``details`` fields, such as
   the outcome of an isolated run, reach the node ``handle=True`` returns).
 * ``completion``: ``{"prompt", "model", "system"?, "schema"?}``; the reply is
@@ -352,16 +353,19 @@ class _Tools:
 tool = _Tools()
 
 
-def agent(prompt, *, agent="deep", model=None, label=None, schema=None,
+def agent(prompt, *, agent=None, model=None, label=None, schema=None,
           handle=False, isolated=None, apply=None, merge=None):
     """Run a subagent through the host and return its final text.
 
-    With ``schema`` (a JSON Schema dict) the agent's output is parsed as JSON
-    and the object returned.  With ``handle=True`` a node dict is returned
-    instead: ``{"text", "output", "handle", "id", "agent"}``, ``handle`` being
-    the agent's ``agent://<id>`` (None when the host gave no id), plus
-    ``"data"`` (the parsed object) when ``schema`` is set, plus every other
-    field of the host's ``details`` (what an isolated run produced, say).
+    ``agent`` names the subagent; None is the host's default (its
+    ``defaultAgent``, else "deep").  With ``schema`` (a JSON Schema dict) the
+    agent's output is parsed as JSON and the object returned.  With
+    ``handle=True`` a node dict is returned instead: ``{"text", "output",
+    "handle", "id", "agent"}``, ``handle`` being the agent's ``agent://<id>``
+    (None when the host gave no id), plus ``"data"`` (the parsed object) when
+    ``schema`` is set, plus every other field of the host's ``details`` (what
+    an isolated run produced, say), a camelCase one also under its snake_case
+    name (``patchPath`` as ``patch_path`` too).
 
     ``isolated`` (run the subagent in its own copy of the workspace),
     ``apply`` (bring its changes back) and ``merge`` (merge them into the
@@ -372,6 +376,8 @@ def agent(prompt, *, agent="deep", model=None, label=None, schema=None,
         if value is not None and not isinstance(value, bool):
             raise TypeError("agent(): %s must be True, False or None, not %s"
                             % (key, type(value).__name__))
+    if agent is None:
+        agent = __pykernel__.default_agent
     args = {"prompt": prompt, "agent": agent}
     for key, value in (("model", model), ("label", label), ("schema", schema),
                        ("isolated", isolated), ("apply", apply), ("merge", merge)):
@@ -401,12 +407,28 @@ def agent(prompt, *, agent="deep", model=None, label=None, schema=None,
     for key, value in details.items():
         if key not in node and key not in _REPLY_FIELDS:
             node[key] = value
+    # Hosts written in TypeScript name their details in camelCase, where cells
+    # read snake_case: both names are given, and never over one the host sent.
+    for key, value in details.items():
+        snake = _snake_case(key)
+        if snake != key and snake not in node and snake not in _REPLY_FIELDS:
+            node[snake] = value
     return node
 
 
 # Fields of an agent reply that are not details of the run (when a host puts its
 # details at the top level of the reply instead of under "details").
 _REPLY_FIELDS = frozenset(("text", "data", "details"))
+
+
+def _snake_case(name):
+    """``patchPath`` -> ``patch_path``, ``baseURL`` -> ``base_url``; a name
+    without capitals as it is."""
+    if not isinstance(name, str) or name.islower() or not name.isidentifier():
+        return name
+    import re
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_",
+                  name).lower()
 
 
 def completion(prompt, *, model="default", system=None, schema=None):

@@ -238,6 +238,30 @@ test('renderBundle', () => {
   assert.equal(addon.renderBundle({ data: { 'text/plain': 'wrapped' } }).text, 'wrapped')
 })
 
+test('renderBundle: markdown is true only for text/markdown; textMime says where the text came from', () => {
+  const of = (bundle) => {
+    const { markdown, textMime } = addon.renderBundle(bundle)
+    return { markdown, textMime }
+  }
+  assert.deepEqual(of({ 'text/markdown': '# t', 'text/html': '<b>h</b>' }), { markdown: true, textMime: 'text/markdown' })
+  assert.deepEqual(of({ 'text/html': '<p><strong>Hello</strong></p>' }), { markdown: false, textMime: 'text/html' }, 'converted HTML is not the cell\'s Markdown')
+  assert.deepEqual(of({ 'text/plain': 'p' }), { markdown: false, textMime: 'text/plain' })
+  assert.deepEqual(of({ 'image/png': 'AAAA' }), { markdown: false, textMime: undefined })
+})
+
+test('renderBundle: a status is an object with a string op; anything else under the status MIME is left out, never text', () => {
+  const status = 'application/x-pykernel-status'
+  for (const malformed of ['cd', 3, null, [], {}, { path: '/tmp' }, { op: 7 }, { op: null }]) {
+    const r = addon.renderBundle({ [status]: malformed })
+    assert.equal(r.status, undefined, JSON.stringify(malformed))
+    assert.equal(r.text, '', JSON.stringify(malformed))
+  }
+  assert.deepEqual(addon.renderBundle({ [status]: { op: 'log', message: 'm' } }).status, { op: 'log', message: 'm' })
+  const mixed = addon.renderBundle({ [status]: { op: false }, 'text/plain': 'shown' })
+  assert.equal(mixed.status, undefined)
+  assert.equal(mixed.text, 'shown')
+})
+
 test('renderBundle({statusMime}) reads the status under the given type, and only there', () => {
   const { renderBundle } = require('../..')
   const bundle = { 'application/x-acme': { op: 'log', message: 'hi' }, 'text/plain': 'x' }

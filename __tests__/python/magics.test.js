@@ -282,6 +282,28 @@ test('magics', async (t) => {
     assert.equal(await value(kernel, '!true\n_exit_code'), '0')
   })
 
+  await t.test('x = !cmd streams the output as the child writes it, and captures it', async () => {
+    const seen = []
+    const started = Date.now()
+    const cell = "x = !printf 'first\\n'; sleep 1; printf 'second\\n'\nx, x.returncode"
+    const { result } = await ok(kernel, cell, {
+      onEvent: (e) => seen.push({ ...e, at: Date.now() - started }),
+    })
+    const out = seen.filter((e) => e.type === 'stdout')
+    assert.ok(out.length > 0, "the child's output streamed")
+    assert.equal(out[0].text, 'first\n')
+    // The child sleeps a second before its second line: the first came before it ended.
+    const second = out.find((e) => e.text.includes('second'))
+    assert.ok(second && second.at - out[0].at >= 500, `first at ${out[0].at} ms, second at ${second && second.at} ms`)
+    // Streamed once, and the value is the captured lines (shown only as the last expression).
+    assert.equal(result.stdout, 'first\nsecond\n')
+    assert.equal(result.result['text/plain'], "(['first', 'second'], 0)")
+    const quiet = await ok(kernel, "y = !printf 'a\\nb\\n'")
+    assert.equal(quiet.result.stdout, 'a\nb\n')
+    assert.equal(quiet.result.result, undefined)
+    assert.equal(await value(kernel, 'y'), "['a', 'b']")
+  })
+
   await t.test('a failing !cmd is stated', async () => {
     const { result } = await ok(kernel, '!echo out; exit 2')
     assert.equal(result.stdout, 'out\n')
@@ -310,9 +332,12 @@ test('magics', async (t) => {
     assert.equal(await value(kernel, 'paths.p'), `[PosixPath('${dir}')]`)
     const failed = await ok(kernel, "bad = !echo partial; echo why >&2; exit 4\nbad, bad.returncode")
     assert.equal(failed.result.result['text/plain'], "(['partial'], 4)")
-    assert.equal(failed.result.stdout, '')
+    assert.equal(failed.result.stdout, 'partial\n', 'streamed as well as captured')
     assert.equal(failed.result.stderr, 'why\nCommand exited with code 4\n')
-    assert.equal(await value(kernel, "!!echo twice"), "['twice']")
+    // !!cmd's value is shown, so its stdout is not streamed too.
+    const twice = await ok(kernel, '!!echo twice')
+    assert.equal(twice.result.result['text/plain'], "['twice']")
+    assert.equal(twice.result.stdout, '')
   })
 
   await t.test('shell output is capped at 3000 lines with one notice', async () => {

@@ -7,7 +7,7 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { addon, startKernel, run, ok, value, tempDir } = require('../helpers/kernel')
+const { addon, startKernel, kernelDefaults, run, ok, value, tempDir } = require('../helpers/kernel')
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
@@ -302,6 +302,69 @@ test('agent() passes isolated, apply and merge to the host and returns the isola
   }
   assert.equal(calls.length, before, 'a bad argument reaches no host')
   assert.equal(await value(kernel, '1 + 1'), '2', 'the kernel is still usable')
+})
+
+test('defaultAgent: the agent agent() asks for when the cell names none', async (t) => {
+  const { calls, onCall } = recorder({ agent: (args) => `ran ${args.agent}` })
+  const kernel = await startKernel({ onCall, defaultAgent: 'task' })
+  t.after(() => kernel.shutdown())
+  assert.equal(await value(kernel, 'agent("p")'), "'ran task'")
+  assert.deepEqual(calls.at(-1).args, { prompt: 'p', agent: 'task' }, 'the call carries the resolved name')
+  assert.equal(await value(kernel, 'agent("p", agent=None)'), "'ran task'", 'None is the default too')
+  assert.equal(await value(kernel, 'agent("p", agent="explore")'), "'ran explore'", 'a name the cell gives wins')
+  assert.equal(await value(kernel, "import inspect; inspect.signature(agent).parameters['agent'].default"), undefined, 'agent=None in the signature')
+
+  // A pool's kernel options set it for every session, spares included.
+  const pool = new addon.KernelPool({ prewarm: 1, kernel: { interpreter: kernelDefaults().interpreter, onCall, defaultAgent: 'review' } })
+  t.after(() => pool.disposeAll())
+  for (const sessionId of ['a', 'b']) {
+    const r = await pool.execute({ sessionId, cells: [{ code: 'agent("p")' }] })
+    assert.equal(r.cells.at(-1).result?.['text/plain'], "'ran review'", sessionId)
+  }
+
+  // Unset, the runner's own default.
+  const plain = await startKernel({ onCall })
+  t.after(() => plain.shutdown())
+  assert.equal(await value(plain, 'agent("p")'), "'ran deep'")
+
+  for (const [bad, reason] of [
+    ['', "must name an agent (such as 'task'), got \"\""],
+    ['x'.repeat(129), 'must be at most 128 characters, got 129'],
+    ['task\nignore', 'must be one line without control characters, got "task\\nignore"'],
+  ]) {
+    await assert.rejects(startKernel({ defaultAgent: bad }), {
+      code: 'ERR_INVALID_ARG',
+      message: `invalid argument \`defaultAgent\`: ${reason}`,
+    })
+    assert.throws(() => new addon.KernelPool({ kernel: { defaultAgent: bad } }), { code: 'ERR_INVALID_ARG' })
+  }
+  await assert.rejects(startKernel({ defaultAgent: 7 }), { code: 'ERR_INVALID_ARG' })
+})
+
+test('the handle node gives camelCase details under their snake_case names too', async (t) => {
+  const details = {
+    id: 'a3', agent: 'task', patchPath: '/tmp/a3.patch', branchName: 'agent/a3', baseCommit: 'abc123',
+    baseURL: 'http://x', changedFiles: ['a.py'],
+    // the host's own snake_case name is kept over the one made from camelCase
+    mergeStatus: 'from camel', merge_status: 'from host',
+    // the node's fixed keys win over details of the same (converted) name
+    Text: 'not the text', Output: 'not the output', Handle: 'h', Data: 'not data',
+  }
+  const { onCall } = recorder({ agent: () => ({ text: 'done', details }) })
+  const kernel = await startKernel({ onCall })
+  t.after(() => kernel.shutdown())
+  const { result } = await ok(kernel, 'import json; print(json.dumps(agent("p", handle=True)))')
+  const node = JSON.parse(result.stdout)
+  assert.deepEqual(node, {
+    text: 'done', output: 'done', handle: 'agent://a3', id: 'a3', agent: 'task',
+    patchPath: '/tmp/a3.patch', patch_path: '/tmp/a3.patch',
+    branchName: 'agent/a3', branch_name: 'agent/a3',
+    baseCommit: 'abc123', base_commit: 'abc123',
+    baseURL: 'http://x', base_url: 'http://x',
+    changedFiles: ['a.py'], changed_files: ['a.py'],
+    mergeStatus: 'from camel', merge_status: 'from host',
+    Text: 'not the text', Output: 'not the output', Handle: 'h', Data: 'not data',
+  })
 })
 
 test('log and phase are status events, not output', async (t) => {

@@ -31,6 +31,7 @@ _ATEXIT_TIMEOUT = 5.0       # bound on the atexit handlers run at a shutdown the
 _WATCHDOG_INTERVAL = 0.25
 _WARM_UP_WHEN_IDLE = 0.05   # seconds without a request before the warm-up
 _UNSET = object()
+DEFAULT_AGENT = "deep"      # agent() without agent=, when the host sets no defaultAgent
 
 _current_thread = threading.current_thread
 _os_exit = os._exit
@@ -50,6 +51,7 @@ class PreludeAPI:
         self.status_mime = kernel.status_mime
         self.env_prefix = kernel.env_prefix
         self.kv_path = kernel.kv_path       # the session's kv store file, or None
+        self.default_agent = kernel.default_agent   # agent() without agent=
         self.kv_via_host = kernel.kv_via_host   # the store is reached by bridge calls
         self.namespace = kernel.namespace
         self.capture_frames = kernel.capture_frames
@@ -102,6 +104,7 @@ class Kernel:
         self.env_prefix = "PYKERNEL_"
         self.kv_path = None
         self.kv_via_host = False
+        self.default_agent = DEFAULT_AGENT
         self._prelude_path = None
         self._refusals = None           # the refusals module, in a sandboxed kernel
         # A child may hold fds 1/2 (a subprocess, a fork): they get fresh pipes before
@@ -460,6 +463,7 @@ class Kernel:
             self.env_prefix = request.get("envPrefix") or self.env_prefix
             self.kv_path = request.get("kvPath") or None
             self.kv_via_host = bool(request.get("kvViaHost"))
+            self.default_agent = request.get("defaultAgent") or DEFAULT_AGENT
             policy = request.get("sandbox")
             if policy is not None or self._refusals is not None:
                 from . import refusals  # a kernel without a sandbox never loads it

@@ -324,13 +324,16 @@ class Magics:
             frame.f_globals["_exit_code"] = returncode
             state_exit(returncode)
 
-    def getoutput(self, command, frame=None):
-        """``x = !cmd``: its stdout lines as an SList; stderr streams."""
-        return self._getoutput(command, frame or sys._getframe(1))
+    def getoutput(self, command, frame=None, stream=False):
+        """``x = !cmd`` (with *stream*) and ``!!cmd``: its stdout lines as an
+        SList; stderr streams, and with *stream* stdout too, as it comes.
+        ``!!cmd`` does not stream its stdout: its value is shown instead."""
+        return self._getoutput(command, frame or sys._getframe(1), stream)
 
-    def _getoutput(self, command, frame):
+    def _getoutput(self, command, frame, stream=False):
         command = expand(command, frame)
-        returncode, text = run_child(shell_argv(command), capture=True)
+        returncode, text = run_child(shell_argv(command), capture=True,
+                                     tee=stream)
         frame.f_globals["_exit_code"] = returncode
         state_exit(returncode)
         lines = SList(text.splitlines())

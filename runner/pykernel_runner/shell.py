@@ -163,12 +163,13 @@ def _child_env(defaults=None):
     return env
 
 
-def run_child(argv, capture=False, env=None):
+def run_child(argv, capture=False, tee=False, env=None):
     """Run *argv*, stream its output to the cell, return (returncode, text).
 
     stdout goes to ``sys.stdout`` (or, with *capture*, into the returned
-    text) and stderr to ``sys.stderr``, chunk by chunk as it is read.  An
-    interrupt terminates the child and propagates.
+    text; with *tee* as well, to both) and stderr to ``sys.stderr``, chunk
+    by chunk as it is read.  An interrupt terminates the child and
+    propagates.
     """
     import select
     import subprocess
@@ -177,9 +178,16 @@ def run_child(argv, capture=False, env=None):
                             env=_child_env(env), close_fds=True)
     cap = _OutputCap()
     captured = []
+    def show(text):
+        sys.stdout.write(text)
+
+    def keep_and_show(text):
+        captured.append(text)
+        show(text)
+
+    keep = keep_and_show if tee else captured.append
     sinks = {
-        proc.stdout.fileno(): _Sink(captured.append if capture else
-                                    (lambda text: sys.stdout.write(text))),
+        proc.stdout.fileno(): _Sink(keep if capture else show),
         proc.stderr.fileno(): _Sink(lambda text: sys.stderr.write(text)),
     }
     for sink in sinks.values():

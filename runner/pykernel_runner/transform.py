@@ -23,7 +23,7 @@ import re
 import tokenize
 
 _SYSTEM = "__pykernel_system__"         # !cmd: stream, return None
-_GETOUTPUT = "__pykernel_getoutput__"   # x = !cmd, !!cmd: return an SList
+_GETOUTPUT = "__pykernel_getoutput__"   # x = !cmd (streamed), !!cmd: an SList
 _LINE = "__pykernel_magic__"            # %name args
 _CELL = "__pykernel_cell_magic__"       # %%name args + body
 HELPER_NAMES = (_SYSTEM, _GETOUTPUT, _LINE, _CELL)
@@ -244,7 +244,8 @@ def _assignment_call(code):
         return None
     value = value.lstrip()
     if value.startswith("!"):
-        call = "%s(%r)" % (_GETOUTPUT, value.lstrip("!").strip())
+        # Streamed as it comes, like ``!cmd``, and captured for the name.
+        call = "%s(%r, stream=True)" % (_GETOUTPUT, value.lstrip("!").strip())
     elif value.startswith("%"):
         call = _line_magic_call(value[1:])
     else:

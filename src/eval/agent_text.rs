@@ -382,7 +382,8 @@ impl AgentText {
         let card = rendered.chart.as_ref().map(chart_card).unwrap_or_default();
         // Next to an image or a chart, text/plain is only its stand-in (`<Figure ...>`).
         let figure = !rendered.images.is_empty() || rendered.chart.is_some();
-        let text_is_fallback = figure && !rendered.markdown && !self.include_figure_text;
+        let text_is_fallback =
+            figure && rendered.text_mime == Some("text/plain") && !self.include_figure_text;
         let mut line = if text_is_fallback {
             String::new()
         } else {

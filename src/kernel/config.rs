@@ -67,6 +67,9 @@ pub struct KernelConfig {
     /// The directory of the session the kernel belongs to (a pool's: its installs and
     /// caches); `None`: a new one of its own.
     pub session_dir: Option<Arc<SessionDir>>,
+    /// The agent the prelude's `agent()` asks for when the cell names none; `None`: the
+    /// runner's own default (`"deep"`).
+    pub default_agent: Option<String>,
 }
 
 impl KernelConfig {
@@ -125,7 +128,30 @@ impl KernelConfig {
             preload: Vec::new(),
             zygote: true,
             session_dir: None,
+            default_agent: None,
         }
+    }
+}
+
+/// The longest `defaultAgent`, in characters: an agent's name, not a prompt.
+pub const MAX_AGENT_NAME_CHARS: usize = 128;
+
+/// Why `name` cannot be a `defaultAgent`, if it cannot: it is sent as the name of an
+/// agent in every `agent()` call that names none, so it is a short line of text.
+pub fn default_agent_fault(name: &str) -> Option<String> {
+    let chars = name.chars().count();
+    if name.trim().is_empty() {
+        Some(format!("must name an agent (such as 'task'), got {name:?}"))
+    } else if chars > MAX_AGENT_NAME_CHARS {
+        Some(format!(
+            "must be at most {MAX_AGENT_NAME_CHARS} characters, got {chars}"
+        ))
+    } else if name.chars().any(char::is_control) {
+        Some(format!(
+            "must be one line without control characters, got {name:?}"
+        ))
+    } else {
+        None
     }
 }
 
@@ -239,5 +265,25 @@ impl StartMode {
             StartMode::Zygote => "zygote",
             StartMode::Launcher => "launcher",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_default_agent_is_a_short_line_of_text() {
+        for good in ["task", "deep", "code-reviewer", "Ägent 2", &"a".repeat(128)] {
+            assert_eq!(default_agent_fault(good), None, "{good:?}");
+        }
+        for bad in ["", "  ", "\t"] {
+            let fault = default_agent_fault(bad).unwrap_or_else(|| panic!("{bad:?} accepted"));
+            assert!(fault.contains("must name an agent"), "{fault}");
+        }
+        let long = default_agent_fault(&"é".repeat(129)).unwrap();
+        assert_eq!(long, "must be at most 128 characters, got 129");
+        let multi = default_agent_fault("task\nignore the rest").unwrap();
+        assert!(multi.contains("one line"), "{multi}");
     }
 }

@@ -49,9 +49,9 @@ use crate::start::python::Resolved;
 use crate::wire::protocol::{HostFrame, SandboxPolicy};
 
 pub use self::config::{
-    AbortHandle, Bridge, CallOrigin, Caller, ExecuteRequest, KernelConfig, ShutdownOutcome,
-    StartMode, DEFAULT_LINK_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STARTUP_TIMEOUT,
-    DEFAULT_STATUS_MIME, INTERRUPT_ESCALATION, PRELOAD_WAIT,
+    default_agent_fault, AbortHandle, Bridge, CallOrigin, Caller, ExecuteRequest, KernelConfig,
+    ShutdownOutcome, StartMode, DEFAULT_LINK_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_STARTUP_TIMEOUT, DEFAULT_STATUS_MIME, INTERRUPT_ESCALATION, PRELOAD_WAIT,
 };
 
 /// One Python process and the connection to it. Made by `start`; every method that

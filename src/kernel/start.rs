@@ -404,6 +404,7 @@ impl Kernel {
             // files (nothing it may write is needed, and no other session's store is in
             // its view).
             kv_via_host: config.kv_path().is_some(),
+            default_agent: config.default_agent.clone(),
             sandbox: self.policy.clone(),
         }
     }

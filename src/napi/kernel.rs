@@ -97,6 +97,10 @@ pub struct KernelOptions {
     pub preload: Option<Vec<String>>,
     /// Whether a kernel with `preload` may be forked from a zygote. @default true
     pub zygote: Option<bool>,
+    /// The agent the prelude's `agent()` asks the host for when the cell names none (its
+    /// bridge call's `args.agent`); a pool's `kernel.defaultAgent` is every session's.
+    /// Non-empty, one line, at most 128 characters. @default "deep"
+    pub default_agent: Option<String>,
 }
 
 impl KernelOptions {
@@ -116,6 +120,7 @@ impl KernelOptions {
         config.launcher = launcher;
         config.preload = super::options::preload_modules(self.preload)?;
         config.zygote = self.zygote.unwrap_or(true);
+        config.default_agent = super::options::default_agent(self.default_agent)?;
         config.link_timeout = optional_millis(
             "linkTimeoutMs",
             self.link_timeout_ms,

@@ -89,6 +89,17 @@ pub(super) fn env_prefix(value: Option<String>) -> Parsed<String> {
     }
 }
 
+/// A `defaultAgent` option: unset stays unset (the runner's own default, `"deep"`).
+pub(super) fn default_agent(value: Option<String>) -> Parsed<Option<String>> {
+    match value
+        .as_deref()
+        .and_then(crate::kernel::default_agent_fault)
+    {
+        Some(reason) => Err(invalid("defaultAgent", reason)),
+        None => Ok(value),
+    }
+}
+
 /// A `statusMime` option, or the default; refused when it is not a MIME type.
 pub(super) fn status_mime(value: Option<String>) -> Parsed<String> {
     let mime = value.unwrap_or_else(|| crate::kernel::DEFAULT_STATUS_MIME.to_string());

@@ -30,8 +30,11 @@ pub struct RenderedImage {
 pub struct RenderedBundle {
     /// `text/markdown` > `text/plain` > `text/html` as Markdown; empty when none.
     pub text: String,
-    /// True when `text` is Markdown.
+    /// True when `text` came from `text/markdown` (HTML converted to Markdown is not).
     pub markdown: bool,
+    /// The MIME type `text` came from; absent when the bundle has no text.
+    #[napi(ts_type = "'text/markdown' | 'text/plain' | 'text/html'")]
+    pub text_mime: Option<String>,
     pub images: Vec<RenderedImage>,
     /// The `application/json` value, when present.
     pub json: Option<Value>,
@@ -41,7 +44,8 @@ pub struct RenderedBundle {
     pub chart: Option<Value>,
     /// The chart's card: the lines `output` shows for the figure; empty without a chart.
     pub chart_card: String,
-    /// The status-MIME value, when present.
+    /// The status-MIME value, when it is a status: an object with a string `op`. A
+    /// malformed one is left out (and is never text).
     pub status: Option<Value>,
 }
 
@@ -64,6 +68,7 @@ pub fn render_bundle(
     Ok(RenderedBundle {
         text: rendered.text,
         markdown: rendered.markdown,
+        text_mime: rendered.text_mime.map(str::to_string),
         images: rendered
             .images
             .into_iter()

@@ -316,6 +316,7 @@ pub static KERNEL_OPTIONS: Interface = Interface {
         Field { key: "linkTimeoutMs", ty: Ty::Number, optional: true },
         Field { key: "preload", ty: Ty::Array(&Ty::String), optional: true },
         Field { key: "zygote", ty: Ty::Boolean, optional: true },
+        Field { key: "defaultAgent", ty: Ty::String, optional: true },
     ],
 };
 
@@ -341,6 +342,7 @@ pub static KERNEL_START_OPTIONS: Interface = Interface {
         Field { key: "linkTimeoutMs", ty: Ty::Number, optional: true },
         Field { key: "preload", ty: Ty::Array(&Ty::String), optional: true },
         Field { key: "zygote", ty: Ty::Boolean, optional: true },
+        Field { key: "defaultAgent", ty: Ty::String, optional: true },
         Field { key: "signal", ty: Ty::Object, optional: true },
         Field { key: "deadlineMs", ty: Ty::Number, optional: true },
     ],

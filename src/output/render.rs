@@ -3,7 +3,8 @@
 //! Text precedence: `text/markdown` > `text/plain` > `text/html` (converted to Markdown).
 //! Captured alongside: `image/png` and `image/jpeg` (base64), `application/json`, the
 //! chart of a figure ([`CHART_MIME`], docs/charts.md; an object, else ignored) and the
-//! status MIME. A bundle may be wrapped Jupyter-style as `{"data": {...}, "metadata": ...}`,
+//! status MIME's value when it is a status (an object with a string `op`, else ignored: a
+//! status MIME value is never text, well-formed or not). A bundle may be wrapped Jupyter-style as `{"data": {...}, "metadata": ...}`,
 //! and any string value may be in Jupyter's multi-line form (an array of strings, joined
 //! as is). Values of the wrong type are ignored, never an error. Text is returned as
 //! given (not sanitized): the executor sanitizes what the agent reads, and a TUI may want
@@ -25,12 +26,16 @@ pub struct Image {
 pub struct Rendered {
     /// Empty when the bundle has no text MIME type (e.g. status only).
     pub text: String,
-    /// True when `text` is Markdown (from `text/markdown` or converted `text/html`).
+    /// True when `text` came from `text/markdown` (HTML converted to Markdown is not: a
+    /// host showing Markdown as such wants the cell's own).
     pub markdown: bool,
+    /// The MIME type `text` came from; `None` when the bundle has no text.
+    pub text_mime: Option<&'static str>,
     pub images: Vec<Image>,
     pub json: Option<Value>,
     /// The figure's chart as data ([`CHART_MIME`]), when it is a JSON object.
     pub chart: Option<Value>,
+    /// The status MIME's value, when it is an object with a string `op`.
     pub status: Option<Value>,
 }
 
@@ -74,12 +79,14 @@ pub fn render_bundle(bundle: &Value, status_mime: &str) -> Rendered {
 
     if let Some(text) = string_value(bundle, "text/markdown") {
         rendered.text = text;
+        rendered.text_mime = Some("text/markdown");
         rendered.markdown = true;
     } else if let Some(text) = string_value(bundle, "text/plain") {
         rendered.text = text;
+        rendered.text_mime = Some("text/plain");
     } else if let Some(html) = string_value(bundle, "text/html") {
         rendered.text = html_to_markdown(&html);
-        rendered.markdown = true;
+        rendered.text_mime = Some("text/html");
     }
 
     for mime in IMAGE_MIMES {
@@ -95,7 +102,10 @@ pub fn render_bundle(bundle: &Value, status_mime: &str) -> Rendered {
         .get(CHART_MIME)
         .filter(|chart| chart.is_object())
         .cloned();
-    rendered.status = bundle.get(status_mime).cloned();
+    rendered.status = bundle
+        .get(status_mime)
+        .filter(|status| status.get("op").is_some_and(Value::is_string))
+        .cloned();
     rendered
 }
 
@@ -151,6 +161,7 @@ mod tests {
             STATUS,
         );
         assert_eq!((r.text.as_str(), r.markdown), ("# md", true));
+        assert_eq!(r.text_mime, Some("text/markdown"));
     }
 
     #[test]
@@ -160,15 +171,22 @@ mod tests {
             STATUS,
         );
         assert_eq!((r.text.as_str(), r.markdown), ("plain", false));
+        assert_eq!(r.text_mime, Some("text/plain"));
     }
 
     #[test]
-    fn html_alone_becomes_markdown() {
+    fn html_alone_becomes_markdown_text_but_is_not_flagged_markdown() {
         let r = render_bundle(
             &json!({"text/html": "<p><strong>Hello</strong></p>"}),
             STATUS,
         );
-        assert_eq!((r.text.as_str(), r.markdown), ("**Hello**\n", true));
+        // The flag says the cell gave Markdown; this Markdown is the host's conversion.
+        assert_eq!((r.text.as_str(), r.markdown), ("**Hello**\n", false));
+        assert_eq!(r.text_mime, Some("text/html"));
+        assert_eq!(
+            render_bundle(&json!({"image/png": "iVBOR"}), STATUS).text_mime,
+            None
+        );
     }
 
     #[test]
@@ -262,6 +280,26 @@ mod tests {
             "application/x-acme-status",
         );
         assert_eq!(r.status, Some(json!({"op": "x"})));
+    }
+
+    #[test]
+    fn a_status_is_an_object_with_a_string_op_and_never_text() {
+        for malformed in [
+            json!("cd"),
+            json!(["op"]),
+            json!(null),
+            json!({}),
+            json!({"path": "/tmp"}),
+            json!({"op": 3}),
+            json!({"op": null}),
+        ] {
+            let r = render_bundle(&json!({ STATUS: malformed.clone() }), STATUS);
+            assert_eq!(r, Rendered::default(), "{malformed}");
+        }
+        let r = render_bundle(&json!({"data": {STATUS: {"op": ""}}}), STATUS);
+        assert_eq!(r.status, Some(json!({"op": ""})), "an empty op is a string");
+        let r = render_bundle(&json!({STATUS: {"op": 1}, "text/plain": "t"}), STATUS);
+        assert_eq!((r.text.as_str(), r.status), ("t", None));
     }
 
     #[test]

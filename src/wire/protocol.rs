@@ -32,6 +32,10 @@ pub enum HostFrame {
         /// kernel cannot see the host's files).
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         kv_via_host: bool,
+        /// The agent `agent()` asks for when the cell names none; absent: the runner's
+        /// own default, `"deep"`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        default_agent: Option<String>,
         /// What the kernel's sandbox confines, so the runner can name what it refuses;
         /// absent with the sandbox off and for a launched kernel.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -411,6 +415,7 @@ mod tests {
             env_prefix: "PYKERNEL_".into(),
             kv_path: None,
             kv_via_host: false,
+            default_agent: None,
             sandbox,
         };
         let v: Value = serde_json::from_slice(&init(Some(policy.clone())).encode()).unwrap();

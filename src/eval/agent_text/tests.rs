@@ -34,6 +34,22 @@ fn images_replace_their_plain_text_stand_in_unless_asked_to_keep_it() {
     assert_eq!(kept.finish().body, "<Figure size 640x480>\n");
 }
 
+#[test]
+fn html_or_markdown_beside_an_image_is_text_not_a_stand_in() {
+    for (mime, text, shown) in [
+        ("text/html", "<b>table</b>", "**table**\n"),
+        ("text/markdown", "# t", "# t\n"),
+    ] {
+        let mut v = builder(false);
+        v.add(&KernelEvent::Display {
+            bundle: serde_json::json!({"image/png": "iVBOR", mime: text}),
+            display_id: None,
+            update: false,
+        });
+        assert_eq!(v.finish().body, shown, "{mime}");
+    }
+}
+
 const CHART: &str = crate::output::CHART_MIME;
 
 fn figure(title: &str, id: Option<&str>, update: bool) -> KernelEvent {
