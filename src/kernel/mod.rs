@@ -49,9 +49,9 @@ use crate::start::python::Resolved;
 use crate::wire::protocol::{HostFrame, SandboxPolicy};
 
 pub use self::config::{
-    AbortHandle, Bridge, CallOrigin, Caller, ExecuteRequest, KernelConfig, ShutdownOutcome,
-    StartMode, DEFAULT_LINK_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STARTUP_TIMEOUT,
-    DEFAULT_STATUS_MIME, INTERRUPT_ESCALATION, PRELOAD_WAIT,
+    check_request_id, AbortHandle, Bridge, CallOrigin, Caller, ExecuteRequest, KernelConfig,
+    ShutdownOutcome, StartMode, DEFAULT_LINK_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_STARTUP_TIMEOUT, DEFAULT_STATUS_MIME, INTERRUPT_ESCALATION, PRELOAD_WAIT,
 };
 
 /// One Python process and the connection to it. Made by `start`; every method that
@@ -170,6 +170,11 @@ impl Kernel {
 
     pub fn include_figure_text(&self) -> bool {
         self.include_figure_text
+    }
+
+    /// The `session_id` it was started with, which its bridge calls name by default.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
     }
 
     pub fn alive(&self) -> bool {
