@@ -49,6 +49,10 @@ test('evaluate takes a cwd as execute does: the cells run there, and it stays th
   assert.equal(back.cells[0].result['text/plain'], `'${fs.realpathSync(dir)}'`)
   const executed = await kernel.execute(where, { cwd: path.join(dir, 'sub') })
   assert.equal(executed.result['text/plain'], `'${fs.realpathSync(path.join(dir, 'sub'))}'`)
+  // A missing one fails the first cell, as it fails execute's.
+  const missing = await kernel.evaluate([{ code: '1' }, { code: '2' }], { cwd: path.join(dir, 'missing') })
+  assert.equal(missing.failedCell, 0)
+  assert.match(missing.output, /^\[cell 1 of 2 failed\]\nFileNotFoundError: .*missing/)
   await assert.rejects(kernel.evaluate([{ code: '1' }], { cwd: 3 }), (err) => err.code === 'ERR_INVALID_ARG' && /cwd/.test(err.message))
 })
 
