@@ -253,6 +253,9 @@ export interface ExecuteOptions {
   maxCapturedBytes?: number | undefined
   /** No result frame and no execution count. @default false */
   silent?: boolean | undefined
+  /** The host's id for this request, given to `onCall` as `BridgeCall.requestId` with
+   *  every bridge call its cell makes (its threads' too). 1 to 256 characters. */
+  requestId?: string | undefined
   /** @default true */
   storeHistory?: boolean | undefined
 }
@@ -286,6 +289,19 @@ export interface EvaluateOptions {
   /** Variables for this request only, set for each of its cells; null unsets. Afterwards
    *  each is back to what it was, unless a cell set it itself. */
   env?: Record<string, string | null> | undefined
+  /** The working directory the cells run in, as `ExecuteOptions.cwd`: set before the
+   *  first cell, it stays the kernel's; a relative one is taken from the host's working
+   *  directory. */
+  cwd?: string | undefined
+  /** The host's id for this request, given to `onCall` as `BridgeCall.requestId` with
+   *  every bridge call its cells make (their threads' too). 1 to 256 characters. */
+  requestId?: string | undefined
+  /** The exact file the full output is written to when cut, in place of one in
+   *  `artifactsDir`: an absolute path in an existing directory of ours that nobody else
+   *  can write (else `ERR_ARTIFACTS_DIR`); a regular file there is replaced (0600), a
+   *  symlink refused. A cut output then ends with `[full output (N lines): <path>]`, and
+   *  `truncated.artifactId` is absent. Not with `artifactId` (`ERR_INVALID_ARG`). */
+  artifactPath?: string | undefined
 }
 
 /** `Kernel.start`'s options: the kernel's, and what bounds the start itself. */
@@ -355,6 +371,18 @@ export interface EvalRequest {
   artifactId?: string | undefined
   /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
   includeFigureText?: boolean | undefined
+  /** The host's id for this request, given to `onCall` as `BridgeCall.requestId` with
+   *  every bridge call its cells make (their threads' too): two requests of one
+   *  `sessionId` running at once (another `cwd` or `interpreter`, so two kernels) are
+   *  told apart by it. 1 to 256 characters. */
+  requestId?: string | undefined
+  /** The exact file this request's full output is written to when cut, in place of one
+   *  in `artifactsDir` (the request's or the pool's): an absolute path in an existing
+   *  directory of ours that nobody else can write (else `ERR_ARTIFACTS_DIR`); a regular
+   *  file there is replaced (0600), a symlink refused. A cut output then ends with
+   *  `[full output (N lines): <path>]`, and `truncated.artifactId` is absent. Not with
+   *  `artifactId` (`ERR_INVALID_ARG`). */
+  artifactPath?: string | undefined
 }
 
 /** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */
@@ -369,6 +397,8 @@ export interface BridgeCall {
   /** The owner of the pool request whose cell made the call (`ownerId`, else the session
    *  id); absent for a `Kernel`. */
   owner?: string | undefined
+  /** The `requestId` of the request whose cell made the call; absent when it gave none. */
+  requestId?: string | undefined
 }
 
 /**
@@ -507,8 +537,12 @@ export declare class OutputBuilder {
    * unfinished line is released. Returns the text it released.
    */
   endCell(): string
-  /** The agent text of everything pushed. The builder takes nothing after it. */
-  finish(): BuiltOutput
+  /**
+   * The agent text of everything pushed, ended as `evaluate` ends a cell's when given
+   * how the run ended (`outcome`): its notices at the head, in `evaluate`'s words and
+   * order, and its closing line. The builder takes nothing after it.
+   */
+  finish(outcome?: RunOutcome | undefined | null): BuiltOutput
 }
 
 export interface Availability {
@@ -529,12 +563,20 @@ export interface BackendSettings {
 
 export interface BuiltOutput {
   /**
-   * What the agent reads: the sanitized, truncated text, ending with
-   * `[full output (N lines): artifact://<id>]` when cut and kept; `(no output)` when empty.
-   * A pushed line that starts as the builder's own lines do (`[`, `Command exited with
-   * code`, `(no output)`, `(displayed `) gets a `\` in front, as in `evaluate`'s `output`.
+   * What the agent reads, as `evaluate`'s `output`: the notices first (`[...]` lines:
+   * the run's outcome, a full output that could not be kept), then the sanitized,
+   * truncated text, ending with `[full output (N lines): artifact://<id>]` (or the
+   * `artifactPath`) when cut and kept, then `Command exited with code N` for a failed
+   * run; `(no output)` when empty. A pushed line that starts as the builder's own lines
+   * do (`[`, `Command exited with code`, `(no output)`, `(displayed `) gets a `\` in
+   * front, as in `evaluate`'s `output`.
    */
   output: string
+  /**
+   * The notices at the head of `output`, without their brackets, as `evaluate`'s
+   * `annotations`.
+   */
+  annotations: Array<string>
   truncated?: TruncationInfo | undefined
   images: Array<ImageOutput>
   json: unknown[]
@@ -923,6 +965,14 @@ export interface OutputBuilderOptions {
    * @default a fresh `output-<millis>-<random>`
    */
   artifactId?: string | undefined
+  /**
+   * The exact file the full text is written to when cut, in place of one in
+   * `artifactsDir`: an absolute path in an existing directory of ours that nobody
+   * else can write (else `ERR_ARTIFACTS_DIR`); a regular file there is replaced, a
+   * symlink refused. The output then ends with `[full output (N lines): <path>]`, and
+   * `truncated.artifactId` is absent. Not with `artifactId` (`ERR_INVALID_ARG`).
+   */
+  artifactPath?: string | undefined
   /** A line longer than this is cut, ending with `…`; from 16 to 1,048,576. @default 768 */
   lineBytes?: number | undefined
   /** The most bytes of whole lines kept from the start; up to 67,108,864. @default 20480 */
@@ -1109,6 +1159,39 @@ export interface ResolvePythonOptions {
   baseEnv?: Record<string, string | undefined>
   /** The filter's prefix, as the kernel's `envPrefix`. @default "PYKERNEL_" */
   envPrefix?: string | undefined
+}
+
+/**
+ * How a run another executor made (a shell command, say) ended, for
+ * `OutputBuilder.finish`: its text then ends as `evaluate`'s does for a cell that ended
+ * so. Every field is optional; none is a run that ended normally.
+ */
+export interface RunOutcome {
+  /**
+   * The code it exited with: other than 0, the text ends with `Command exited with
+   * code N` (unless it timed out or was cancelled, as in `evaluate`). An integer of 32
+   * bits, or null for none.
+   */
+  exitCode?: number | null | undefined
+  /**
+   * It ran past its time and was stopped: `evaluate`'s timeout notice, stating
+   * `timeoutMs`. @default false
+   */
+  timedOut?: boolean | undefined
+  /**
+   * The time it had, in milliseconds, from 0 to 604,800,000; needed with `timedOut`
+   * (unless `killed`).
+   */
+  timeoutMs?: number | undefined
+  /** It was stopped on request (an abort): no notice, no closing line. @default false */
+  cancelled?: boolean | undefined
+  /**
+   * It did not stop when interrupted and was killed; only with `timedOut` (the notice
+   * then says so) or `cancelled`. @default false
+   */
+  killed?: boolean | undefined
+  /** It asked for input on stdin: `evaluate`'s notice for that. @default false */
+  stdinRequested?: boolean | undefined
 }
 
 export interface SandboxOptions {

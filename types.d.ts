@@ -253,6 +253,9 @@ export interface ExecuteOptions {
   maxCapturedBytes?: number
   /** No result frame and no execution count. @default false */
   silent?: boolean
+  /** The host's id for this request, given to `onCall` as `BridgeCall.requestId` with
+   *  every bridge call its cell makes (its threads' too). 1 to 256 characters. */
+  requestId?: string
   /** @default true */
   storeHistory?: boolean
 }
@@ -286,6 +289,19 @@ export interface EvaluateOptions {
   /** Variables for this request only, set for each of its cells; null unsets. Afterwards
    *  each is back to what it was, unless a cell set it itself. */
   env?: Record<string, string | null>
+  /** The working directory the cells run in, as `ExecuteOptions.cwd`: set before the
+   *  first cell, it stays the kernel's; a relative one is taken from the host's working
+   *  directory. */
+  cwd?: string
+  /** The host's id for this request, given to `onCall` as `BridgeCall.requestId` with
+   *  every bridge call its cells make (their threads' too). 1 to 256 characters. */
+  requestId?: string
+  /** The exact file the full output is written to when cut, in place of one in
+   *  `artifactsDir`: an absolute path in an existing directory of ours that nobody else
+   *  can write (else `ERR_ARTIFACTS_DIR`); a regular file there is replaced (0600), a
+   *  symlink refused. A cut output then ends with `[full output (N lines): <path>]`, and
+   *  `truncated.artifactId` is absent. Not with `artifactId` (`ERR_INVALID_ARG`). */
+  artifactPath?: string
 }
 
 /** `Kernel.start`'s options: the kernel's, and what bounds the start itself. */
@@ -355,6 +371,18 @@ export interface EvalRequest {
   artifactId?: string
   /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
   includeFigureText?: boolean
+  /** The host's id for this request, given to `onCall` as `BridgeCall.requestId` with
+   *  every bridge call its cells make (their threads' too): two requests of one
+   *  `sessionId` running at once (another `cwd` or `interpreter`, so two kernels) are
+   *  told apart by it. 1 to 256 characters. */
+  requestId?: string
+  /** The exact file this request's full output is written to when cut, in place of one
+   *  in `artifactsDir` (the request's or the pool's): an absolute path in an existing
+   *  directory of ours that nobody else can write (else `ERR_ARTIFACTS_DIR`); a regular
+   *  file there is replaced (0600), a symlink refused. A cut output then ends with
+   *  `[full output (N lines): <path>]`, and `truncated.artifactId` is absent. Not with
+   *  `artifactId` (`ERR_INVALID_ARG`). */
+  artifactPath?: string
 }
 
 /** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */
@@ -369,4 +397,6 @@ export interface BridgeCall {
   /** The owner of the pool request whose cell made the call (`ownerId`, else the session
    *  id); absent for a `Kernel`. */
   owner?: string
+  /** The `requestId` of the request whose cell made the call; absent when it gave none. */
+  requestId?: string
 }

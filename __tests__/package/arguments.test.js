@@ -91,6 +91,10 @@ function cases({ kernel, pool, store, builder, dir }) {
     'new OutputBuilder': ['sync', [[() => new OutputBuilder({ lineBytes: '1' }), '`lineBytes`: expected a number, got a string']]],
     'OutputBuilder#push': ['sync', [[() => builder.push(5), '`text`: expected a string, got a number']]],
     'OutputBuilder#pushEvent': ['sync', [[() => builder.pushEvent('stdout'), '`event`: expected an object, got a string']]],
+    'OutputBuilder#finish': ['sync', [
+      [() => builder.finish('done'), '`outcome`: expected an object, got a string'],
+      [() => builder.finish({ timedOut: 1 }), '`timedOut`: expected a boolean, got a number'],
+    ]],
     checkPythonKernelAvailability: ['answer', [
       [() => addon.checkPythonKernelAvailability(42), '`options`: expected an object, got a number'],
       [() => addon.checkPythonKernelAvailability({ cwd: 42 }), '`cwd`: expected a string, got a number'],

@@ -117,6 +117,7 @@ function callers({ kernel, pool }) {
     'KernelPool#disposeAll': { kind: 'async', args: [null], call: (a) => pool.disposeAll(...a), last: true },
     'new KvStore': { kind: 'sync', args: [tempDir(), 'session', null], call: (a) => new KvStore(...a) },
     'new OutputBuilder': { kind: 'sync', args: [null], call: (a) => new OutputBuilder(...a) },
+    'OutputBuilder#finish': { kind: 'sync', args: [null], call: (a) => new OutputBuilder().finish(...a) },
   }
 }
 

@@ -91,6 +91,51 @@ test('every bridge call names its session and owner, so one onCall tells concurr
   assert.equal('owner' in seen[0], false, 'a bare kernel has no owner')
 })
 
+test('two requests of one sessionId running at once on two kernels (another cwd) are told apart by their requestId', async (t) => {
+  const calls = []
+  // Each call is answered once all four are in: the two requests' cells run at once.
+  let allIn
+  const four = new Promise((resolve) => (allIn = resolve))
+  let answeredBeforeAllIn = 0
+  const pool = new KernelPool({
+    kernel: {
+      ...kernel,
+      onCall: async (call) => {
+        calls.push(call)
+        if (calls.length === 4) allIn()
+        await Promise.race([four, sleep(30000).then(() => answeredBeforeAllIn++)])
+        return call.requestId ?? null
+      },
+    },
+  })
+  t.after(() => pool.disposeAll())
+  const [one, two] = [tempDir(), tempDir()]
+  const code = 'import threading\nout = []\nt = threading.Thread(target=lambda: out.append(tool.whoami()))\nt.start()\nout.append(tool.whoami())\nt.join()\nout'
+  const [a, b] = await Promise.all([
+    pool.execute({ sessionId: 'same', cwd: one, requestId: 'req-a', cells: [{ code }] }),
+    pool.execute({ sessionId: 'same', cwd: two, requestId: 'req-b', cells: [{ code }] }),
+  ])
+  assert.equal(value(a), "['req-a', 'req-a']", a.output)
+  assert.equal(value(b), "['req-b', 'req-b']", b.output)
+  assert.equal(pool.sessions.length, 2, 'two kernels')
+  assert.equal(answeredBeforeAllIn, 0, 'both requests called at once')
+  assert.deepEqual(calls.map((c) => c.sessionId), Array(4).fill('same'))
+  assert.deepEqual(calls.map((c) => c.requestId).sort(), ['req-a', 'req-a', 'req-b', 'req-b'])
+  const runIds = (id) => new Set(calls.filter((c) => c.requestId === id).map((c) => c.runId))
+  assert.equal(runIds('req-a').size, 1)
+  assert.notDeepEqual(runIds('req-a'), runIds('req-b'))
+
+  const none = await pool.execute({ sessionId: 'same', cwd: one, cells: [{ code: 'repr(tool.whoami())' }] })
+  assert.equal(value(none), "'None'")
+  assert.equal('requestId' in calls.at(-1), false, 'absent when the request gave none')
+  for (const mode of ['per-call']) {
+    const perCall = new KernelPool({ kernel: { ...kernel, onCall: (call) => call.requestId }, mode })
+    t.after(() => perCall.disposeAll())
+    assert.equal(value(await perCall.execute({ sessionId: 's', requestId: 'pc-1', cells: [{ code: 'tool.whoami()' }] })), "'pc-1'", mode)
+  }
+  await assert.rejects(pool.execute({ sessionId: 'same', requestId: '', cells: [{ code: '1' }] }), (err) => err.code === 'ERR_INVALID_ARG' && /`requestId`: must be 1 to 256 characters, got 0/.test(err.message))
+})
+
 test('a cell with reset runs in a fresh kernel; a Kernel refuses it', async (t) => {
   for (const mode of ['session', 'per-call']) {
     const pool = new KernelPool({ kernel, mode })

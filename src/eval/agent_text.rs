@@ -87,6 +87,9 @@ pub struct AgentText {
     /// Across cells: a cell's late text may be the last before the next cell's own.
     in_late: bool,
     cell: CellState,
+    /// The caller named the artifact's file by its path: the output names it so, and it
+    /// has no `artifact://` id.
+    artifact_by_path: bool,
 }
 
 /// The text bound for `output`: final pieces, the cell's lines escaped where they start
@@ -180,7 +183,9 @@ const LATE_END_MARKER: &str = "[end of late output]\n";
 
 impl AgentText {
     pub fn new(options: AgentTextOptions) -> Self {
+        let artifact_by_path = options.artifact.as_ref().is_some_and(ArtifactSink::is_path);
         AgentText {
+            artifact_by_path,
             status_mime: options.status_mime,
             include_figure_text: options.include_figure_text,
             sanitizer: Sanitizer::new(),
@@ -351,17 +356,23 @@ impl AgentText {
         } else {
             "(no output)".to_string()
         };
-        let artifact_id = truncated.artifact_path.as_deref().and_then(artifact_id_of);
-        if let Some(id) = &artifact_id {
+        let artifact_id = match self.artifact_by_path {
+            true => None,
+            false => truncated.artifact_path.as_deref().and_then(artifact_id_of),
+        };
+        // Where the full text is: its `artifact://` reference, else the path it was given.
+        let reference = match (&artifact_id, &truncated.artifact_path) {
+            (Some(id), _) => Some(artifact_uri(id)),
+            (None, Some(path)) if self.artifact_by_path => Some(path.display().to_string()),
+            _ => None,
+        };
+        if let Some(reference) = reference {
             if !body.ends_with('\n') {
                 body.push('\n');
             }
             let lines = truncated.total_lines;
             let noun = if lines == 1 { "line" } else { "lines" };
-            body.push_str(&format!(
-                "[full output ({lines} {noun}): {}]\n",
-                artifact_uri(id)
-            ));
+            body.push_str(&format!("[full output ({lines} {noun}): {reference}]\n"));
         }
         AgentTextResult {
             body,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::eval::agent_text::{AgentText, AgentTextOptions};
+use crate::eval::agent_text::{AgentText, AgentTextOptions, AgentTextResult};
 use crate::eval::live::{LiveCell, OnOutput};
 use crate::eval::refusals::RefusalNotices;
 use crate::kernel::fifo::Turn;
@@ -92,6 +92,11 @@ pub struct EvalOptions {
     pub env: Option<BTreeMap<String, Option<String>>>,
     /// Who the request runs for, as its bridge calls say.
     pub caller: Option<Caller>,
+    /// The exact file the full output goes to when cut (checked with
+    /// `output::check_artifact_path`), in place of one in `artifacts_dir`.
+    pub artifact_path: Option<PathBuf>,
+    /// The working directory the request's first cell runs in; it stays the kernel's.
+    pub cwd: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -182,13 +187,14 @@ pub struct Evaluation {
 
 impl Evaluation {
     pub fn new(cells: Vec<Cell>, options: EvalOptions) -> Self {
-        let artifact = options
-            .artifacts_dir
-            .clone()
-            .map(|dir| match options.artifact_id.clone() {
-                Some(id) => ArtifactSink::named(dir, id),
-                None => ArtifactSink::in_dir(dir),
-            });
+        let artifact = match (&options.artifact_path, &options.artifacts_dir) {
+            (Some(path), _) => Some(ArtifactSink::at_path(path.clone())),
+            (None, Some(dir)) => Some(match options.artifact_id.clone() {
+                Some(id) => ArtifactSink::named(dir.clone(), id),
+                None => ArtifactSink::in_dir(dir.clone()),
+            }),
+            (None, None) => None,
+        };
         let text = AgentText::new(AgentTextOptions {
             limits: options.limits,
             artifact,
@@ -285,6 +291,8 @@ impl Evaluation {
                 max_captured_bytes: Some(CELL_CAPTURE_BYTES),
                 env: self.options.env.clone(),
                 caller: self.options.caller.clone(),
+                // Once: a later cell goes on where the one before it left the kernel.
+                cwd: (index == 0).then(|| self.options.cwd.clone()).flatten(),
                 ..Default::default()
             };
             let abort = self.options.abort.clone();
@@ -331,25 +339,12 @@ impl Evaluation {
         result.cancelled |= outcome.cancelled;
         result.timed_out |= outcome.timed_out;
         result.kernel_died |= outcome.kernel_died;
-        if outcome.stdin_requested {
-            result
-                .annotations
-                .push("Kernel requested stdin; interactive input is not supported.".into());
-        }
         if outcome.timed_out {
-            result.annotations.push(timeout_notice(
-                timeout.unwrap_or_default(),
-                outcome.kernel_died,
-            ));
             result.kernel_killed |= outcome.kernel_died;
         } else if outcome.kernel_died && !outcome.cancelled {
             result.kernel_killed |= outcome.kernel_killed;
-            let why = outcome
-                .error
-                .as_ref()
-                .map_or(String::new(), |e| e.evalue.clone());
-            result.annotations.push(format!("{why}{DIED_NOTICE_END}"));
         }
+        result.annotations.extend(end_notices(outcome, timeout));
     }
 
     /// The agent-ready result: notices first, then the text, or what stands for none.
@@ -368,23 +363,13 @@ impl Evaluation {
                     .push(format!("cell {} of {total}{title} failed", index + 1));
             }
             if !result.cancelled {
-                self.text.push_closing_line("Command exited with code 1\n");
+                self.text.push_closing_line(&exit_line(1));
                 // The closing line is the failed cell's.
                 deliver_live(&mut self.text, &mut self.options.on_output, index);
             }
         }
-        let built = self.text.finish();
+        let (output, built) = close_output(self.text, &mut result.annotations);
         let truncated = built.truncated;
-        if let Some(error) = truncated.as_ref().and_then(|t| t.artifact_error.as_ref()) {
-            // The output itself is fine; say why the promised full copy is missing.
-            result
-                .annotations
-                .push(format!("the full output was not saved: {error}"));
-        }
-        // The host's notices: the only lines before the body, which cannot forge them (a
-        // cell line starting with `[` is escaped, see `output::host_lines`).
-        let mut output: String = result.annotations.iter().map(|a| notice_line(a)).collect();
-        output.push_str(&built.body);
         result.output = output;
         result.images.extend(built.images);
         result.json.extend(built.json);
@@ -413,6 +398,54 @@ fn deliver_live(text: &mut AgentText, on_output: &mut Option<OnOutput>, index: u
     if let Some(on_output) = on_output {
         on_output.deliver(text, index);
     }
+}
+
+/// The notices a cell's end gives, in this order: stdin asked for, then its timeout
+/// (`timeout` is the budget it ran under) or the death of its kernel. `OutputBuilder`
+/// gives the same for a run another executor made (`eval::run_end`).
+pub fn end_notices(outcome: &ExecuteOutcome, timeout: Option<Duration>) -> Vec<String> {
+    let mut notices = Vec::new();
+    if outcome.stdin_requested {
+        notices.push("Kernel requested stdin; interactive input is not supported.".into());
+    }
+    if outcome.timed_out {
+        notices.push(timeout_notice(
+            timeout.unwrap_or_default(),
+            outcome.kernel_died,
+        ));
+    } else if outcome.kernel_died && !outcome.cancelled {
+        let why = outcome
+            .error
+            .as_ref()
+            .map_or(String::new(), |e| e.evalue.clone());
+        notices.push(format!("{why}{DIED_NOTICE_END}"));
+    }
+    notices
+}
+
+/// The line after every cell of a request that failed (and was not stopped).
+pub fn exit_line(code: i32) -> String {
+    format!("Command exited with code {code}\n")
+}
+
+/// The agent text finished as `output` reads: `notices` at its head (joined by one
+/// for a full output that could not be kept), then the body. Returns `output` and the
+/// rest of what was built.
+pub fn close_output(text: AgentText, notices: &mut Vec<String>) -> (String, AgentTextResult) {
+    let built = text.finish();
+    if let Some(error) = built
+        .truncated
+        .as_ref()
+        .and_then(|t| t.artifact_error.as_ref())
+    {
+        // The output itself is fine; say why the promised full copy is missing.
+        notices.push(format!("the full output was not saved: {error}"));
+    }
+    // The host's notices: the only lines before the body, which cannot forge them (a
+    // cell line starting with `[` is escaped, see `output::host_lines`).
+    let mut output: String = notices.iter().map(|a| notice_line(a)).collect();
+    output.push_str(&built.body);
+    (output, built)
 }
 
 const DIED_NOTICE_END: &str =

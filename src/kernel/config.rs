@@ -166,6 +166,9 @@ pub struct CallOrigin {
     pub session_id: Option<String>,
     /// The owner of the pool request whose cell made the call.
     pub owner: Option<String>,
+    /// The id the host gave the request whose cell made the call: two requests of one
+    /// session id running at once (on two kernels) are told apart by it.
+    pub request_id: Option<String>,
 }
 
 /// Who a request runs for, as its bridge calls will say (see [`CallOrigin`]).
@@ -173,6 +176,23 @@ pub struct CallOrigin {
 pub struct Caller {
     pub session_id: Option<String>,
     pub owner: Option<String>,
+    pub request_id: Option<String>,
+}
+
+/// The most characters of a request's `requestId`: room for any id a host makes (a UUID,
+/// a tool call's id), while one that could not be meant is refused, not copied into
+/// every bridge call.
+pub const MAX_REQUEST_ID_CHARS: usize = 256;
+
+/// Why `id` cannot be a request's `requestId`, or `Ok`.
+pub fn check_request_id(id: &str) -> std::result::Result<(), String> {
+    let chars = id.chars().count();
+    if chars == 0 || chars > MAX_REQUEST_ID_CHARS {
+        return Err(format!(
+            "must be 1 to {MAX_REQUEST_ID_CHARS} characters, got {chars}"
+        ));
+    }
+    Ok(())
 }
 
 /// The host side of runner -> host calls (`tool.x(...)`, `agent(...)`).
@@ -285,5 +305,19 @@ mod tests {
         assert_eq!(long, "must be at most 128 characters, got 129");
         let multi = default_agent_fault("task\nignore the rest").unwrap();
         assert!(multi.contains("one line"), "{multi}");
+    }
+
+    #[test]
+    fn a_request_id_is_1_to_256_characters_of_any_kind() {
+        assert!(check_request_id("toolu_01").is_ok());
+        assert!(
+            check_request_id(&"é".repeat(256)).is_ok(),
+            "characters, not bytes"
+        );
+        assert_eq!(
+            check_request_id(""),
+            Err("must be 1 to 256 characters, got 0".to_string())
+        );
+        assert!(check_request_id(&"x".repeat(257)).is_err());
     }
 }

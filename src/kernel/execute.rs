@@ -192,12 +192,13 @@ impl Kernel {
                                 let done = pauses.then(|| call_done_tx.clone());
                                 let caller = request.caller.clone().unwrap_or_else(|| Caller {
                                     session_id: self.session_id.clone(),
-                                    owner: None,
+                                    ..Caller::default()
                                 });
                                 let origin = CallOrigin {
                                     run_id: id.clone(),
                                     session_id: caller.session_id,
                                     owner: caller.owner,
+                                    request_id: caller.request_id,
                                 };
                                 self.answer_call(origin, call_id, name, args, done);
                             }

@@ -49,7 +49,7 @@ use crate::start::python::Resolved;
 use crate::wire::protocol::{HostFrame, SandboxPolicy};
 
 pub use self::config::{
-    default_agent_fault, AbortHandle, Bridge, CallOrigin, Caller, ExecuteRequest, KernelConfig,
+    check_request_id, default_agent_fault, AbortHandle, Bridge, CallOrigin, Caller, ExecuteRequest, KernelConfig,
     ShutdownOutcome, StartMode, DEFAULT_LINK_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_STARTUP_TIMEOUT, DEFAULT_STATUS_MIME, INTERRUPT_ESCALATION, PRELOAD_WAIT,
 };
@@ -170,6 +170,11 @@ impl Kernel {
 
     pub fn include_figure_text(&self) -> bool {
         self.include_figure_text
+    }
+
+    /// The `session_id` it was started with, which its bridge calls name by default.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
     }
 
     pub fn alive(&self) -> bool {

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::args::{self, convert, convert_optional};
 use super::delivery::EventSink;
-use super::options::{optional_integer, OptionReader};
+use super::options::{bounds, optional_integer, OptionReader};
 use super::results::{ImageOutput, StatusInfo, TruncationInfo};
 use super::signatures as sig;
 use super::{coded_error, host_path, js_error, promise, rejected};
@@ -20,8 +20,11 @@ use crate::error::KernelError;
 use crate::eval::agent_text::{AgentText, AgentTextOptions};
 use crate::eval::executor;
 use crate::eval::live::{OnOutput, DEFAULT_FLUSH_AFTER};
+use crate::eval::run_end::RunEnd;
 use crate::kernel::DEFAULT_STATUS_MIME;
-use crate::output::{check_artifact_id, read_artifact, ArtifactSink, OutputLimits};
+use crate::output::{
+    check_artifact_id, check_artifact_path, read_artifact, ArtifactSink, OutputLimits,
+};
 use crate::wire::events::KernelEvent;
 
 type Parsed<T> = std::result::Result<T, KernelError>;
@@ -41,6 +44,30 @@ pub(super) fn artifact_id(reader: &OptionReader) -> Parsed<Option<String>> {
             })
     })
     .transpose()
+}
+
+/// The `artifactPath` option, checked (`output::check_artifact_path`): the exact file the
+/// full output goes to. Not with `artifactId`, which names a file in artifactsDir.
+pub(super) fn artifact_path(reader: &OptionReader) -> Parsed<Option<PathBuf>> {
+    let path: Option<String> = reader.get("artifactPath", "a string")?;
+    let id_too = reader.get::<String>("artifactId", "a string")?.is_some();
+    checked_artifact_path(path, id_too)
+}
+
+fn checked_artifact_path(path: Option<String>, id_too: bool) -> Parsed<Option<PathBuf>> {
+    let Some(path) = path.map(PathBuf::from) else {
+        return Ok(None);
+    };
+    if id_too {
+        return Err(KernelError::InvalidArgument {
+            name: "artifactPath",
+            reason:
+                "names the full output's file itself: give `artifactPath` or `artifactId`, not both"
+                    .into(),
+        });
+    }
+    check_artifact_path(&path)?;
+    Ok(Some(path))
 }
 
 /// `onOutput`'s sink: each chunk with its cell's index.
@@ -99,6 +126,12 @@ pub struct OutputBuilderOptions {
     /// The artifact's id: 1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with `.`.
     /// @default a fresh `output-<millis>-<random>`
     pub artifact_id: Option<String>,
+    /// The exact file the full text is written to when cut, in place of one in
+    /// `artifactsDir`: an absolute path in an existing directory of ours that nobody
+    /// else can write (else `ERR_ARTIFACTS_DIR`); a regular file there is replaced, a
+    /// symlink refused. The output then ends with `[full output (N lines): <path>]`, and
+    /// `truncated.artifactId` is absent. Not with `artifactId` (`ERR_INVALID_ARG`).
+    pub artifact_path: Option<String>,
     /// A line longer than this is cut, ending with `…`; from 16 to 1,048,576. @default 768
     pub line_bytes: Option<f64>,
     /// The most bytes of whole lines kept from the start; up to 67,108,864. @default 20480
@@ -112,13 +145,77 @@ pub struct OutputBuilderOptions {
     pub status_mime: Option<String>,
 }
 
+/// How a run another executor made (a shell command, say) ended, for
+/// `OutputBuilder.finish`: its text then ends as `evaluate`'s does for a cell that ended
+/// so. Every field is optional; none is a run that ended normally.
+#[napi(object)]
+pub struct RunOutcome {
+    /// The code it exited with: other than 0, the text ends with `Command exited with
+    /// code N` (unless it timed out or was cancelled, as in `evaluate`). An integer of 32
+    /// bits, or null for none.
+    #[napi(ts_type = "number | null")]
+    pub exit_code: Option<Either<f64, Null>>,
+    /// It ran past its time and was stopped: `evaluate`'s timeout notice, stating
+    /// `timeoutMs`. @default false
+    pub timed_out: Option<bool>,
+    /// The time it had, in milliseconds, from 0 to 604,800,000; needed with `timedOut`
+    /// (unless `killed`).
+    pub timeout_ms: Option<f64>,
+    /// It was stopped on request (an abort): no notice, no closing line. @default false
+    pub cancelled: Option<bool>,
+    /// It did not stop when interrupted and was killed; only with `timedOut` (the notice
+    /// then says so) or `cancelled`. @default false
+    pub killed: Option<bool>,
+    /// It asked for input on stdin: `evaluate`'s notice for that. @default false
+    pub stdin_requested: Option<bool>,
+}
+
+impl RunOutcome {
+    fn run_end(self) -> Parsed<RunEnd> {
+        let exit_code = match self.exit_code {
+            Some(Either::A(code)) => Some(code),
+            Some(Either::B(Null)) | None => None,
+        };
+        let exit_code = exit_code
+            .map(|code| {
+                let whole =
+                    code.fract() == 0.0 && code >= i32::MIN as f64 && code <= i32::MAX as f64;
+                whole
+                    .then_some(code as i32)
+                    .ok_or_else(|| KernelError::InvalidArgument {
+                        name: "exitCode",
+                        reason: format!("must be an integer of 32 bits or null, got {code}"),
+                    })
+            })
+            .transpose()?;
+        let timeout = optional_integer("timeoutMs", self.timeout_ms, (0, bounds::MAX_LONG_MS))?
+            .map(Duration::from_millis);
+        let end = RunEnd {
+            exit_code,
+            timed_out: self.timed_out.unwrap_or(false),
+            timeout,
+            cancelled: self.cancelled.unwrap_or(false),
+            killed: self.killed.unwrap_or(false),
+            stdin_requested: self.stdin_requested.unwrap_or(false),
+        };
+        end.check()?;
+        Ok(end)
+    }
+}
+
 #[napi(object)]
 pub struct BuiltOutput {
-    /// What the agent reads: the sanitized, truncated text, ending with
-    /// `[full output (N lines): artifact://<id>]` when cut and kept; `(no output)` when empty.
-    /// A pushed line that starts as the builder's own lines do (`[`, `Command exited with
-    /// code`, `(no output)`, `(displayed `) gets a `\` in front, as in `evaluate`'s `output`.
+    /// What the agent reads, as `evaluate`'s `output`: the notices first (`[...]` lines:
+    /// the run's outcome, a full output that could not be kept), then the sanitized,
+    /// truncated text, ending with `[full output (N lines): artifact://<id>]` (or the
+    /// `artifactPath`) when cut and kept, then `Command exited with code N` for a failed
+    /// run; `(no output)` when empty. A pushed line that starts as the builder's own lines
+    /// do (`[`, `Command exited with code`, `(no output)`, `(displayed `) gets a `\` in
+    /// front, as in `evaluate`'s `output`.
     pub output: String,
+    /// The notices at the head of `output`, without their brackets, as `evaluate`'s
+    /// `annotations`.
+    pub annotations: Vec<String>,
     pub truncated: Option<TruncationInfo>,
     pub images: Vec<ImageOutput>,
     #[napi(ts_type = "unknown[]")]
@@ -172,10 +269,15 @@ impl OutputBuilder {
                     reason,
                 })?;
             }
-            let artifact = options.artifacts_dir.map(|dir| match options.artifact_id {
-                Some(id) => ArtifactSink::named(host_path(dir), id),
-                None => ArtifactSink::in_dir(host_path(dir)),
-            });
+            let path = checked_artifact_path(options.artifact_path, options.artifact_id.is_some())?;
+            let artifact = match (path, options.artifacts_dir) {
+                (Some(path), _) => Some(ArtifactSink::at_path(path)),
+                (None, Some(dir)) => Some(match options.artifact_id {
+                    Some(id) => ArtifactSink::named(host_path(dir), id),
+                    None => ArtifactSink::in_dir(host_path(dir)),
+                }),
+                (None, None) => None,
+            };
             let status_mime = super::options::status_mime(options.status_mime)?;
             let mut built = builder_options(artifact, Some(status_mime), limits);
             built.include_figure_text = options.include_figure_text.unwrap_or(false);
@@ -226,13 +328,26 @@ impl OutputBuilder {
         Ok(builder.take_live())
     }
 
-    /// The agent text of everything pushed. The builder takes nothing after it.
-    #[napi]
-    pub fn finish(&mut self, env: Env) -> Result<BuiltOutput> {
+    /// The agent text of everything pushed, ended as `evaluate` ends a cell's when given
+    /// how the run ended (`outcome`): its notices at the head, in `evaluate`'s words and
+    /// order, and its closing line. The builder takes nothing after it.
+    #[napi(ts_args_type = "outcome?: RunOutcome | undefined | null")]
+    pub fn finish(&mut self, env: Env, outcome: Option<Unknown>) -> Result<BuiltOutput> {
+        let end = args::check(&env, sig::OUTPUT_BUILDER_FINISH, &[outcome])
+            .and_then(|()| convert_optional::<RunOutcome>("outcome", outcome))
+            .and_then(|outcome| outcome.map(RunOutcome::run_end).transpose())
+            .map_err(|err| js_error(&env, &err))?
+            .unwrap_or_default();
         self.builder(&env)?;
-        let built = self.text.take().expect("checked above").finish();
+        let mut text = self.text.take().expect("checked above");
+        if let Some(line) = end.closing_line() {
+            text.push_closing_line(&line);
+        }
+        let mut annotations = end.notices();
+        let (output, built) = executor::close_output(text, &mut annotations);
         Ok(BuiltOutput {
-            output: built.body,
+            output,
+            annotations,
             truncated: built.truncated.map(|t| TruncationInfo {
                 total_bytes: t.total_bytes as f64,
                 total_lines: t.total_lines as f64,

@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::agent_text::{artifact_id, with_on_output_error, LiveOutput};
+use super::agent_text::{artifact_id, artifact_path, with_on_output_error, LiveOutput};
 
 use super::args::{self, convert, convert_optional};
 use super::cells::read_cells;
@@ -26,8 +26,8 @@ use crate::eval::executor::{self, EvalOptions};
 use crate::start::launcher::Launcher;
 
 use crate::kernel::{
-    Bridge, CallOrigin, ExecuteRequest, Kernel, KernelConfig, DEFAULT_LINK_TIMEOUT,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_STARTUP_TIMEOUT,
+    check_request_id, Bridge, CallOrigin, Caller, ExecuteRequest, Kernel, KernelConfig,
+    DEFAULT_LINK_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_STARTUP_TIMEOUT,
 };
 
 #[napi(object, object_to_js = false)]
@@ -293,7 +293,12 @@ impl JsKernel {
                 Err(err) => return rejected(env, err),
             };
         let reader = OptionReader::new(env, object.as_ref());
-        let parsed = convert("code", code).and_then(|code| parse_execute_options(&reader, code));
+        let parsed = convert("code", code)
+            .and_then(|code| parse_execute_options(&reader, code))
+            .and_then(|(mut request, on_event, cancellation)| {
+                request.caller = bare_caller(&self.inner, request_id(&reader)?);
+                Ok((request, on_event, cancellation))
+            });
         let (request, on_event, cancellation) = match parsed {
             Ok(parsed) => parsed,
             Err(err) => return rejected(env, err),
@@ -372,6 +377,9 @@ impl JsKernel {
                 on_output: live.sender(),
                 annotations: notices,
                 env: env_changes.map(|vars| vars.into_iter().collect()),
+                artifact_path: artifact_path(&reader)?,
+                cwd: request_cwd(&reader)?,
+                caller: bare_caller(&self.inner, request_id(&reader)?),
                 ..Default::default()
             };
             Ok::<_, KernelError>((cells, eval, on_event, live, reader.signal()?))
@@ -544,7 +552,11 @@ impl Bridge for JsBridge {
     > {
         let mut call = serde_json::json!({ "name": name, "args": args, "runId": origin.run_id });
         // Left out when unknown, as `BridgeCall` declares them optional.
-        for (field, value) in [("sessionId", origin.session_id), ("owner", origin.owner)] {
+        for (field, value) in [
+            ("sessionId", origin.session_id),
+            ("owner", origin.owner),
+            ("requestId", origin.request_id),
+        ] {
             if let Some(value) = value {
                 call[field] = Value::String(value);
             }
@@ -576,15 +588,44 @@ fn parse_execute_options(
         code,
         silent: options.get("silent", "a boolean")?.unwrap_or(false),
         store_history: options.get("storeHistory", "a boolean")?.unwrap_or(true),
-        cwd: options
-            .get::<String>("cwd", "a string")?
-            .map(|cwd| super::host_path(cwd).to_string_lossy().into_owned()),
+        cwd: request_cwd(options)?,
         env: env_changes.map(|m| m.into_iter().collect::<BTreeMap<_, _>>()),
         timeout: options.timeout_millis("timeoutMs", bounds::MAX_LONG_MS)?,
         max_captured_bytes: Some(captured_bytes(options)?),
         caller: None,
     };
     Ok((request, options.callback("onEvent")?, options.signal()?))
+}
+
+/// A request's `cwd`, a relative one taken from the host's working directory.
+fn request_cwd(options: &OptionReader) -> std::result::Result<Option<String>, KernelError> {
+    Ok(options
+        .get::<String>("cwd", "a string")?
+        .map(|cwd| super::host_path(cwd).to_string_lossy().into_owned()))
+}
+
+/// The `requestId` option, checked: told to `onCall` with each bridge call of the request.
+pub(super) fn request_id(
+    options: &OptionReader,
+) -> std::result::Result<Option<String>, KernelError> {
+    let id: Option<String> = options.get("requestId", "a string")?;
+    if let Some(id) = &id {
+        check_request_id(id).map_err(|reason| KernelError::InvalidArgument {
+            name: "requestId",
+            reason,
+        })?;
+    }
+    Ok(id)
+}
+
+/// Who a bare kernel's request runs for: the kernel's `sessionId`, with the request's id
+/// when it has one (`None` keeps the kernel's default caller).
+fn bare_caller(kernel: &Kernel, request_id: Option<String>) -> Option<Caller> {
+    request_id.map(|id| Caller {
+        session_id: kernel.session_id().map(str::to_string),
+        owner: None,
+        request_id: Some(id),
+    })
 }
 
 /// The most of stdout (and of stderr) one `execute` result keeps: beyond it the text is

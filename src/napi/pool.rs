@@ -9,7 +9,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::agent_text::{artifact_id, LiveOutput};
+use super::agent_text::{artifact_id, artifact_path, LiveOutput};
 
 use super::agent_text::with_on_output_error;
 use super::args::{self, convert, convert_optional};
@@ -351,6 +351,8 @@ impl JsKernelPool {
                     .get::<String>("artifactsDir", "a string")?
                     .map(super::host_path),
                 deadline: reader.timeout_millis("deadlineMs", bounds::MAX_LONG_MS)?,
+                artifact_path: artifact_path(&reader)?,
+                request_id: super::kernel::request_id(&reader)?,
             };
             let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
             let live = LiveOutput::read(&reader)?;

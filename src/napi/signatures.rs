@@ -169,6 +169,7 @@ pub static OUTPUT_BUILDER_END_CELL: &[Param] = &[
 
 /// `OutputBuilder#finish`
 pub static OUTPUT_BUILDER_FINISH: &[Param] = &[
+    Param { name: "outcome", ty: Ty::Interface(&RUN_OUTCOME), optional: true },
 ];
 
 pub static BACKEND_SETTINGS: Interface = Interface {
@@ -237,6 +238,8 @@ pub static EVAL_REQUEST: Interface = Interface {
         Field { key: "outputFlushMs", ty: Ty::Number, optional: true },
         Field { key: "artifactId", ty: Ty::String, optional: true },
         Field { key: "includeFigureText", ty: Ty::Boolean, optional: true },
+        Field { key: "requestId", ty: Ty::String, optional: true },
+        Field { key: "artifactPath", ty: Ty::String, optional: true },
     ],
 };
 
@@ -252,6 +255,9 @@ pub static EVALUATE_OPTIONS: Interface = Interface {
         Field { key: "artifactId", ty: Ty::String, optional: true },
         Field { key: "includeFigureText", ty: Ty::Boolean, optional: true },
         Field { key: "env", ty: Ty::Record(&Ty::Union(&[Ty::String, Ty::Null])), optional: true },
+        Field { key: "cwd", ty: Ty::String, optional: true },
+        Field { key: "requestId", ty: Ty::String, optional: true },
+        Field { key: "artifactPath", ty: Ty::String, optional: true },
     ],
 };
 
@@ -265,6 +271,7 @@ pub static EXECUTE_OPTIONS: Interface = Interface {
         Field { key: "env", ty: Ty::Record(&Ty::Union(&[Ty::String, Ty::Null])), optional: true },
         Field { key: "maxCapturedBytes", ty: Ty::Number, optional: true },
         Field { key: "silent", ty: Ty::Boolean, optional: true },
+        Field { key: "requestId", ty: Ty::String, optional: true },
         Field { key: "storeHistory", ty: Ty::Boolean, optional: true },
     ],
 };
@@ -367,6 +374,7 @@ pub static OUTPUT_BUILDER_OPTIONS: Interface = Interface {
     fields: &[
         Field { key: "artifactsDir", ty: Ty::String, optional: true },
         Field { key: "artifactId", ty: Ty::String, optional: true },
+        Field { key: "artifactPath", ty: Ty::String, optional: true },
         Field { key: "lineBytes", ty: Ty::Number, optional: true },
         Field { key: "headBytes", ty: Ty::Number, optional: true },
         Field { key: "tailBytes", ty: Ty::Number, optional: true },
@@ -417,6 +425,18 @@ pub static RESOLVE_PYTHON_OPTIONS: Interface = Interface {
         Field { key: "interpreter", ty: Ty::String, optional: true },
         Field { key: "baseEnv", ty: Ty::Record(&Ty::Union(&[Ty::String, Ty::Undefined])), optional: true },
         Field { key: "envPrefix", ty: Ty::String, optional: true },
+    ],
+};
+
+pub static RUN_OUTCOME: Interface = Interface {
+    name: "RunOutcome",
+    fields: &[
+        Field { key: "exitCode", ty: Ty::Number, optional: true },
+        Field { key: "timedOut", ty: Ty::Boolean, optional: true },
+        Field { key: "timeoutMs", ty: Ty::Number, optional: true },
+        Field { key: "cancelled", ty: Ty::Boolean, optional: true },
+        Field { key: "killed", ty: Ty::Boolean, optional: true },
+        Field { key: "stdinRequested", ty: Ty::Boolean, optional: true },
     ],
 };
 

@@ -22,20 +22,34 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::error::KernelError;
+use crate::store::safe_fs::{check_rename_target, inspect_dir, Fault, Refusal};
+
 /// Where to keep the full output when it is cut: `<dir>/<id>.txt`, where the id is the
 /// caller's (see `artifact_ref`) or a new `output-<unix-millis>-<random>` (the directory
-/// is created if needed).
+/// is created if needed); or a file the caller named by its path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArtifactSink {
-    dir: PathBuf,
-    id: Option<String>,
+    place: Place,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Place {
+    InDir {
+        dir: PathBuf,
+        id: Option<String>,
+    },
+    /// The exact file, checked with [`check_artifact_path`]; its directory must exist.
+    File(PathBuf),
 }
 
 impl ArtifactSink {
     pub fn in_dir(dir: impl Into<PathBuf>) -> Self {
         ArtifactSink {
-            dir: dir.into(),
-            id: None,
+            place: Place::InDir {
+                dir: dir.into(),
+                id: None,
+            },
         }
     }
 
@@ -44,14 +58,74 @@ impl ArtifactSink {
     /// name is replaced: the caller chose the name, as a retried call reuses it.
     pub fn named(dir: impl Into<PathBuf>, id: String) -> Self {
         ArtifactSink {
-            dir: dir.into(),
-            id: Some(id),
+            place: Place::InDir {
+                dir: dir.into(),
+                id: Some(id),
+            },
         }
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// The file at `path`, already checked with [`check_artifact_path`]. As with a named
+    /// artifact, a regular file there is replaced (and made 0600).
+    pub fn at_path(path: impl Into<PathBuf>) -> Self {
+        ArtifactSink {
+            place: Place::File(path.into()),
+        }
     }
+
+    /// The caller named the file by its path: it has no `artifact://` id, and the
+    /// output names it by that path.
+    pub fn is_path(&self) -> bool {
+        matches!(self.place, Place::File(_))
+    }
+}
+
+/// Why `path` cannot be the file a full output is written to, or `Ok`: it must be
+/// absolute, name a file, hold no control character (the output names it on a line of
+/// its own), and lie in an existing directory that is safe for private data (see
+/// `store::safe_fs`: a real directory of ours that nobody else can write, never created
+/// here); a symlink, a non-file or someone else's file at the path itself is refused.
+pub fn check_artifact_path(path: &Path) -> Result<(), KernelError> {
+    let invalid = |reason: String| KernelError::InvalidArgument {
+        name: "artifactPath",
+        reason,
+    };
+    let text = path.to_string_lossy();
+    if !path.is_absolute() {
+        return Err(invalid(format!("must be an absolute path, got {text:?}")));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(invalid(format!(
+            "must not hold control characters, got {text:?}"
+        )));
+    }
+    let parent = match (path.parent(), path.file_name()) {
+        (Some(parent), Some(_)) if !text.ends_with('/') => parent,
+        _ => {
+            return Err(invalid(format!(
+                "must name a file (a directory's path and a name), got {text:?}"
+            )))
+        }
+    };
+    let refusal = |what, fault| {
+        KernelError::ArtifactsDir(Refusal {
+            what,
+            path: parent.to_path_buf(),
+            fault,
+        })
+    };
+    match inspect_dir(parent) {
+        Ok(None) => {}
+        Ok(Some(fault)) => return Err(refusal("artifactPath's directory", fault)),
+        Err(e) => {
+            return Err(refusal(
+                "artifactPath's directory",
+                Fault::Io(e.to_string()),
+            ))
+        }
+    }
+    check_rename_target("artifactPath", path)?;
+    Ok(())
 }
 
 /// What became of the artifact once the output is finished.
@@ -105,7 +179,11 @@ impl ArtifactWriter {
         let ArtifactWriter::Holding { sink, held } = self else {
             return;
         };
-        let next = match create_artifact_file(&sink.dir, sink.id.as_deref()) {
+        let created = match &sink.place {
+            Place::InDir { dir, id } => create_artifact_file(dir, id.as_deref()),
+            Place::File(path) => create_file_at(path),
+        };
+        let next = match created {
             Ok((path, file)) => {
                 let mut file = BufWriter::with_capacity(64 * 1024, file);
                 match file.write_all(held.as_bytes()) {
@@ -178,6 +256,44 @@ fn create_artifact_file(dir: &Path, id: Option<&str>) -> Result<(PathBuf, File),
             dir.display()
         )
     })
+}
+
+/// The file at `path` (checked when the caller gave it), checked again now: its
+/// directory may have changed since. A regular file there is replaced and made 0600;
+/// a symlink is never followed.
+fn create_file_at(path: &Path) -> Result<(PathBuf, File), String> {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let fault = match inspect_dir(dir) {
+        Ok(fault) => fault,
+        Err(e) => Some(Fault::Io(e.to_string())),
+    };
+    if let Some(fault) = fault {
+        let refusal = Refusal {
+            what: "artifactPath's directory",
+            path: dir.to_path_buf(),
+            fault,
+        };
+        return Err(format!("could not create an output artifact: {refusal}"));
+    }
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    let opened =
+        crate::store::safe_fs::open_regular_nofollow(path, &mut options).and_then(|file| {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            Ok(file)
+        });
+    match opened {
+        Ok(file) => Ok((path.to_path_buf(), file)),
+        Err(err) if crate::store::safe_fs::is_symlink_refusal(&err) => Err(format!(
+            "could not create an output artifact: artifactPath {} is a symbolic link (never followed)",
+            path.display()
+        )),
+        Err(err) => Err(format!(
+            "could not create the output artifact {}: {err}",
+            path.display()
+        )),
+    }
 }
 
 /// `<dir>/<id>.txt`, replacing a regular file of that name (never following a symlink:
@@ -363,6 +479,82 @@ mod tests {
             )) && error.ends_with("; it was removed"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn an_exact_path_gets_the_text_replacing_a_file_never_following_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("call.log");
+        std::fs::write(&path, "old and longer than the new text").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        check_artifact_path(&path).unwrap();
+        let mut writer = ArtifactWriter::new(Some(ArtifactSink::at_path(&path)));
+        writer.write("new ");
+        writer.commit();
+        writer.write("text");
+        assert_eq!(writer.finish().path.as_deref(), Some(path.as_path()));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new text");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let link = dir.path().join("link.log");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let refused = check_artifact_path(&link).unwrap_err().to_string();
+        assert!(refused.contains("is a symbolic link"), "{refused}");
+        let mut writer = ArtifactWriter::new(Some(ArtifactSink::at_path(&link)));
+        writer.write("secret");
+        writer.commit();
+        let outcome = writer.finish();
+        assert_eq!(outcome.path, None);
+        assert!(outcome.error.unwrap().contains("is a symbolic link"));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    }
+
+    #[test]
+    fn an_exact_path_must_be_absolute_and_in_a_private_directory_that_exists() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let loose = dir.path().join("loose");
+        std::fs::create_dir(&loose).unwrap();
+        std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let cases = [
+            (PathBuf::from("rel.txt"), "ERR_INVALID_ARG", "absolute"),
+            (dir.path().join("x\u{1b}.txt"), "ERR_INVALID_ARG", "control"),
+            (PathBuf::from("/"), "ERR_INVALID_ARG", "must name a file"),
+            (
+                dir.path().join("missing/x.txt"),
+                "ERR_ARTIFACTS_DIR",
+                "cannot be used",
+            ),
+            (
+                loose.join("x.txt"),
+                "ERR_ARTIFACTS_DIR",
+                "writable by group or others",
+            ),
+            (loose.clone(), "ERR_ARTIFACTS_DIR", "not a regular file"),
+        ];
+        for (path, code, why) in cases {
+            let err = check_artifact_path(&path).unwrap_err();
+            assert_eq!(err.code(), code, "{}: {err}", path.display());
+            assert!(err.to_string().contains(why), "{err}");
+        }
+        // Made loose after the check: the write refuses it.
+        let later = dir.path().join("later");
+        std::fs::create_dir(&later).unwrap();
+        std::fs::set_permissions(&later, std::fs::Permissions::from_mode(0o700)).unwrap();
+        check_artifact_path(&later.join("x.txt")).unwrap();
+        std::fs::set_permissions(&later, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut writer = ArtifactWriter::new(Some(ArtifactSink::at_path(later.join("x.txt"))));
+        writer.commit();
+        let error = writer.finish().error.unwrap();
+        assert!(
+            error.contains("artifactPath's directory") && error.contains("writable"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read_dir(&later).unwrap().count(), 0);
     }
 
     #[test]

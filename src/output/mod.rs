@@ -33,7 +33,7 @@ mod revisable;
 mod sanitize;
 mod truncate;
 
-pub use artifact::ArtifactSink;
+pub use artifact::{check_artifact_path, ArtifactSink};
 pub use artifact_ref::{
     artifact_read_call, artifact_uri, check_artifact_id, parse_artifact_uri, read_artifact,
     ArtifactRef, ARTIFACT_SCHEME,

@@ -170,6 +170,11 @@ pub struct PoolRequest {
     pub env: Option<BTreeMap<String, Option<String>>>,
     /// Where this request's full output goes when cut, instead of the pool's.
     pub artifacts_dir: Option<PathBuf>,
+    /// The exact file this request's full output goes to when cut (checked), in place
+    /// of one in an artifacts directory.
+    pub artifact_path: Option<PathBuf>,
+    /// The host's id for this request, told with each of its cells' bridge calls.
+    pub request_id: Option<String>,
     /// One budget, from admission, for waiting, starting a kernel and all the cells.
     pub deadline: Option<Duration>,
     /// Notices decided while reading the request (a clamped per-cell timeout).

@@ -106,6 +106,7 @@ impl<K: PooledKernel> Pool<K> {
                 .owner_id
                 .clone()
                 .or_else(|| request.session_id.clone()),
+            request_id: request.request_id.clone(),
         };
         let target = match inner.config.mode {
             PoolMode::PerCall => {
@@ -131,6 +132,7 @@ impl<K: PooledKernel> Pool<K> {
                 caller = Caller {
                     session_id: Some(session_id.clone()),
                     owner: Some(owner.clone()),
+                    request_id: request.request_id.clone(),
                 };
                 let site = site.for_session(session_id);
                 let (session, place) = inner.session_for(key, site, owner);

@@ -90,6 +90,7 @@ impl<K: PooledKernel> Admission<K> {
             on_output: request.on_output,
             env: request.env.clone(),
             caller: Some(caller),
+            artifact_path: request.artifact_path.clone(),
             ..Default::default()
         };
         let abort = options.abort.clone().expect("set above");

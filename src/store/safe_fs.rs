@@ -65,11 +65,19 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn advice(&self) -> &'static str {
+    fn advice(&self) -> String {
+        // The option the caller set: an artifactPath's file or directory, else artifactsDir.
+        let option = if self.what.starts_with("artifactPath") {
+            "artifactPath"
+        } else {
+            "artifactsDir"
+        };
         match self.fault {
-            Fault::Writable { .. } => "make it private (chmod 700) or choose another artifactsDir",
-            Fault::Io(_) => "choose another artifactsDir",
-            _ => "remove it or choose another artifactsDir",
+            Fault::Writable { .. } => {
+                format!("make it private (chmod 700) or choose another {option}")
+            }
+            Fault::Io(_) => format!("choose another {option}"),
+            _ => format!("remove it or choose another {option}"),
         }
     }
 }
