@@ -24,6 +24,8 @@ const STAND_IN = path.join(__dirname, 'testing', 'stand-in.js')
 
 /** How long `close()` waits for the stand-ins to end after their socket closed. */
 const CLOSE_WAIT_MS = 2_000
+/** How long a stand-in that is gone waits to be reaped before it counts as ended. */
+const REAP_WAIT_MS = 2_000
 
 /** A promise and the function that settles it: `await gate.promise` blocks a cell
  *  until the test calls `gate.release()`. */
@@ -41,6 +43,19 @@ function pythonError(ename, evalue, traceback = []) {
   error.ename = ename
   error.traceback = traceback
   return error
+}
+
+/** Until `pid` is no process at all (reaped, not a zombie), for at most REAP_WAIT_MS. */
+async function reaped(pid) {
+  const until = Date.now() + REAP_WAIT_MS
+  while (Date.now() < until) {
+    try {
+      process.kill(pid, 0)
+    } catch (error) {
+      if (error.code === 'ESRCH') return
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
 }
 
 /** One request the host sent: what `onExecute` is given. */
@@ -201,15 +216,20 @@ class StandIn {
     return this.ended
   }
 
-  /** The stand-in's socket closed: its process is gone (or going). */
-  closed() {
-    if (this.exit) return
+  /** The stand-in's socket closed: its process is gone, or going. */
+  async closed() {
+    if (this.exit || this.closing) return
+    this.closing = true
     // Not ended by its script: the host killed it (the link cut after an in-band
     // SIGKILL, a start that was given up) or the fake was closed.
-    this.exit = this.ending ?? { code: null, signal: 'SIGKILL', reason: 'killed' }
+    const exit = this.ending ?? { code: null, signal: 'SIGKILL', reason: 'killed' }
     for (const { reject } of this.calls.values()) reject(new Error('pykernel/testing: the kernel ended'))
     this.calls.clear()
-    this.endedResolve(this.exit)
+    // Ended once its parent (the host) has reaped it: by then the host knows, so what a
+    // test does next meets a kernel the pool has seen end, never one ending meanwhile.
+    await reaped(this.pid)
+    this.exit = exit
+    this.endedResolve(exit)
   }
 
   async frame(frame) {
