@@ -109,6 +109,7 @@ class StandIn {
     this.running = null
     this.queue = []
     this.calls = new Map()
+    this.busyWaiters = []
     this.nextCall = 1
     this.ending = null
     this.ended = new Promise((resolve) => {
@@ -125,6 +126,12 @@ class StandIn {
   /** Whether a cell is running. */
   get busy() {
     return this.running !== null
+  }
+
+  /** Resolves with the running cell once one runs (at once if one does). */
+  untilBusy() {
+    if (this.running) return Promise.resolve(this.running)
+    return new Promise((resolve) => this.busyWaiters.push(resolve))
   }
 
   /** Makes the stand-in ignore what it would otherwise obey. `shutdown: true` is all of
@@ -306,6 +313,7 @@ class StandIn {
     this.cells.push(cell)
     this.running = cell
     this.write({ type: 'started', id: cell.id })
+    for (const resolve of this.busyWaiters.splice(0)) resolve(cell)
     const script = this.fake.onExecute
     Promise.resolve()
       .then(() => (script ? script(cell, this) : undefined))
