@@ -116,6 +116,7 @@ test('a clean exit is confirmed without a signal', async (t) => {
   assert.equal(await kernel.execute('1').then((r) => r.status), 'ok')
   assert.deepEqual(await kernel.shutdown({ graceMs: 2_000 }), { confirmed: true, exitCode: 0 })
   const [k] = fake.kernels
+  assert.equal((await k.ended).reason, 'exit')
   assert.deepEqual(k.signals, [])
   assert.equal(k.exitRequests, 1)
   assert.equal(running(k.pid), false)
@@ -129,8 +130,8 @@ test('a kernel that ignores exit ends when its link closes, and that is confirme
   const kernel = await Kernel.start({ launcher: fake.launcher })
   assert.deepEqual(await kernel.shutdown({ graceMs: 1_000 }), { confirmed: true, signal: 'SIGKILL' })
   const [k] = fake.kernels
+  assert.equal((await k.ended).reason, 'stdin closed')
   assert.equal(k.exitRequests, 1)
-  assert.equal(k.exit.reason, 'stdin closed')
 })
 
 test('a hung kernel is killed by the host and confirmed, within its shutdown steps', async (t) => {
@@ -139,7 +140,7 @@ test('a hung kernel is killed by the host and confirmed, within its shutdown ste
   // exit at 0, SIGTERM asked at 1.5 s, SIGKILL at 3 s, the link cut at 4 s, given up at 4.5 s.
   assert.deepEqual(await kernel.shutdown({ graceMs: 1_500 }), { confirmed: true, signal: 'SIGKILL' })
   const [k] = fake.kernels
-  assert.equal(k.exit.reason, 'killed')
+  assert.equal((await k.ended).reason, 'killed')
   assert.equal(running(k.pid), false)
 })
 
