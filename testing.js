@@ -69,6 +69,7 @@ class Cell {
     this.silent = Boolean(frame.silent)
     this.storeHistory = frame.storeHistory !== false
     this.interrupted = false
+    this.interruptAsked = false
     this.done = false
     this.failed = false
     this.controller = new AbortController()
@@ -294,9 +295,11 @@ class StandIn {
     }
   }
 
+  /** The host's `interrupt` frame, and the in-band SIGINT that follows it: one interrupt. */
   interrupt(id) {
     const cell = this.running
-    if (!cell || cell.id !== id || cell.interrupted) return
+    if (!cell || cell.id !== id || cell.interruptAsked) return
+    cell.interruptAsked = true
     this.interrupts++
     if (this.ignoring.interrupts) return
     cell.interrupted = true

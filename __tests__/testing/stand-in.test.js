@@ -205,3 +205,13 @@ test('a kernel that dies during a cell: exit code or signal, as Python\'s would 
     if (code === 'segv') assert.match(r.error.traceback.join('\n'), /Segmentation fault/)
   }
 })
+
+test('a kernel whose link goes silent (its heartbeats unanswered) is ended by the link watch', async (t) => {
+  const fake = await standIn(t, { onExecute: () => new Promise(() => {}) })
+  fake.onStart = (k) => k.ignore({ heartbeats: true })
+  const silent = await Kernel.start({ launcher: fake.launcher, linkTimeoutMs: 300 })
+  const lost = await silent.execute('x')
+  assert.equal(lost.error.ename, 'KernelDied')
+  assert.match(lost.error.evalue, /the link to the kernel was lost/)
+  assert.equal((await fake.kernels[0].ended).reason, 'killed')
+})
