@@ -99,6 +99,9 @@ export interface StandInKernel {
   /** Ends the process now: an exit code (default 1) or a signal (`'SIGKILL'`, `'SIGSEGV'`),
    *  and text for its stderr. A running cell's request fails as when Python dies. */
   die(how?: { code?: number; signal?: string; stderr?: string }): Promise<StandInExit>
+  /** Closes its stdin and runs on: the host's next write to it fails, as to a kernel
+   *  that is ending before the host has seen it end. Resolves once it is closed. */
+  closeInput(): Promise<void>
   /** Closes its protocol output and runs on: a kernel that stopped talking. */
   silence(): void
 }

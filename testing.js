@@ -203,6 +203,15 @@ class StandIn {
     this.command({ op: 'silence' })
   }
 
+  /** Closes its stdin and runs on: the host's next write to it fails, as to a kernel
+   *  that is ending (the host has not seen it end yet). Resolves once it is closed. */
+  closeInput() {
+    this.command({ op: 'closeInput' })
+    return new Promise((resolve) => {
+      this.inputClosed = resolve
+    })
+  }
+
   emit(frame) {
     // Output of a cell that has ended has no request to go to (the host drops it).
     if (this.running) this.write({ ...frame, id: this.running.id })
@@ -428,6 +437,8 @@ async function createStandInKernel(options = {}) {
           for (const look of woken) look()
         } else if (kernel && message.op === 'frame') {
           kernel.frame(JSON.parse(message.line))
+        } else if (kernel && message.op === 'inputClosed') {
+          kernel.inputClosed?.()
         } else if (kernel && message.op === 'stdinEnd') {
           kernel.frame({ type: 'stdinEnd' })
         }

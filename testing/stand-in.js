@@ -138,6 +138,12 @@ function main() {
       case 'end':
         end(command)
         break
+      case 'closeInput':
+        // The host's next write fails (EPIPE), as to a kernel that is going.
+        process.stdin.destroy()
+        fs.closeSync(0)
+        toController({ op: 'inputClosed' })
+        break
       case 'silence':
         silenced = true
         fs.closeSync(1)

@@ -105,6 +105,23 @@ test('a kernel that died is replaced: at the next call, and after it died under 
   assert.equal(fake.starts, 3)
 })
 
+test('a kernel that is going when a call reaches it: the call runs in a fresh one, and says nothing of the dead attempt', async (t) => {
+  const fake = await standIn(t, script())
+  const p = pool(t, fake)
+  await p.execute({ sessionId: 'x', cells: [{ code: 'a' }] })
+  const [first] = fake.kernels
+  // Its stdin closed, so the request's first write fails; it dies a moment later.
+  await first.closeInput()
+  setTimeout(() => first.die({ code: 3 }), 300)
+  const r = await p.execute({ sessionId: 'x', cells: [{ code: 'b' }] })
+  assert.equal(r.kernelRestarted, true)
+  assert.equal(r.exitCode, 0)
+  assert.deepEqual(first.cells.map((c) => c.code), ['a'])
+  assert.match(r.output, /ended before this call's first cell reached it/)
+  assert.doesNotMatch(r.output, /KernelDied|died during the cell/, 'no cell ran in the dead kernel')
+  assert.match(r.output, /b\n$/)
+})
+
 test('a kernel the heartbeat finds wedged is replaced, although its shutdown is not confirmed', async (t) => {
   const fake = await standIn(t, script())
   const p = pool(t, fake, { heartbeatIntervalMs: 100, heartbeatTimeoutMs: 100, shutdownGraceMs: 100 })
