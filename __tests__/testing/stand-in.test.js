@@ -208,7 +208,8 @@ test('a kernel that dies during a cell: exit code or signal, as Python\'s would 
 
 test('a kernel whose link goes silent (its heartbeats unanswered) is ended by the link watch', async (t) => {
   const fake = await standIn(t, { onExecute: () => new Promise(() => {}) })
-  fake.onStart = (k) => k.ignore({ heartbeats: true })
+  // Its stdin's end ignored too: the link cut closes it just before it kills the process.
+  fake.onStart = (k) => k.ignore({ heartbeats: true, stdinEnd: true })
   const silent = await Kernel.start({ launcher: fake.launcher, linkTimeoutMs: 300 })
   const lost = await silent.execute('x')
   assert.equal(lost.error.ename, 'KernelDied')
