@@ -27,6 +27,13 @@ const CLOSE_WAIT_MS = 2_000
 /** How long a stand-in that is gone waits to be reaped before it counts as ended. */
 const REAP_WAIT_MS = 2_000
 
+/** The controllers' directories not yet removed: removed when this process exits, also
+ *  for a test that never called `close()`. */
+const directories = new Set()
+process.once('exit', () => {
+  for (const dir of directories) fs.rmSync(dir, { recursive: true, force: true })
+})
+
 /** A promise and the function that settles it: `await gate.promise` blocks a cell
  *  until the test calls `gate.release()`. */
 function latch() {
@@ -371,6 +378,7 @@ async function createStandInKernel(options = {}) {
   // Private to this user: nobody else can connect and script a kernel.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-stand-in-'))
   fs.chmodSync(dir, 0o700)
+  directories.add(dir)
   const socketPath = path.join(dir, 'controller.sock')
   const kernels = []
   const sockets = new Set()
@@ -409,6 +417,7 @@ async function createStandInKernel(options = {}) {
         new Promise((resolve) => setTimeout(resolve, CLOSE_WAIT_MS).unref()),
       ])
       fs.rmSync(dir, { recursive: true, force: true })
+      directories.delete(dir)
     },
   }
   let waiting = []
