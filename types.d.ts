@@ -255,6 +255,10 @@ export interface ExecuteOptions {
   silent?: boolean
   /** @default true */
   storeHistory?: boolean
+  /** Roots for this request's `read()`/`write()` of host-mapped schemes
+   *  (`{ local: '/abs/dir' }`), in place of the kernel's `uriRoots` for the same
+   *  schemes; the others stay. */
+  uriRoots?: Record<string, string>
 }
 
 export interface EvaluateOptions {
@@ -279,6 +283,10 @@ export interface EvaluateOptions {
   /** Variables for this request only, set for each of its cells; null unsets. Afterwards
    *  each is back to what it was, unless a cell set it itself. */
   env?: Record<string, string | null>
+  /** Roots for this request's `read()`/`write()` of host-mapped schemes
+   *  (`{ local: '/abs/dir' }`), in place of the kernel's `uriRoots` for the same
+   *  schemes; the others stay. */
+  uriRoots?: Record<string, string>
 }
 
 /** `Kernel.start`'s options: the kernel's, and what bounds the start itself. */
@@ -341,6 +349,10 @@ export interface EvalRequest {
   artifactId?: string
   /** Keep matplotlib's `<Figure size ...>` text next to its image. @default the kernel's (false) */
   includeFigureText?: boolean
+  /** Roots for this request's `read()`/`write()` of host-mapped schemes
+   *  (`{ local: '/abs/dir' }`), in place of the pool's `kernel.uriRoots` for the same
+   *  schemes; the others stay. */
+  uriRoots?: Record<string, string>
 }
 
 /** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */

@@ -91,6 +91,8 @@ pub struct EvalOptions {
     pub env: Option<BTreeMap<String, Option<String>>>,
     /// Who the request runs for, as its bridge calls say.
     pub caller: Option<Caller>,
+    /// `uriRoots` for this request, in place of the kernel's for the same schemes.
+    pub uri_roots: Option<crate::store::uri_roots::UriRoots>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -284,6 +286,7 @@ impl Evaluation {
                 max_captured_bytes: Some(CELL_CAPTURE_BYTES),
                 env: self.options.env.clone(),
                 caller: self.options.caller.clone(),
+                uri_roots: self.options.uri_roots.clone(),
                 ..Default::default()
             };
             let (text, on_output) = (&mut self.text, &mut self.options.on_output);

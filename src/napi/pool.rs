@@ -351,6 +351,7 @@ impl JsKernelPool {
                     .get::<String>("artifactsDir", "a string")?
                     .map(super::host_path),
                 deadline: reader.timeout_millis("deadlineMs", bounds::MAX_LONG_MS)?,
+                uri_roots: super::options::request_uri_roots(&reader)?,
             };
             let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
             let live = LiveOutput::read(&reader)?;

@@ -170,6 +170,8 @@ pub struct PoolRequest {
     pub env: Option<BTreeMap<String, Option<String>>>,
     /// Where this request's full output goes when cut, instead of the pool's.
     pub artifacts_dir: Option<PathBuf>,
+    /// `uriRoots` for this request, in place of the kernel's for the same schemes.
+    pub uri_roots: Option<crate::store::uri_roots::UriRoots>,
     /// One budget, from admission, for waiting, starting a kernel and all the cells.
     pub deadline: Option<Duration>,
     /// Notices decided while reading the request (a clamped per-cell timeout).

@@ -90,6 +90,7 @@ impl<K: PooledKernel> Admission<K> {
             on_output: request.on_output,
             env: request.env.clone(),
             caller: Some(caller),
+            uri_roots: request.uri_roots.clone(),
             ..Default::default()
         };
         let abort = options.abort.clone().expect("set above");
