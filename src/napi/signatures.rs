@@ -42,6 +42,11 @@ pub static FIT_IMAGES: &[Param] = &[
     Param { name: "options", ty: Ty::Interface(&FIT_IMAGES_OPTIONS), optional: true },
 ];
 
+/// `pythonCandidates`
+pub static PYTHON_CANDIDATES: &[Param] = &[
+    Param { name: "options", ty: Ty::Interface(&RESOLVE_PYTHON_OPTIONS), optional: true },
+];
+
 /// `readArtifact`
 pub static READ_ARTIFACT: &[Param] = &[
     Param { name: "uri", ty: Ty::String, optional: false },
@@ -236,6 +241,7 @@ pub static EVAL_REQUEST: Interface = Interface {
         Field { key: "onOutput", ty: Ty::Function, optional: true },
         Field { key: "artifactId", ty: Ty::String, optional: true },
         Field { key: "includeFigureText", ty: Ty::Boolean, optional: true },
+        Field { key: "uriRoots", ty: Ty::Record(&Ty::String), optional: true },
     ],
 };
 
@@ -250,6 +256,7 @@ pub static EVALUATE_OPTIONS: Interface = Interface {
         Field { key: "artifactId", ty: Ty::String, optional: true },
         Field { key: "includeFigureText", ty: Ty::Boolean, optional: true },
         Field { key: "env", ty: Ty::Record(&Ty::Union(&[Ty::String, Ty::Null])), optional: true },
+        Field { key: "uriRoots", ty: Ty::Record(&Ty::String), optional: true },
     ],
 };
 
@@ -264,6 +271,7 @@ pub static EXECUTE_OPTIONS: Interface = Interface {
         Field { key: "maxCapturedBytes", ty: Ty::Number, optional: true },
         Field { key: "silent", ty: Ty::Boolean, optional: true },
         Field { key: "storeHistory", ty: Ty::Boolean, optional: true },
+        Field { key: "uriRoots", ty: Ty::Record(&Ty::String), optional: true },
     ],
 };
 
@@ -314,6 +322,7 @@ pub static KERNEL_OPTIONS: Interface = Interface {
         Field { key: "linkTimeoutMs", ty: Ty::Number, optional: true },
         Field { key: "preload", ty: Ty::Array(&Ty::String), optional: true },
         Field { key: "zygote", ty: Ty::Boolean, optional: true },
+        Field { key: "uriRoots", ty: Ty::Record(&Ty::String), optional: true },
     ],
 };
 
@@ -339,6 +348,7 @@ pub static KERNEL_START_OPTIONS: Interface = Interface {
         Field { key: "linkTimeoutMs", ty: Ty::Number, optional: true },
         Field { key: "preload", ty: Ty::Array(&Ty::String), optional: true },
         Field { key: "zygote", ty: Ty::Boolean, optional: true },
+        Field { key: "uriRoots", ty: Ty::Record(&Ty::String), optional: true },
         Field { key: "signal", ty: Ty::Object, optional: true },
         Field { key: "deadlineMs", ty: Ty::Number, optional: true },
     ],
