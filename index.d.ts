@@ -258,6 +258,10 @@ export interface ExecuteOptions {
   requestId?: string | undefined
   /** @default true */
   storeHistory?: boolean | undefined
+  /** Roots for this request's `read()`/`write()` of host-mapped schemes
+   *  (`{ local: '/abs/dir' }`), in place of the kernel's `uriRoots` for the same
+   *  schemes; the others stay. */
+  uriRoots?: Record<string, string> | undefined
 }
 
 export interface EvaluateOptions {
@@ -302,6 +306,10 @@ export interface EvaluateOptions {
    *  symlink refused. A cut output then ends with `[full output (N lines): <path>]`, and
    *  `truncated.artifactId` is absent. Not with `artifactId` (`ERR_INVALID_ARG`). */
   artifactPath?: string | undefined
+  /** Roots for this request's `read()`/`write()` of host-mapped schemes
+   *  (`{ local: '/abs/dir' }`), in place of the kernel's `uriRoots` for the same
+   *  schemes; the others stay. */
+  uriRoots?: Record<string, string> | undefined
 }
 
 /** `Kernel.start`'s options: the kernel's, and what bounds the start itself. */
@@ -383,6 +391,10 @@ export interface EvalRequest {
    *  `[full output (N lines): <path>]`, and `truncated.artifactId` is absent. Not with
    *  `artifactId` (`ERR_INVALID_ARG`). */
   artifactPath?: string | undefined
+  /** Roots for this request's `read()`/`write()` of host-mapped schemes
+   *  (`{ local: '/abs/dir' }`), in place of the pool's `kernel.uriRoots` for the same
+   *  schemes; the others stay. */
+  uriRoots?: Record<string, string> | undefined
 }
 
 /** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */
@@ -929,6 +941,17 @@ export interface KernelOptions {
    * Non-empty, one line, at most 128 characters. @default "deep"
    */
   defaultAgent?: string | undefined
+  /**
+   * Schemes the host reads and writes for a cell, each mapped to a directory of the
+   * host's: with `{ local: '/abs/dir' }`, `read('local://a/b.txt')` and
+   * `write('local://a/b.txt', data)` are that directory's files, opened by the host
+   * beneath it (no absolute path, `..` or symbolic link leads out; at most 8 MiB at
+   * once; made 0600, directories 0700), whether or not the kernel's sandbox reaches it.
+   * Names are lowercase (`[a-z][a-z0-9+.-]*`), not `artifact` or `file`; a relative
+   * directory is taken from the host's working directory. A request's `uriRoots` take
+   * the place of these for their schemes.
+   */
+  uriRoots?: Record<string, string> | undefined
 }
 
 export interface KvStoreOptions {
@@ -1083,6 +1106,37 @@ export interface PoolOptions {
    */
   launcherFor?: ((sessionKey: { sessionId?: string; sessionFile?: string; ownerId?: string }) => string[] | undefined | null | Promise<string[] | undefined | null>) | undefined
 }
+
+export interface PythonCandidate {
+  /**
+   * What was looked at: `'interpreter option'`, `'VIRTUAL_ENV /v'`, `'CONDA_PREFIX'`,
+   * `'cwd venv /p/.venv'`, `'cwd venv /p/venv'`, `'managed venv ~/.pykernel/python-env'`,
+   * `'python on PATH'`, `'python3 on PATH'`.
+   */
+  candidate: string
+  /**
+   * The executable it names; absent when it names none (a variable not set, a name not
+   * found on PATH, no `interpreter` given).
+   */
+  path?: string | undefined
+  source: 'explicit' | 'venv' | 'conda' | 'managed' | 'path'
+  /** The executable is there (nothing is run to tell whether it is Python). */
+  exists: boolean
+  /** The one `resolvePython` probes first, and a kernel uses unless that probe fails. */
+  chosen: boolean
+  /** Why it was or was not chosen. */
+  reason: string
+}
+
+/**
+ * Every interpreter candidate in discovery order (the `interpreter` option, `VIRTUAL_ENV`,
+ * `CONDA_PREFIX`, `<cwd>/.venv`, `<cwd>/venv`, the managed venv, `python` then `python3` on
+ * PATH), each with whether it exists, whether it is the one chosen, and why. Synchronous
+ * and without probing: only the filesystem is looked at, so a test can set up candidates
+ * in a temporary directory and `baseEnv`. Throws `ERR_CWD_INVALID` for a cwd that is not
+ * a directory.
+ */
+export declare function pythonCandidates(options?: ResolvePythonOptions | undefined | null): Array<PythonCandidate>
 
 /**
  * The full output an `artifact://<id>` reference names (with `:<first>-<last>`, those

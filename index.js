@@ -849,6 +849,7 @@ module.exports.defaultHiddenPaths = nativeBinding.defaultHiddenPaths
 module.exports.evalBackends = nativeBinding.evalBackends
 module.exports.filterEnv = nativeBinding.filterEnv
 module.exports.fitImages = nativeBinding.fitImages
+module.exports.pythonCandidates = nativeBinding.pythonCandidates
 module.exports.readArtifact = nativeBinding.readArtifact
 module.exports.renderBundle = nativeBinding.renderBundle
 module.exports.resolvePython = nativeBinding.resolvePython

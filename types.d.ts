@@ -258,6 +258,10 @@ export interface ExecuteOptions {
   requestId?: string
   /** @default true */
   storeHistory?: boolean
+  /** Roots for this request's `read()`/`write()` of host-mapped schemes
+   *  (`{ local: '/abs/dir' }`), in place of the kernel's `uriRoots` for the same
+   *  schemes; the others stay. */
+  uriRoots?: Record<string, string>
 }
 
 export interface EvaluateOptions {
@@ -302,6 +306,10 @@ export interface EvaluateOptions {
    *  symlink refused. A cut output then ends with `[full output (N lines): <path>]`, and
    *  `truncated.artifactId` is absent. Not with `artifactId` (`ERR_INVALID_ARG`). */
   artifactPath?: string
+  /** Roots for this request's `read()`/`write()` of host-mapped schemes
+   *  (`{ local: '/abs/dir' }`), in place of the kernel's `uriRoots` for the same
+   *  schemes; the others stay. */
+  uriRoots?: Record<string, string>
 }
 
 /** `Kernel.start`'s options: the kernel's, and what bounds the start itself. */
@@ -383,6 +391,10 @@ export interface EvalRequest {
    *  `[full output (N lines): <path>]`, and `truncated.artifactId` is absent. Not with
    *  `artifactId` (`ERR_INVALID_ARG`). */
   artifactPath?: string
+  /** Roots for this request's `read()`/`write()` of host-mapped schemes
+   *  (`{ local: '/abs/dir' }`), in place of the pool's `kernel.uriRoots` for the same
+   *  schemes; the others stay. */
+  uriRoots?: Record<string, string>
 }
 
 /** A call from Python to the host (`tool.read(path=...)`, `agent(...)`, ...). */

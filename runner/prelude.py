@@ -21,6 +21,21 @@ until the host's ``onCall`` answers).  What a host is asked, by call name:
 * ``<name>`` (from ``tool.<name>(**args)``): the keyword arguments as a dict.
 * ``read``: ``{"path"}`` for a ``scheme://`` path (``:a-b`` appended when an
   offset or limit is given); the reply is the text, or ``{"text": ...}``.
+  A scheme the host maps to a directory of its own (``uriRoots``) never gets
+  here: the host reads it itself (see below).
+
+Calls the host (src/kernel/host_calls.rs) answers itself and never passes on
+under their own names, so a host tool named ``read`` or ``write`` keeps its own:
+
+* ``__pykernel.kv``: the kv store (``kv``).
+* ``__pykernel.read``: ``{"path", "offset", "limit"}`` from ``read()`` of a
+  ``scheme://`` path.  The reply is ``{"text"}`` from a mapped root,
+  ``{"refused": {"exception", "message"}}``, or ``{"reply": ...}``: the answer
+  of the host's ``read`` call above, for a scheme with no root.
+* ``__pykernel.write``: ``{"path", "content", "encoding"}`` from ``write()`` of
+  a ``scheme://`` path: ``content`` is the str itself (``"utf-8"``) or the
+  bytes in base64 (``"base64"``).  The reply is ``{"path", "bytes"}`` (the file
+  written on the host) or ``{"refused": ...}`` (also for a scheme with no root).
 * ``agent``: ``{"prompt", "agent", "model"?, "label"?, "schema"?, "handle"?,
   "isolated"?, "apply"?, "merge"?}`` (``agent`` always named: the host's
   ``defaultAgent`` when the cell gives none); the reply is the text, or ``{"text",
@@ -130,8 +145,11 @@ def read(path, offset=1, limit=None):
 
     A ``scheme://`` path (``artifact://21``, ``mcp://server/resource``,
     ``agent://...``) is read by the host; a line range may be part of it
-    (``artifact://21:3-4``) or given as offset/limit.  ``file://`` and plain
-    paths are read here, as UTF-8 (undecodable bytes replaced).
+    (``artifact://21:3-4``) or given as offset/limit.  A scheme the host maps
+    to a directory (``local://notes.md`` with ``uriRoots``) is a file there,
+    read by the host: at most 8 MiB at once, FileNotFoundError when missing,
+    PermissionError for a path that leads out of the directory.  ``file://``
+    and plain paths are read here, as UTF-8 (undecodable bytes replaced).
     """
     import os
     offset = 1 if offset is None else _whole_number("offset", offset)
@@ -144,8 +162,13 @@ def read(path, offset=1, limit=None):
         selector = ""
         if offset > 1 or limit is not None:
             selector = ":%d-%s" % (offset, "" if limit is None else offset + limit - 1)
-        reply = __pykernel__.bridge_call("read", {"path": path + selector})
-        text = reply["text"] if isinstance(reply, dict) and "text" in reply else reply
+        answer = _on_host(__pykernel__.bridge_call(
+            "__pykernel.read", {"path": path, "offset": offset, "limit": limit}))
+        if "reply" in answer:       # the host's own read call answered it
+            reply = answer["reply"]
+            text = reply["text"] if isinstance(reply, dict) and "text" in reply else reply
+        else:
+            text = answer.get("text")
         _emit_status("read", path=path + selector,
                      chars=len(text) if isinstance(text, str) else None)
         return text
@@ -167,10 +190,16 @@ def read(path, offset=1, limit=None):
 def write(path, content):
     """Write ``content`` (str as UTF-8, or bytes) to a local file, creating
     its parent directories; returns what was written (characters for str,
-    bytes for bytes)."""
+    bytes for bytes).
+
+    A ``scheme://`` path is written by the host when it maps the scheme to a
+    directory (``local://notes.md`` with ``uriRoots``): a file there, its
+    directories made, at most 8 MiB at once.  Any other scheme raises
+    ValueError.
+    """
     import os
     if _is_host_path(path):
-        raise ValueError("write() takes a local path (or file://), not %r" % (path,))
+        return _write_on_host(path, content)
     path = _local_path(path)
     absolute = os.path.abspath(path)
     os.makedirs(os.path.dirname(absolute), exist_ok=True)
@@ -186,6 +215,54 @@ def write(path, content):
     else:
         raise TypeError("write() takes str or bytes content, not %s"
                         % type(content).__name__)
+    return written
+
+
+# The most a host-mapped write takes at once (MAX_BYTES in src/store/uri_roots.rs).
+_HOST_WRITE_MAX_BYTES = 8 << 20
+
+# A host's refusal of a mapped read or write, by name, as the exception raised.
+_HOST_FILE_ERRORS = {
+    "FileNotFoundError": FileNotFoundError, "PermissionError": PermissionError,
+    "IsADirectoryError": IsADirectoryError, "NotADirectoryError": NotADirectoryError,
+    "ValueError": ValueError, "OSError": OSError,
+}
+
+
+def _on_host(answer):
+    """The host's answer to ``__pykernel.read``/``__pykernel.write``, or its
+    refusal raised."""
+    if not isinstance(answer, dict):
+        raise RuntimeError("the host's answer is not understood: %r" % (answer,))
+    refused = answer.get("refused")
+    if isinstance(refused, dict):
+        error = _HOST_FILE_ERRORS.get(refused.get("exception"), OSError)
+        raise error(refused.get("message", "refused by the host"))
+    return answer
+
+
+def _write_on_host(path, content):
+    """``write()`` of a ``scheme://`` path: sent to the host, which writes it
+    beneath the directory it maps the scheme to."""
+    if isinstance(content, (bytes, bytearray, memoryview)):
+        import base64
+        data = bytes(content)
+        args = {"path": path, "content": base64.b64encode(data).decode("ascii"),
+                "encoding": "base64"}
+        written, status = len(data), {"bytes": len(data)}
+    elif isinstance(content, str):
+        data = content.encode("utf-8")
+        args = {"path": path, "content": content, "encoding": "utf-8"}
+        written, status = len(content), {"chars": len(content), "bytes": len(data)}
+    else:
+        raise TypeError("write() takes str or bytes content, not %s"
+                        % type(content).__name__)
+    if len(data) > _HOST_WRITE_MAX_BYTES:
+        raise ValueError("%s: %d bytes is more than write() takes at once (8 MiB) "
+                         "for a host path: write it in parts to several files, or "
+                         "save it to a local path" % (path, len(data)))
+    _on_host(__pykernel__.bridge_call("__pykernel.write", args))
+    _emit_status("write", path=path, **status)
     return written
 
 

@@ -101,6 +101,7 @@ function cases({ kernel, pool, store, builder, dir }) {
     ]],
     evalBackends: ['async', [[() => addon.evalBackends({ settings: { py: 'yes' } }), '`settings.py`: expected a boolean, got a string']]],
     resolvePython: ['async', [[() => addon.resolvePython({ baseEnv: 5 }), '`baseEnv`: expected an object, got a number']]],
+    pythonCandidates: ['sync', [[() => addon.pythonCandidates({ cwd: 5 }), '`cwd`: expected a string, got a number']]],
     clampLine: ['sync', [
       [() => addon.clampLine(5), '`line`: expected a string, got a number'],
       [() => addon.clampLine('x', '5'), '`maxColumns`: expected a number, got a string'],

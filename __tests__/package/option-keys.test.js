@@ -105,6 +105,7 @@ function callers({ kernel, pool }) {
     renderBundle: { kind: 'sync', args: [{ 'text/plain': 'x' }, null], call: (a) => addon.renderBundle(...a) },
     fitImages: { kind: 'async', args: [[{ mime: 'image/png', data: '' }], null], call: (a) => addon.fitImages(...a), fill: { ImageToFit: { mime: 'image/png', data: '' } } },
     resolvePython: { kind: 'async', args: [null], call: (a) => addon.resolvePython(...a) },
+    pythonCandidates: { kind: 'sync', args: [null], call: (a) => addon.pythonCandidates(...a) },
     streamingPreview: { kind: 'sync', args: ['text', null], call: (a) => addon.streamingPreview(...a) },
     'Kernel.start': { kind: 'async', args: [null], call: (a) => Kernel.start(...a) },
     'Kernel#execute': { kind: 'async', args: ['1', null], call: (a) => kernel.execute(...a) },

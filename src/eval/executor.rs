@@ -97,6 +97,8 @@ pub struct EvalOptions {
     pub artifact_path: Option<PathBuf>,
     /// The working directory the request's first cell runs in; it stays the kernel's.
     pub cwd: Option<String>,
+    /// `uriRoots` for this request, in place of the kernel's for the same schemes.
+    pub uri_roots: Option<crate::store::uri_roots::UriRoots>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -293,6 +295,7 @@ impl Evaluation {
                 caller: self.options.caller.clone(),
                 // Once: a later cell goes on where the one before it left the kernel.
                 cwd: (index == 0).then(|| self.options.cwd.clone()).flatten(),
+                uri_roots: self.options.uri_roots.clone(),
                 ..Default::default()
             };
             let abort = self.options.abort.clone();

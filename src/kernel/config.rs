@@ -17,6 +17,7 @@ use crate::sandbox::SandboxConfig;
 use crate::start::env::DEFAULT_ENV_PREFIX;
 use crate::start::launcher::Launcher;
 use crate::start::session_dir::SessionDir;
+use crate::store::uri_roots::UriRoots;
 
 pub const DEFAULT_STATUS_MIME: &str = "application/x-pykernel-status";
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_millis(10_000);
@@ -50,6 +51,8 @@ pub struct KernelConfig {
     pub bridge: Option<Arc<dyn Bridge>>,
     /// With `session_id`, where the session's kv store lives.
     pub artifacts_dir: Option<PathBuf>,
+    /// Schemes whose `read()`/`write()` the host answers from a directory of its own.
+    pub uri_roots: UriRoots,
     pub session_id: Option<String>,
     /// What the kernel may reach on the host (see `sandbox`).
     pub sandbox: SandboxConfig,
@@ -121,6 +124,7 @@ impl KernelConfig {
             runner_dir: None,
             bridge: None,
             artifacts_dir: None,
+            uri_roots: UriRoots::default(),
             session_id: None,
             sandbox: SandboxConfig::default(),
             launcher: None,
@@ -225,6 +229,8 @@ pub struct ExecuteRequest {
     /// Told to the bridge with each call the cell makes; the kernel's own `session_id`
     /// when `None`.
     pub caller: Option<Caller>,
+    /// Roots for this request, in place of the kernel's for the same schemes.
+    pub uri_roots: Option<UriRoots>,
 }
 
 /// Cancels one execute from another task (an AbortSignal, a pool disposing the kernel).

@@ -18,11 +18,12 @@ use super::config::{
 use super::connection::{fold_waiting_text, open_route, RunningGuard, FRAME_WRITE_WAIT};
 use super::egress::CellRefusals;
 use super::end_cause::EndCause;
-use super::host_calls::{kv_call, KV_CALL};
+use super::host_calls::{kv_call, uri_write, UriRead, KV_CALL, READ_CALL, WRITE_CALL};
 use super::Kernel;
 use crate::error::{KernelError, Result};
 use crate::kernel::fifo::{Place, Turn};
 use crate::kernel::watchdog::Watchdog;
+use crate::store::uri_roots::UriRoots;
 use crate::wire::events::{Collector, ExecuteOutcome, KernelEvent};
 use crate::wire::protocol::{Completeness, HostFrame, RunnerFrame};
 
@@ -107,6 +108,7 @@ impl Kernel {
             env: request.env,
         };
         let mut collector = Collector::new(&self.status_mime, request.max_captured_bytes);
+        let uri_roots = Arc::new(self.uri_roots.with(request.uri_roots.as_ref()));
         if abort.as_ref().is_some_and(|a| a.is_aborted()) {
             // Aborted before it reached the kernel: nothing ran.
             collector.outcome.cancelled = true;
@@ -200,7 +202,7 @@ impl Kernel {
                                     owner: caller.owner,
                                     request_id: caller.request_id,
                                 };
-                                self.answer_call(origin, call_id, name, args, done);
+                                self.answer_call(origin, call_id, name, args, done, uri_roots.clone());
                             }
                         }
                         Some(frame) => {
@@ -405,6 +407,7 @@ impl Kernel {
         name: String,
         args: Value,
         done: Option<mpsc::UnboundedSender<()>>,
+        uri_roots: Arc<UriRoots>,
     ) {
         let bridge = self.bridge.clone();
         let artifacts_dir = self.artifacts_dir.clone();
@@ -418,13 +421,33 @@ impl Kernel {
                             .unwrap_or_else(|e| Err(e.to_string())),
                         None => Err("the kv store needs artifactsDir and sessionId on the kernel (none was given, so there is no store)".into()),
                     };
-                    return HostFrame::Reply {
-                        call_id,
-                        ok: answer.is_ok(),
-                        error: answer.as_ref().err().cloned(),
-                        value: answer.ok(),
-                    };
+                    return reply_frame(call_id, answer);
                 }
+                if name == WRITE_CALL {
+                    let answer = tokio::task::spawn_blocking(move || uri_write(&uri_roots, &args))
+                        .await
+                        .unwrap_or_else(|e| Err(e.to_string()));
+                    return reply_frame(call_id, answer);
+                }
+                // The prelude's `read()` of a `scheme://` path: answered from a mapped root,
+                // else passed on as the `read` call hosts know, its answer under `reply`.
+                let (name, args, wrapped) = if name == READ_CALL {
+                    let read = match UriRead::parse(&args) {
+                        Ok(read) => read,
+                        Err(error) => return reply_frame(call_id, Err(error)),
+                    };
+                    if uri_roots.find(&read.path).is_some() {
+                        let answer = tokio::task::spawn_blocking(move || {
+                            read.answer(&uri_roots).ok_or("no root".to_string())
+                        })
+                        .await
+                        .unwrap_or_else(|e| Err(e.to_string()));
+                        return reply_frame(call_id, answer);
+                    }
+                    ("read".to_string(), read.host_call(), true)
+                } else {
+                    (name, args, false)
+                };
                 // `read('artifact://<id>')` of an output kept in this kernel's
                 // artifactsDir is answered here; any other read, or an artifact that is
                 // not there, goes to the host.
@@ -447,20 +470,11 @@ impl Kernel {
                     (Some(Err(err)), _) => Err(err.to_string()),
                     (None, None) => Err("no host bridge is attached to this kernel".to_string()),
                 };
-                match answer {
-                    Ok(value) => HostFrame::Reply {
-                        call_id,
-                        ok: true,
-                        value: Some(value),
-                        error: None,
-                    },
-                    Err(error) => HostFrame::Reply {
-                        call_id,
-                        ok: false,
-                        value: None,
-                        error: Some(error),
-                    },
-                }
+                let answer = answer.map(|value| match wrapped {
+                    true => serde_json::json!({ "reply": value }),
+                    false => value,
+                });
+                reply_frame(call_id, answer)
             },
             done,
         );
@@ -495,5 +509,23 @@ impl Kernel {
             // The kernel may have died meanwhile; its death is reported by the execute.
             let _ = writer.send(&frame).await;
         });
+    }
+}
+
+/// The reply to call `call_id`: its value, or the error the cell raises as a RuntimeError.
+fn reply_frame(call_id: String, answer: std::result::Result<Value, String>) -> HostFrame {
+    match answer {
+        Ok(value) => HostFrame::Reply {
+            call_id,
+            ok: true,
+            value: Some(value),
+            error: None,
+        },
+        Err(error) => HostFrame::Reply {
+            call_id,
+            ok: false,
+            value: None,
+            error: Some(error),
+        },
     }
 }

@@ -68,6 +68,8 @@ pub struct Kernel {
     include_figure_text: bool,
     /// Where `read('artifact://<id>')` in the kernel finds truncated outputs.
     artifacts_dir: Option<PathBuf>,
+    /// The schemes whose `read()`/`write()` the host answers (`uriRoots`).
+    uri_roots: crate::store::uri_roots::UriRoots,
     writer: Arc<FrameWriter>,
     routes: Routes,
     exit: watch::Receiver<Option<ExitInfo>>,

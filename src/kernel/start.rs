@@ -290,6 +290,7 @@ impl Kernel {
             status_mime: config.status_mime.clone(),
             include_figure_text: config.include_figure_text,
             artifacts_dir: config.artifacts_dir.clone(),
+            uri_roots: config.uri_roots.clone(),
             writer,
             routes,
             exit,

@@ -101,6 +101,16 @@ pub struct KernelOptions {
     /// bridge call's `args.agent`); a pool's `kernel.defaultAgent` is every session's.
     /// Non-empty, one line, at most 128 characters. @default "deep"
     pub default_agent: Option<String>,
+    /// Schemes the host reads and writes for a cell, each mapped to a directory of the
+    /// host's: with `{ local: '/abs/dir' }`, `read('local://a/b.txt')` and
+    /// `write('local://a/b.txt', data)` are that directory's files, opened by the host
+    /// beneath it (no absolute path, `..` or symbolic link leads out; at most 8 MiB at
+    /// once; made 0600, directories 0700), whether or not the kernel's sandbox reaches it.
+    /// Names are lowercase (`[a-z][a-z0-9+.-]*`), not `artifact` or `file`; a relative
+    /// directory is taken from the host's working directory. A request's `uriRoots` take
+    /// the place of these for their schemes.
+    #[napi(ts_type = "Record<string, string>")]
+    pub uri_roots: Option<HashMap<String, String>>,
 }
 
 impl KernelOptions {
@@ -136,6 +146,7 @@ impl KernelOptions {
             })?);
         }
         config.artifacts_dir = self.artifacts_dir.map(PathBuf::from);
+        config.uri_roots = super::options::uri_roots(self.uri_roots)?.unwrap_or_default();
         config.max_processes = optional_integer(
             "maxProcesses",
             self.max_processes,
@@ -380,6 +391,7 @@ impl JsKernel {
                 artifact_path: artifact_path(&reader)?,
                 cwd: request_cwd(&reader)?,
                 caller: bare_caller(&self.inner, request_id(&reader)?),
+                uri_roots: super::options::request_uri_roots(&reader)?,
                 ..Default::default()
             };
             Ok::<_, KernelError>((cells, eval, on_event, live, reader.signal()?))
@@ -593,6 +605,7 @@ fn parse_execute_options(
         timeout: options.timeout_millis("timeoutMs", bounds::MAX_LONG_MS)?,
         max_captured_bytes: Some(captured_bytes(options)?),
         caller: None,
+        uri_roots: super::options::request_uri_roots(options)?,
     };
     Ok((request, options.callback("onEvent")?, options.signal()?))
 }

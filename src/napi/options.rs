@@ -100,6 +100,29 @@ pub(super) fn default_agent(value: Option<String>) -> Parsed<Option<String>> {
     }
 }
 
+/// A `uriRoots` option: scheme names to host directories (a relative one taken from the
+/// host's working directory), each checked.
+pub(super) fn uri_roots(
+    value: Option<std::collections::HashMap<String, String>>,
+) -> Parsed<Option<crate::store::uri_roots::UriRoots>> {
+    value
+        .map(|roots| {
+            let roots = roots
+                .into_iter()
+                .map(|(scheme, root)| (scheme, super::host_path(root)));
+            crate::store::uri_roots::UriRoots::new(roots)
+                .map_err(|reason| invalid("uriRoots", reason))
+        })
+        .transpose()
+}
+
+/// The `uriRoots` of a request's options object.
+pub(super) fn request_uri_roots(
+    reader: &OptionReader,
+) -> Parsed<Option<crate::store::uri_roots::UriRoots>> {
+    uri_roots(reader.get("uriRoots", "an object of scheme names to directories")?)
+}
+
 /// A `statusMime` option, or the default; refused when it is not a MIME type.
 pub(super) fn status_mime(value: Option<String>) -> Parsed<String> {
     let mime = value.unwrap_or_else(|| crate::kernel::DEFAULT_STATUS_MIME.to_string());

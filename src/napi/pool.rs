@@ -353,6 +353,7 @@ impl JsKernelPool {
                 deadline: reader.timeout_millis("deadlineMs", bounds::MAX_LONG_MS)?,
                 artifact_path: artifact_path(&reader)?,
                 request_id: super::kernel::request_id(&reader)?,
+                uri_roots: super::options::request_uri_roots(&reader)?,
             };
             let on_event = reader.callback::<FnArgs<(u32, Value)>>("onEvent")?;
             let live = LiveOutput::read(&reader)?;

@@ -108,6 +108,50 @@ pub fn resolve_python<'env>(
 }
 
 #[napi(object)]
+pub struct PythonCandidate {
+    /// What was looked at: `'interpreter option'`, `'VIRTUAL_ENV /v'`, `'CONDA_PREFIX'`,
+    /// `'cwd venv /p/.venv'`, `'cwd venv /p/venv'`, `'managed venv ~/.pykernel/python-env'`,
+    /// `'python on PATH'`, `'python3 on PATH'`.
+    pub candidate: String,
+    /// The executable it names; absent when it names none (a variable not set, a name not
+    /// found on PATH, no `interpreter` given).
+    pub path: Option<String>,
+    #[napi(ts_type = "'explicit' | 'venv' | 'conda' | 'managed' | 'path'")]
+    pub source: String,
+    /// The executable is there (nothing is run to tell whether it is Python).
+    pub exists: bool,
+    /// The one `resolvePython` probes first, and a kernel uses unless that probe fails.
+    pub chosen: bool,
+    /// Why it was or was not chosen.
+    pub reason: String,
+}
+
+/// Every interpreter candidate in discovery order (the `interpreter` option, `VIRTUAL_ENV`,
+/// `CONDA_PREFIX`, `<cwd>/.venv`, `<cwd>/venv`, the managed venv, `python` then `python3` on
+/// PATH), each with whether it exists, whether it is the one chosen, and why. Synchronous
+/// and without probing: only the filesystem is looked at, so a test can set up candidates
+/// in a temporary directory and `baseEnv`. Throws `ERR_CWD_INVALID` for a cwd that is not
+/// a directory.
+#[napi(ts_args_type = "options?: ResolvePythonOptions | undefined | null")]
+pub fn python_candidates(env: &Env, options: Option<Unknown>) -> Result<Vec<PythonCandidate>> {
+    let listed = args::check(env, sig::PYTHON_CANDIDATES, &[options])
+        .and_then(|()| resolve_options(convert_optional("options", options)?))
+        .and_then(|opts| python::list_candidates(&opts))
+        .map_err(|err| super::js_error(env, &err))?;
+    Ok(listed
+        .into_iter()
+        .map(|l| PythonCandidate {
+            candidate: l.label,
+            path: l.path.map(|p| p.display().to_string()),
+            source: l.source.as_str().to_string(),
+            exists: l.exists,
+            chosen: l.chosen,
+            reason: l.reason,
+        })
+        .collect())
+}
+
+#[napi(object)]
 pub struct Availability {
     pub ok: bool,
     pub path: Option<String>,

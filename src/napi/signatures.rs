@@ -42,6 +42,11 @@ pub static FIT_IMAGES: &[Param] = &[
     Param { name: "options", ty: Ty::Interface(&FIT_IMAGES_OPTIONS), optional: true },
 ];
 
+/// `pythonCandidates`
+pub static PYTHON_CANDIDATES: &[Param] = &[
+    Param { name: "options", ty: Ty::Interface(&RESOLVE_PYTHON_OPTIONS), optional: true },
+];
+
 /// `readArtifact`
 pub static READ_ARTIFACT: &[Param] = &[
     Param { name: "uri", ty: Ty::String, optional: false },
@@ -240,6 +245,7 @@ pub static EVAL_REQUEST: Interface = Interface {
         Field { key: "includeFigureText", ty: Ty::Boolean, optional: true },
         Field { key: "requestId", ty: Ty::String, optional: true },
         Field { key: "artifactPath", ty: Ty::String, optional: true },
+        Field { key: "uriRoots", ty: Ty::Record(&Ty::String), optional: true },
     ],
 };
 
@@ -258,6 +264,7 @@ pub static EVALUATE_OPTIONS: Interface = Interface {
         Field { key: "cwd", ty: Ty::String, optional: true },
         Field { key: "requestId", ty: Ty::String, optional: true },
         Field { key: "artifactPath", ty: Ty::String, optional: true },
+        Field { key: "uriRoots", ty: Ty::Record(&Ty::String), optional: true },
     ],
 };
 
@@ -273,6 +280,7 @@ pub static EXECUTE_OPTIONS: Interface = Interface {
         Field { key: "silent", ty: Ty::Boolean, optional: true },
         Field { key: "requestId", ty: Ty::String, optional: true },
         Field { key: "storeHistory", ty: Ty::Boolean, optional: true },
+        Field { key: "uriRoots", ty: Ty::Record(&Ty::String), optional: true },
     ],
 };
 
@@ -324,6 +332,7 @@ pub static KERNEL_OPTIONS: Interface = Interface {
         Field { key: "preload", ty: Ty::Array(&Ty::String), optional: true },
         Field { key: "zygote", ty: Ty::Boolean, optional: true },
         Field { key: "defaultAgent", ty: Ty::String, optional: true },
+        Field { key: "uriRoots", ty: Ty::Record(&Ty::String), optional: true },
     ],
 };
 
@@ -350,6 +359,7 @@ pub static KERNEL_START_OPTIONS: Interface = Interface {
         Field { key: "preload", ty: Ty::Array(&Ty::String), optional: true },
         Field { key: "zygote", ty: Ty::Boolean, optional: true },
         Field { key: "defaultAgent", ty: Ty::String, optional: true },
+        Field { key: "uriRoots", ty: Ty::Record(&Ty::String), optional: true },
         Field { key: "signal", ty: Ty::Object, optional: true },
         Field { key: "deadlineMs", ty: Ty::Number, optional: true },
     ],

@@ -175,6 +175,8 @@ pub struct PoolRequest {
     pub artifact_path: Option<PathBuf>,
     /// The host's id for this request, told with each of its cells' bridge calls.
     pub request_id: Option<String>,
+    /// `uriRoots` for this request, in place of the kernel's for the same schemes.
+    pub uri_roots: Option<crate::store::uri_roots::UriRoots>,
     /// One budget, from admission, for waiting, starting a kernel and all the cells.
     pub deadline: Option<Duration>,
     /// Notices decided while reading the request (a clamped per-cell timeout).

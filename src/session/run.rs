@@ -91,6 +91,7 @@ impl<K: PooledKernel> Admission<K> {
             env: request.env.clone(),
             caller: Some(caller),
             artifact_path: request.artifact_path.clone(),
+            uri_roots: request.uri_roots.clone(),
             ..Default::default()
         };
         let abort = options.abort.clone().expect("set above");

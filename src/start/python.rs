@@ -153,7 +153,7 @@ pub fn resolve(opts: &ResolveOptions) -> Result<(Resolved, Vec<Skipped>)> {
     }
     let mut skipped = Vec::new();
     for (candidate, source) in candidates(opts) {
-        let Some(path) = candidate.path else {
+        let Some(path) = candidate.path.filter(|_| candidate.exists) else {
             skipped.push(Skipped {
                 candidate: candidate.label,
                 source,
@@ -214,8 +214,89 @@ pub fn apply_to_env(resolved: &Resolved, env: &mut std::collections::BTreeMap<St
 
 struct Candidate {
     label: String,
+    /// The executable it names (none: a variable not set, a name not found on PATH).
     path: Option<PathBuf>,
+    exists: bool,
     missing_reason: String,
+}
+
+/// One candidate as discovery sees it, before any probe (`pythonCandidates`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// What was looked at: `VIRTUAL_ENV /v`, `cwd venv /p/.venv`, `python on PATH`, ...
+    pub label: String,
+    pub path: Option<PathBuf>,
+    pub source: Source,
+    pub exists: bool,
+    /// The one `resolve` probes first (the kernel's, unless its probe fails).
+    pub chosen: bool,
+    pub reason: String,
+}
+
+/// Every candidate in discovery order, with filesystem checks only (nothing is run):
+/// the explicit interpreter (or that none was given), then those of [`resolve`]. The
+/// first that exists is `chosen`; with an explicit interpreter the others are not
+/// looked at. An error when the cwd is not a directory, as for `resolve`.
+pub fn list_candidates(opts: &ResolveOptions) -> Result<Vec<Listed>> {
+    check_cwd(&opts.cwd)?;
+    let mut out = Vec::new();
+    let explicit = opts
+        .interpreter
+        .as_ref()
+        .map(|given| explicit_path(given, &opts.cwd, &opts.base_env));
+    out.push(match &explicit {
+        Some(path) => {
+            let exists = path.exists();
+            Listed {
+                label: "interpreter option".into(),
+                path: Some(path.clone()),
+                source: Source::Explicit,
+                exists,
+                chosen: exists,
+                reason: if exists {
+                    "given as interpreter: used without discovery (if it runs as Python 3.8+)"
+                        .into()
+                } else {
+                    format!(
+                        "{} does not exist (an explicit interpreter has no fallback: the start fails)",
+                        path.display()
+                    )
+                },
+            }
+        }
+        None => Listed {
+            label: "interpreter option".into(),
+            path: None,
+            source: Source::Explicit,
+            exists: false,
+            chosen: false,
+            reason: "not given".into(),
+        },
+    });
+    let mut chosen = explicit.is_some();
+    for (candidate, source) in candidates(opts) {
+        let reason = if explicit.is_some() {
+            "not looked at: the interpreter option skips discovery".to_string()
+        } else if !candidate.exists {
+            candidate.missing_reason
+        } else if chosen {
+            "exists, after the chosen one (probed only if that one is not a usable Python)"
+                .to_string()
+        } else {
+            "the first that exists: probed first, and used if it runs as Python 3.8+".to_string()
+        };
+        let is_chosen = !chosen && candidate.exists;
+        chosen |= is_chosen;
+        out.push(Listed {
+            label: candidate.label,
+            path: candidate.path,
+            source,
+            exists: candidate.exists,
+            chosen: is_chosen,
+            reason,
+        });
+    }
+    Ok(out)
 }
 
 fn candidates(opts: &ResolveOptions) -> Vec<(Candidate, Source)> {
@@ -223,11 +304,11 @@ fn candidates(opts: &ResolveOptions) -> Vec<(Candidate, Source)> {
     let mut out = Vec::new();
     let in_dir = |dir: PathBuf, label: &str| {
         let exe = dir.join("bin").join("python");
-        let present = exe.exists();
         Candidate {
             label: format!("{label} {}", dir.display()),
             missing_reason: format!("{} does not exist", exe.display()),
-            path: present.then_some(exe),
+            exists: exe.exists(),
+            path: Some(exe),
         }
     };
     match env.get("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
@@ -251,6 +332,7 @@ fn candidates(opts: &ResolveOptions) -> Vec<(Candidate, Source)> {
             Candidate {
                 label: format!("{name} on PATH"),
                 missing_reason: "not found on PATH".into(),
+                exists: found.is_some(),
                 path: found,
             },
             Source::Path,
@@ -263,6 +345,7 @@ fn unset(var: &str) -> Candidate {
     Candidate {
         label: var.to_string(),
         path: None,
+        exists: false,
         missing_reason: "not set".into(),
     }
 }
@@ -539,6 +622,45 @@ mod tests {
             2,
             "VIRTUAL_ENV and CONDA_PREFIX were skipped"
         );
+    }
+
+    #[test]
+    fn the_listing_follows_discovery_order_and_chooses_the_first_that_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_python(&dir.path().join("venv"), "exit 1");
+        fake_python(&dir.path().join("home/.pykernel/python-env"), "exit 1");
+        let listed = list_candidates(&opts(dir.path())).unwrap();
+        let labels: Vec<_> = listed.iter().map(|l| l.label.as_str()).collect();
+        let cwd = dir.path().display();
+        assert_eq!(
+            labels,
+            [
+                "interpreter option".to_string(),
+                "VIRTUAL_ENV".into(),
+                "CONDA_PREFIX".into(),
+                format!("cwd venv {cwd}/.venv"),
+                format!("cwd venv {cwd}/venv"),
+                format!("managed venv {cwd}/home/.pykernel/python-env"),
+                "python on PATH".into(),
+                "python3 on PATH".into(),
+            ]
+        );
+        let chosen: Vec<_> = listed.iter().map(|l| l.chosen).collect();
+        assert_eq!(
+            chosen,
+            [false, false, false, false, true, false, false, false]
+        );
+        assert!(listed[5].exists && listed[5].reason.contains("after the chosen one"));
+        assert_eq!(
+            listed[3].reason,
+            format!("{cwd}/.venv/bin/python does not exist")
+        );
+
+        let mut o = opts(dir.path());
+        o.interpreter = Some("venv/bin/python".into());
+        let listed = list_candidates(&o).unwrap();
+        assert!(listed[0].chosen && listed.iter().filter(|l| l.chosen).count() == 1);
+        assert!(listed[4].reason.contains("skips discovery"));
     }
 
     #[test]
