@@ -17,7 +17,7 @@ use crate::eval::agent_text::{AgentText, AgentTextOptions, AgentTextResult};
 use crate::eval::live::{LiveCell, OnOutput};
 use crate::eval::refusals::RefusalNotices;
 use crate::kernel::fifo::Turn;
-use crate::kernel::{AbortHandle, Caller, ExecuteRequest, Kernel};
+use crate::kernel::{AbortHandle, Caller, ExecuteRequest, Kernel, KERNEL_DIED};
 use crate::output::{notice_line, ArtifactSink, Image, OutputLimits};
 use crate::wire::events::{ExecuteOutcome, KernelEvent};
 use crate::wire::protocol::SandboxPolicy;
@@ -97,6 +97,9 @@ pub struct EvalOptions {
     pub artifact_path: Option<PathBuf>,
     /// The working directory the request's first cell runs in; it stays the kernel's.
     pub cwd: Option<String>,
+    /// A request none of whose cells reached its kernel runs again in a fresh one (the
+    /// pool's sessions): the death of that first kernel is then not part of its output.
+    pub rerun_unstarted: bool,
     /// `uriRoots` for this request, in place of the kernel's for the same schemes.
     pub uri_roots: Option<crate::store::uri_roots::UriRoots>,
 }
@@ -299,12 +302,25 @@ impl Evaluation {
                 ..Default::default()
             };
             let abort = self.options.abort.clone();
+            let may_rerun = self.options.rerun_unstarted && self.nothing_started();
             let live = LiveCell::new(&mut self.text, self.options.on_output.as_mut(), index);
+            // The kernel's death is the last event of a cell; it is held until the outcome
+            // says whether the cell reached the kernel at all.
+            let mut death = None;
             let execute = kernel.execute_holding(turn, request, abort, |event| {
+                if matches!(&event, KernelEvent::Error(e) if e.ename == KERNEL_DIED) {
+                    death = Some(event);
+                    return;
+                }
                 live.event(|text| text.add(&event));
                 on_event(index, event);
             });
             let outcome = live.run(execute).await;
+            let rerun = may_rerun && outcome.as_ref().is_ok_and(|o| o.not_started);
+            if let Some(event) = death.filter(|_| !rerun) {
+                live.event(|text| text.add(&event));
+                on_event(index, event);
+            }
             self.text.end_cell();
             deliver_live(&mut self.text, &mut self.options.on_output, index);
             let outcome = outcome?;

@@ -49,10 +49,11 @@ use crate::start::python::Resolved;
 use crate::wire::protocol::{HostFrame, SandboxPolicy};
 
 pub use self::config::{
-    check_request_id, default_agent_fault, AbortHandle, Bridge, CallOrigin, Caller, ExecuteRequest, KernelConfig,
-    ShutdownOutcome, StartMode, DEFAULT_LINK_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
+    check_request_id, default_agent_fault, AbortHandle, Bridge, CallOrigin, Caller, ExecuteRequest,
+    KernelConfig, ShutdownOutcome, StartMode, DEFAULT_LINK_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_STARTUP_TIMEOUT, DEFAULT_STATUS_MIME, INTERRUPT_ESCALATION, PRELOAD_WAIT,
 };
+pub use self::ending::KERNEL_DIED;
 
 /// One Python process and the connection to it. Made by `start`; every method that
 /// talks to the runner takes `&self`, so a pool shares a kernel as an `Arc`.

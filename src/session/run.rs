@@ -74,7 +74,7 @@ impl<K: PooledKernel> Admission<K> {
             caller,
             deadline,
         } = self;
-        let options = EvalOptions {
+        let mut options = EvalOptions {
             timeout,
             abort: Some(request.abort.clone().unwrap_or_else(AbortHandle::new)),
             artifacts_dir: request
@@ -94,6 +94,8 @@ impl<K: PooledKernel> Admission<K> {
             uri_roots: request.uri_roots.clone(),
             ..Default::default()
         };
+        // A session's request that reached no kernel runs again in a fresh one (below).
+        options.rerun_unstarted = matches!(target, Target::Session { .. });
         let abort = options.abort.clone().expect("set above");
         match target {
             Target::PerCall(site) => {
