@@ -300,7 +300,6 @@ export interface EvalRequest {
    *  they were. Either way its kernel counts against the pool's cap (`maxSessions` in a
    *  'session' pool, `maxConcurrent` in a 'per-call' one). @default the pool's `mode` */
   mode?: 'session' | 'per-call'
-
   /** Session key parts: session id, else session file, else cwd. */
   sessionId?: string
   sessionFile?: string

@@ -288,13 +288,15 @@ impl JsKernelPool {
                     Duration::ZERO,
                 )?),
                 Some(Either::B(word)) if word == "never" => None,
-                Some(Either::B(word)) => return Err(KernelError::InvalidArgument {
-                    name: "idleTimeoutMs",
-                    reason: format!(
+                Some(Either::B(word)) => {
+                    return Err(KernelError::InvalidArgument {
+                        name: "idleTimeoutMs",
+                        reason: format!(
                         "must be a number of milliseconds from 0 to {} or 'never', got '{word}'",
                         bounds::MAX_LONG_MS
                     ),
-                }),
+                    })
+                }
             };
             config.heartbeat_interval = optional_millis(
                 "heartbeatIntervalMs",

@@ -318,6 +318,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_deadline_that_passes_while_a_reset_cells_kernel_starts_is_told_once() {
+        let (pool, fakes) = fake_pool(|c| c.mode = PoolMode::PerCall);
+        fakes.set_start_delay(Duration::from_secs(2));
+        let mut two = request("a", "1");
+        two.cells.push(crate::eval::executor::Cell {
+            code: "2".into(),
+            reset: true,
+            ..Default::default()
+        });
+        two.deadline = Some(Duration::from_secs(3));
+        let r = pool.admit(two).unwrap().run(|_, _| {}).await.unwrap();
+        assert!(r.timed_out && r.cancelled);
+        assert_eq!(
+            r.annotations,
+            ["Command timed out after 3 s (the request's deadline) before its next cell started; that cell and later ones did not run."]
+        );
+        assert!(r.output.contains("ran 1"), "{}", r.output);
+        assert!(!r.output.contains("Cancelled"), "{}", r.output);
+        assert!(fakes.ran("2").is_empty());
+        assert_eq!(fakes.shut_down(), [1000, 1001], "each kernel ended once");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn dispose_all_stops_a_running_per_call_request_and_ends_its_kernel() {
         let (pool, fakes) = fake_pool(|c| c.mode = PoolMode::PerCall);
         let running = tokio::spawn(pool.admit(request("a", "sleep 60")).unwrap().run(|_, _| {}));

@@ -203,6 +203,17 @@ impl DeadlineWatch {
             },
             Err(other) => return Err(other),
         };
+        // Said in the deadline's words only: the abort that stopped it was the deadline's.
+        let aborted: Vec<String> = result
+            .annotations
+            .iter()
+            .filter(|a| a.starts_with(Stopped::PREFIX))
+            .cloned()
+            .collect();
+        for notice in aborted {
+            result.output = result.output.replacen(&notice_line(&notice), "", 1);
+            result.annotations.retain(|a| *a != notice);
+        }
         let after = deadline_words(self.budget);
         let started = result
             .cells
@@ -222,14 +233,9 @@ impl DeadlineWatch {
                 "Command timed out after {after} (the request's deadline) during cell {}; the kernel was interrupted and later cells did not run.",
                 index + 1
             ),
-            None if result.cells.is_empty() => {
-                // Its own words, not also those of an abort: the abort was the deadline's.
-                result.annotations.retain(|a| !a.starts_with(Stopped::PREFIX));
-                result.output = result.annotations.iter().map(|a| notice_line(a)).collect();
-                format!(
-                    "Command timed out after {after} (the request's deadline) before its first cell started; nothing ran."
-                )
-            }
+            None if result.cells.is_empty() => format!(
+                "Command timed out after {after} (the request's deadline) before its first cell started; nothing ran."
+            ),
             None => format!(
                 "Command timed out after {after} (the request's deadline) before its next cell started; that cell and later ones did not run."
             ),
