@@ -115,3 +115,25 @@ test("'unlimited' and 'never' are the only words; other strings are ERR_INVALID_
   const pool = new KernelPool({ kernel, mode: 'per-call', maxConcurrent: 'unlimited', idleTimeoutMs: 'never', prewarm: 0 })
   return pool.disposeAll()
 })
+
+test('disposeAll stops a per-call request running in a session pool and ends its kernel', async () => {
+  const pool = new KernelPool({ kernel, prewarm: 0, shutdownGraceMs: 200 })
+  await pool.execute({ sessionId: 'a', cells: [cell('x = 1')] })
+  const chunks = []
+  const running = pool.execute({
+    sessionId: 'a',
+    mode: 'per-call',
+    onOutput: (chunk) => chunks.push(chunk),
+    cells: [cell(`print(${NS}, flush=True)\nimport time; time.sleep(60)`)],
+  })
+  assert.ok(await waitFor(() => /pid:\[\d+\]/.test(chunks.join('')), { timeoutMs: 20_000 }), 'the cell runs')
+  const ns = chunks.join('').match(/pid:\[\d+\]/)[0]
+  const started = Date.now()
+  await pool.disposeAll({ budgetMs: 3000 })
+  const r = await running
+  assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`)
+  assert.equal(r.cancelled, true)
+  assert.equal(r.exitCode, null)
+  assert.ok(await waitFor(() => namespaceMembers(ns).length === 0, { timeoutMs: 3000 }), 'its kernel is gone')
+  await assert.rejects(pool.execute({ mode: 'per-call', cells: [cell('1')] }), (err) => err.code === 'ERR_POOL_DISPOSED')
+})
