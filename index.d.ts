@@ -326,6 +326,11 @@ export interface KernelStartOptions extends KernelOptions {
 export interface EvalRequest {
   /** Run in order in one kernel; the first failure stops the rest. */
   cells: EvalCell[]
+  /** How this request runs: 'session' in its session's kernel, which it keeps; 'per-call'
+   *  in a fresh kernel ended after the call, leaving the session's kernel and state as
+   *  they were. Either way its kernel counts against the pool's cap (`maxSessions` in a
+   *  'session' pool, `maxConcurrent` in a 'per-call' one). @default the pool's `mode` */
+  mode?: 'session' | 'per-call' | undefined
   /** Session key parts: session id, else session file, else cwd. */
   sessionId?: string | undefined
   sessionFile?: string | undefined
@@ -1016,18 +1021,22 @@ export interface PoolOptions {
   mode?: 'session' | 'per-call' | undefined
   /**
    * The most kernels 'session' mode runs at once: every kernel process counts, whether
-   * starting, idle, busy or a prewarmed spare. A new session beyond it ends a spare,
-   * else the least recently used idle session, else waits (see `acquireTimeoutMs`).
-   * In 'per-call' mode it is the default of `maxConcurrent`. An integer from 1 to 1024.
+   * starting, idle, busy, a prewarmed spare or the kernel of a request with `mode:
+   * 'per-call'`. A new kernel beyond it ends a spare, else the least recently used idle
+   * session, else waits (see `acquireTimeoutMs`). In 'per-call' mode it is the default
+   * of `maxConcurrent`. An integer from 1 to 1024, or 'unlimited': no cap, so no session
+   * is ever evicted for room and no call waits for it (each kernel is a process: the
+   * host bounds how many it asks for).
    * @default 4
    */
-  maxSessions?: number | undefined
+  maxSessions?: number | 'unlimited' | undefined
   /**
-   * 'per-call' mode only: the most kernels (calls, and any prewarmed spares) running at
-   * once; calls beyond it wait their turn (see `acquireTimeoutMs`). An integer from 1
-   * to 1024. @default maxSessions (4)
+   * 'per-call' mode only: the most kernels (calls, any prewarmed spares, and the
+   * sessions of requests with `mode: 'session'`) running at once; calls beyond it wait
+   * their turn (see `acquireTimeoutMs`). An integer from 1 to 1024, or 'unlimited'.
+   * @default maxSessions (4)
    */
-  maxConcurrent?: number | undefined
+  maxConcurrent?: number | 'unlimited' | undefined
   /**
    * How long a call waits for room when the pool runs as many kernels as it may, all
    * busy, before it fails with `ERR_POOL_FULL`; from 0 (fail at once) to 3,600,000.
@@ -1035,10 +1044,11 @@ export interface PoolOptions {
    */
   acquireTimeoutMs?: number | undefined
   /**
-   * Idle sessions are evicted after this long; from 0 to 604,800,000 (7 days).
-   * @default 300000
+   * Idle sessions are evicted after this long; from 0 to 604,800,000 (7 days), or
+   * 'never': an idle session keeps its kernel until it is disposed (or evicted for room
+   * under `maxSessions`). @default 300000
    */
-  idleTimeoutMs?: number | undefined
+  idleTimeoutMs?: number | 'never' | undefined
   /** Idle kernels are pinged this often; 0 turns it off. Up to 3,600,000. @default 5000 */
   heartbeatIntervalMs?: number | undefined
   /**

@@ -326,6 +326,11 @@ export interface KernelStartOptions extends KernelOptions {
 export interface EvalRequest {
   /** Run in order in one kernel; the first failure stops the rest. */
   cells: EvalCell[]
+  /** How this request runs: 'session' in its session's kernel, which it keeps; 'per-call'
+   *  in a fresh kernel ended after the call, leaving the session's kernel and state as
+   *  they were. Either way its kernel counts against the pool's cap (`maxSessions` in a
+   *  'session' pool, `maxConcurrent` in a 'per-call' one). @default the pool's `mode` */
+  mode?: 'session' | 'per-call'
   /** Session key parts: session id, else session file, else cwd. */
   sessionId?: string
   sessionFile?: string

@@ -69,7 +69,7 @@ function cases({ kernel, pool, store, builder, dir }) {
     'Kernel#shutdown': ['async', [[() => kernel.shutdown(5), '`options`: expected an object, got a number']]],
     'new KernelPool': ['sync', [
       [() => new KernelPool(5), '`options`: expected an object, got a number'],
-      [() => new KernelPool({ maxSessions: 'x' }), '`maxSessions`: expected a number, got a string'],
+      [() => new KernelPool({ maxSessions: true }), '`maxSessions`: expected a number or a string, got a boolean'],
       [() => new KernelPool({ kernel: { sandbox: { writable: [1] } } }), '`kernel.sandbox.writable[0]`: expected a string, got a number'],
       [() => new KernelPool({ launchers: [['ssh', 1]] }), '`launchers[0][1]`: expected a string, got a number'],
     ]],

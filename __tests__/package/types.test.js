@@ -97,7 +97,8 @@ test('what the types forbid fails at run time with a code, and async entry point
     await kernel.shutdown()
   }
   await assert.rejects(addon.Kernel.start({ cwd: 42 }), { code: 'ERR_INVALID_ARG', message: /^invalid argument `cwd`: expected a string/ })
-  assert.throws(() => new addon.KernelPool({ maxSessions: 'x' }), { code: 'ERR_INVALID_ARG', message: /^invalid argument `maxSessions`: expected a number/ })
+  assert.throws(() => new addon.KernelPool({ maxSessions: true }), { code: 'ERR_INVALID_ARG', message: /^invalid argument `maxSessions`: expected a number or a string/ })
+  assert.throws(() => new addon.KernelPool({ maxSessions: 'x' }), { code: 'ERR_INVALID_ARG', message: /^invalid argument `maxSessions`: must be an integer from 1 to 1024 or 'unlimited', got 'x'/ })
   assert.throws(() => addon.clampLine(5), { code: 'ERR_INVALID_ARG' })
   assert.deepEqual(addon.filterEnv({ PATH: '/bin', HOME: undefined }), { PATH: '/bin' })
 })

@@ -1,8 +1,8 @@
 'use strict'
 // Timeouts and deadlines of pool requests: a cell's timeout (the request's, its own, in
 // seconds or ms, clamped), the interrupt and the escalation to a kill, a request deadline
-// over its cells, its turn and its kernel's start, an abort before its turn, and what the
-// agent reads. Real Python.
+// over its cells, its turn and its kernel's start, an abort before its turn or while its
+// kernel starts, and what the agent reads. Real Python.
 const test = require('node:test')
 const path = require('node:path')
 const assert = require('node:assert/strict')
@@ -81,7 +81,7 @@ test('a request deadline covers its cells: the result says it timed out, and the
   assert.ok(Date.now() - started < 4000, `took ${Date.now() - started} ms`)
   assert.equal(r.timedOut, true)
   assert.equal(r.exitCode, null)
-  assert.match(r.output, /^\[cell 2 of 3 failed\]\n\[eval request deadline of 600ms passed during cell 2; it was interrupted/)
+  assert.match(r.output, /^\[cell 2 of 3 failed\]\n\[Command timed out after 600 ms \(the request's deadline\) during cell 2; the kernel was interrupted and later cells did not run\. It keeps its state/)
   assert.equal(r.cells.length, 2)
   assert.equal(value(await pool.execute({ sessionId: 'd', cells: [{ code: "x, 'never' in globals()" }] })), '(5, False)')
 })
@@ -97,7 +97,7 @@ test('a request deadline on a cell that ignores the interrupt kills its kernel, 
   })
   assert.equal(r.timedOut, true)
   assert.equal(r.kernelKilled, true)
-  assert.match(r.output, /deadline of 300ms passed during cell 1; it did not stop on interrupt, so the kernel was killed/)
+  assert.match(r.output, /^\[Command timed out after 300 ms \(the request's deadline\) during cell 1; it did not stop on interrupt, so the kernel was killed/)
   const next = await pool.execute({ sessionId: 'stuck', cells: [{ code: "'state' in globals()" }] })
   assert.equal(value(next), 'False')
 })
@@ -111,7 +111,7 @@ test('a request deadline covers waiting for its turn: nothing ran', async (t) =>
   const r = await pool.execute({ sessionId: 'w', deadlineMs: 300, cells: [{ code: 'ran = 1' }] })
   assert.ok(Date.now() - started < 1500, `took ${Date.now() - started} ms`)
   assert.equal(r.timedOut, true)
-  assert.match(r.output, /deadline of 300ms passed before its next cell started/)
+  assert.equal(r.output, "[Command timed out after 300 ms (the request's deadline) before its first cell started; nothing ran.]\n")
   await busy
   assert.equal(value(await pool.execute({ sessionId: 'w', cells: [{ code: "'ran' in globals()" }] })), 'False')
 })
@@ -128,7 +128,8 @@ test('a request deadline covers starting its kernel: a timed-out result, and no 
     assert.ok(Date.now() - started < 4000, `${mode}: took ${Date.now() - started} ms`)
     assert.equal(r.timedOut, true, mode)
     assert.equal(r.exitCode, null)
-    assert.match(r.output, /deadline of 500ms passed before its next cell started/)
+    assert.equal(r.output, "[Command timed out after 500 ms (the request's deadline) before its first cell started; nothing ran.]\n", mode)
+    assert.equal(r.cancelled, true, mode)
     assert.deepEqual(processesWith(marker), [], `${mode}: the kernel being started was left running`)
   }
 })
@@ -220,4 +221,41 @@ test('timeouts: default, clamp notice, 0 = none; a queued call aborted before it
   assert.equal(q.exitCode, null)
   await first
   assert.equal(value(await pool.execute({ sessionId: 't', cells: [cell("'queued_ran' in globals()")] })), 'False')
+})
+
+test('a request aborted while its kernel starts is cancelled before its first cell: no "(no output)", and the kernel is ended', async (t) => {
+  const dir = tempDir()
+  // Starts after 2 s: the abort comes while the kernel is starting.
+  const exe = fakeInterpreter(dir, `${NO_COMPILE}sleep 2; exec ${python} "$@"`)
+  for (const mode of ['per-call', 'session']) {
+    // The kernel being started is shut down before the result: a short grace keeps that
+    // well inside the 2 s the start would take.
+    const pool = new KernelPool({ mode, prewarm: 0, shutdownGraceMs: 200, kernel: { interpreter: exe, startupTimeoutMs: 60_000 } })
+    t.after(() => pool.disposeAll())
+    const controller = new AbortController()
+    const started = Date.now()
+    const pending = pool.execute({ sessionId: 'aborted', signal: controller.signal, cells: [{ code: 'print("ran")' }] })
+    await sleep(300)
+    controller.abort()
+    const r = await pending
+    assert.ok(Date.now() - started < 1800, `${mode}: took ${Date.now() - started} ms`)
+    assert.equal(r.cancelled, true, mode)
+    assert.equal(r.exitCode, null, mode)
+    assert.equal(r.timedOut, false, mode)
+    assert.deepEqual(r.annotations, ['Cancelled while its kernel was starting; nothing ran.'], mode)
+    assert.equal(r.output, '[Cancelled while its kernel was starting; nothing ran.]\n', mode)
+    assert.deepEqual(processesWith(dir), [], `${mode}: the kernel being started was left running`)
+  }
+})
+
+test('a request whose deadline is spent before its kernel starts times out: nothing ran, no "(no output)"', async (t) => {
+  for (const mode of ['per-call', 'session']) {
+    const pool = new KernelPool({ kernel, mode, prewarm: 0 })
+    t.after(() => pool.disposeAll())
+    const r = await pool.execute({ sessionId: 'spent', deadlineMs: 1, cells: [{ code: 'print("ran")' }] })
+    assert.equal(r.timedOut, true, mode)
+    assert.equal(r.cancelled, true, mode)
+    assert.equal(r.exitCode, null, mode)
+    assert.equal(r.output, "[Command timed out after 1 ms (the request's deadline) before its first cell started; nothing ran.]\n", mode)
+  }
 })

@@ -24,7 +24,7 @@ use super::results::EvalResult;
 use super::signatures as sig;
 use super::{js_error, promise, rejected};
 use crate::error::KernelError;
-use crate::session::config::{PoolConfig, PoolMode, PoolRequest};
+use crate::session::config::{PoolConfig, PoolMode, PoolRequest, UNLIMITED};
 use crate::session::placement::Placement;
 use crate::session::pool::Pool;
 
@@ -35,22 +35,30 @@ pub struct PoolOptions {
     #[napi(ts_type = "'session' | 'per-call'")]
     pub mode: Option<String>,
     /// The most kernels 'session' mode runs at once: every kernel process counts, whether
-    /// starting, idle, busy or a prewarmed spare. A new session beyond it ends a spare,
-    /// else the least recently used idle session, else waits (see `acquireTimeoutMs`).
-    /// In 'per-call' mode it is the default of `maxConcurrent`. An integer from 1 to 1024.
+    /// starting, idle, busy, a prewarmed spare or the kernel of a request with `mode:
+    /// 'per-call'`. A new kernel beyond it ends a spare, else the least recently used idle
+    /// session, else waits (see `acquireTimeoutMs`). In 'per-call' mode it is the default
+    /// of `maxConcurrent`. An integer from 1 to 1024, or 'unlimited': no cap, so no session
+    /// is ever evicted for room and no call waits for it (each kernel is a process: the
+    /// host bounds how many it asks for).
     /// @default 4
-    pub max_sessions: Option<f64>,
-    /// 'per-call' mode only: the most kernels (calls, and any prewarmed spares) running at
-    /// once; calls beyond it wait their turn (see `acquireTimeoutMs`). An integer from 1
-    /// to 1024. @default maxSessions (4)
-    pub max_concurrent: Option<f64>,
+    #[napi(ts_type = "number | 'unlimited'")]
+    pub max_sessions: Option<Either<f64, String>>,
+    /// 'per-call' mode only: the most kernels (calls, any prewarmed spares, and the
+    /// sessions of requests with `mode: 'session'`) running at once; calls beyond it wait
+    /// their turn (see `acquireTimeoutMs`). An integer from 1 to 1024, or 'unlimited'.
+    /// @default maxSessions (4)
+    #[napi(ts_type = "number | 'unlimited'")]
+    pub max_concurrent: Option<Either<f64, String>>,
     /// How long a call waits for room when the pool runs as many kernels as it may, all
     /// busy, before it fails with `ERR_POOL_FULL`; from 0 (fail at once) to 3,600,000.
     /// @default 60000
     pub acquire_timeout_ms: Option<f64>,
-    /// Idle sessions are evicted after this long; from 0 to 604,800,000 (7 days).
-    /// @default 300000
-    pub idle_timeout_ms: Option<f64>,
+    /// Idle sessions are evicted after this long; from 0 to 604,800,000 (7 days), or
+    /// 'never': an idle session keeps its kernel until it is disposed (or evicted for room
+    /// under `maxSessions`). @default 300000
+    #[napi(ts_type = "number | 'never'")]
+    pub idle_timeout_ms: Option<Either<f64, String>>,
     /// Idle kernels are pinged this often; 0 turns it off. Up to 3,600,000. @default 5000
     pub heartbeat_interval_ms: Option<f64>,
     /// A ping unanswered this long marks the kernel wedged; from 1 to 3,600,000.
@@ -144,6 +152,46 @@ fn budget(
     )
 }
 
+/// A cap (`maxSessions`, `maxConcurrent`): an integer from 1 to 1024, or 'unlimited'.
+fn cap(
+    name: &'static str,
+    value: Option<Either<f64, String>>,
+) -> std::result::Result<Option<usize>, KernelError> {
+    let max = bounds::MAX_SESSIONS;
+    let reason = |got: String| KernelError::InvalidArgument {
+        name,
+        reason: format!("must be an integer from 1 to {max} or 'unlimited', got {got}"),
+    };
+    match value {
+        None => Ok(None),
+        Some(Either::A(n)) if n.fract() == 0.0 && (1.0..=max as f64).contains(&n) => {
+            Ok(Some(n as usize))
+        }
+        Some(Either::A(n)) => Err(reason(n.to_string())),
+        Some(Either::B(word)) if word == "unlimited" => Ok(Some(UNLIMITED)),
+        Some(Either::B(word)) => Err(reason(format!("'{word}'"))),
+    }
+}
+
+/// A request's `mode`, when it gives one.
+fn request_mode(mode: Option<String>) -> std::result::Result<Option<PoolMode>, KernelError> {
+    match mode.as_deref() {
+        None => Ok(None),
+        Some(mode) => parse_mode(mode).map(Some),
+    }
+}
+
+fn parse_mode(mode: &str) -> std::result::Result<PoolMode, KernelError> {
+    match mode {
+        "session" => Ok(PoolMode::Session),
+        "per-call" => Ok(PoolMode::PerCall),
+        other => Err(KernelError::InvalidArgument {
+            name: "mode",
+            reason: format!("expected 'session' or 'per-call', got '{other}'"),
+        }),
+    }
+}
+
 /// The pool clamps a timeout to its range with a notice (the agent chose it); a negative
 /// one is a mistake, not a request for the shortest.
 fn timeout_seconds(value: Option<f64>) -> std::result::Result<Option<f64>, KernelError> {
@@ -208,36 +256,19 @@ impl JsKernelPool {
                     });
                 }
             }
-            config.mode = match options.mode.as_deref() {
-                None | Some("session") => PoolMode::Session,
-                Some("per-call") => PoolMode::PerCall,
-                Some(other) => {
-                    return Err(KernelError::InvalidArgument {
-                        name: "mode",
-                        reason: format!("expected 'session' or 'per-call', got '{other}'"),
-                    })
-                }
-            };
-            if let Some(max) = optional_integer(
-                "maxSessions",
-                options.max_sessions,
-                (1, bounds::MAX_SESSIONS),
-            )? {
-                config.max_sessions = max as usize;
+            config.mode = request_mode(options.mode)?.unwrap_or(PoolMode::Session);
+            if let Some(max) = cap("maxSessions", options.max_sessions)? {
+                config.max_sessions = max;
             }
-            let max_concurrent = optional_integer(
-                "maxConcurrent",
-                options.max_concurrent,
-                (1, bounds::MAX_SESSIONS),
-            )?;
+            let max_concurrent = cap("maxConcurrent", options.max_concurrent)?;
             config.max_concurrent = match (max_concurrent, config.mode) {
-                (Some(max), PoolMode::PerCall) => max as usize,
+                (Some(max), PoolMode::PerCall) => max,
                 (None, PoolMode::PerCall) => config.max_sessions,
                 // Ignoring it would leave a host believing its calls are capped by it.
                 (Some(_), PoolMode::Session) => {
                     return Err(KernelError::InvalidArgument {
                         name: "maxConcurrent",
-                        reason: "applies to mode 'per-call'; in 'session' mode `maxSessions` caps the kernels".into(),
+                        reason: "applies to mode 'per-call'; in 'session' mode `maxSessions` caps the kernels, those of requests with `mode: 'per-call'` included".into(),
                     })
                 }
                 (None, PoolMode::Session) => config.max_concurrent,
@@ -248,12 +279,25 @@ impl JsKernelPool {
                 (0, bounds::MAX_WAIT_MS),
                 config.acquire_timeout,
             )?;
-            config.idle_timeout = optional_millis(
-                "idleTimeoutMs",
-                options.idle_timeout_ms,
-                (0, bounds::MAX_LONG_MS),
-                config.idle_timeout,
-            )?;
+            config.idle_timeout = match options.idle_timeout_ms {
+                None => config.idle_timeout,
+                Some(Either::A(ms)) => Some(optional_millis(
+                    "idleTimeoutMs",
+                    Some(ms),
+                    (0, bounds::MAX_LONG_MS),
+                    Duration::ZERO,
+                )?),
+                Some(Either::B(word)) if word == "never" => None,
+                Some(Either::B(word)) => {
+                    return Err(KernelError::InvalidArgument {
+                        name: "idleTimeoutMs",
+                        reason: format!(
+                        "must be a number of milliseconds from 0 to {} or 'never', got '{word}'",
+                        bounds::MAX_LONG_MS
+                    ),
+                    })
+                }
+            };
             config.heartbeat_interval = optional_millis(
                 "heartbeatIntervalMs",
                 options.heartbeat_interval_ms,
@@ -328,6 +372,7 @@ impl JsKernelPool {
             let cancellation = reader.signal()?;
             let request = PoolRequest {
                 cells,
+                mode: request_mode(reader.get("mode", "'session' or 'per-call'")?)?,
                 notices,
                 session_id: reader.get("sessionId", "a string")?,
                 session_file: reader.get("sessionFile", "a string")?,

@@ -225,6 +225,7 @@ pub static EVAL_REQUEST: Interface = Interface {
     name: "EvalRequest",
     fields: &[
         Field { key: "cells", ty: Ty::Array(&Ty::Interface(&EVAL_CELL)), optional: false },
+        Field { key: "mode", ty: Ty::String, optional: true },
         Field { key: "sessionId", ty: Ty::String, optional: true },
         Field { key: "sessionFile", ty: Ty::String, optional: true },
         Field { key: "cwd", ty: Ty::String, optional: true },
@@ -397,10 +398,10 @@ pub static POOL_OPTIONS: Interface = Interface {
     name: "PoolOptions",
     fields: &[
         Field { key: "mode", ty: Ty::String, optional: true },
-        Field { key: "maxSessions", ty: Ty::Number, optional: true },
-        Field { key: "maxConcurrent", ty: Ty::Number, optional: true },
+        Field { key: "maxSessions", ty: Ty::Union(&[Ty::Number, Ty::String]), optional: true },
+        Field { key: "maxConcurrent", ty: Ty::Union(&[Ty::Number, Ty::String]), optional: true },
         Field { key: "acquireTimeoutMs", ty: Ty::Number, optional: true },
-        Field { key: "idleTimeoutMs", ty: Ty::Number, optional: true },
+        Field { key: "idleTimeoutMs", ty: Ty::Union(&[Ty::Number, Ty::String]), optional: true },
         Field { key: "heartbeatIntervalMs", ty: Ty::Number, optional: true },
         Field { key: "heartbeatTimeoutMs", ty: Ty::Number, optional: true },
         Field { key: "shutdownGraceMs", ty: Ty::Number, optional: true },

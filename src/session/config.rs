@@ -15,6 +15,10 @@ use crate::start::launcher::Launcher;
 pub const DEFAULT_TIMEOUT_SECONDS: f64 = 30.0;
 pub const MAX_TIMEOUT_SECONDS: f64 = 3600.0;
 
+/// A cap of `maxSessions` or `maxConcurrent` that is no cap (`'unlimited'`): the slots are
+/// a count, so no structure grows with it, and room is never sought by eviction or waited for.
+pub const UNLIMITED: usize = usize::MAX;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolMode {
     Session,
@@ -24,13 +28,16 @@ pub enum PoolMode {
 #[derive(Clone)]
 pub struct PoolConfig {
     pub mode: PoolMode,
-    /// The most kernels `session` mode runs at once, spares included.
+    /// The most kernels a `session` pool runs at once, spares and the kernels of its
+    /// `per-call` requests included; [`UNLIMITED`] for no cap.
     pub max_sessions: usize,
-    /// The most kernels `per-call` mode runs at once, spares included.
+    /// The most kernels a `per-call` pool runs at once, spares and the kernels of its
+    /// `session` requests included; [`UNLIMITED`] for no cap.
     pub max_concurrent: usize,
     /// How long a call waits for room when the pool is at its cap before it fails.
     pub acquire_timeout: Duration,
-    pub idle_timeout: Duration,
+    /// Idle sessions are evicted after this long; `None`: never.
+    pub idle_timeout: Option<Duration>,
     /// Zero turns the heartbeat off.
     pub heartbeat_interval: Duration,
     pub heartbeat_timeout: Duration,
@@ -64,7 +71,7 @@ impl PoolConfig {
             max_sessions: 4,
             max_concurrent: 4,
             acquire_timeout: Duration::from_secs(60),
-            idle_timeout: Duration::from_secs(300),
+            idle_timeout: Some(Duration::from_secs(300)),
             heartbeat_interval: Duration::from_secs(5),
             heartbeat_timeout: Duration::from_secs(2),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
@@ -81,7 +88,8 @@ impl PoolConfig {
         }
     }
 
-    /// The most kernels this pool runs at once, and the option that sets it.
+    /// The most kernels this pool runs at once, whatever its requests' modes, and the
+    /// option that sets it: the pool's mode decides which.
     pub fn cap(&self) -> (usize, &'static str) {
         match self.mode {
             PoolMode::Session => (self.max_sessions, "maxSessions"),
@@ -145,6 +153,9 @@ impl PoolConfig {
 #[derive(Default)]
 pub struct PoolRequest {
     pub cells: Vec<Cell>,
+    /// How this request runs, when not as the pool's `mode` says: in its session's kernel,
+    /// or in a fresh kernel of its own ended after the call.
+    pub mode: Option<PoolMode>,
     pub session_id: Option<String>,
     pub session_file: Option<String>,
     /// As the caller gave it: made absolute against the host's cwd for a local kernel,

@@ -14,6 +14,7 @@ use crate::kernel::{AbortHandle, KernelConfig};
 use crate::session::config::{PoolConfig, PoolRequest};
 use crate::session::key::{checked_cwd, SessionKey};
 use crate::session::live::{end_kernel, LiveKernel, Spares};
+use crate::session::per_call::PerCalls;
 use crate::session::placement::{Load, Placer, SessionRef};
 use crate::session::pooled::PooledKernel;
 use crate::session::site::{Site, Unplaced};
@@ -47,6 +48,8 @@ pub(super) struct PoolInner<K: PooledKernel> {
     pub(super) evictions: Mutex<VecDeque<(SessionKey, String)>>,
     /// Where sessions that name no launcher run.
     pub(super) placer: Placer,
+    /// The `per-call` requests running now: no session's, so disposal finds them here.
+    pub(super) per_calls: PerCalls<K>,
 }
 
 impl<K: PooledKernel> PoolInner<K> {

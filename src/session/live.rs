@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{KernelError, Result};
-use crate::kernel::{KernelConfig, PRELOAD_WAIT};
+use crate::kernel::{AbortHandle, KernelConfig, PRELOAD_WAIT};
 use crate::session::placement::{Load, Loads};
 use crate::session::pooled::{KernelStarter, PooledKernel};
 use crate::session::slots::Slot;
@@ -41,7 +41,9 @@ pub(super) struct StartFailed<K> {
 }
 
 /// Starts a kernel in `slot`: spawned, then initialized with `config`. On failure nothing
-/// is left: the process is confirmed gone before its room is given back.
+/// is left: the process is confirmed gone before its room is given back. `abort` gives
+/// the start up ([`KernelError::StartAborted`]) once the process is spawned (a brief step,
+/// bounded by the start-up timeout, and let finish so that no step of it is left running).
 ///
 /// A launched kernel is counted on its launcher from the start (`load`, or a count of its
 /// own), so a least-loaded choice made meanwhile sees it.
@@ -52,6 +54,7 @@ pub(super) async fn start_in<K: PooledKernel>(
     grace: Duration,
     loads: &Arc<Loads>,
     load: Option<Load>,
+    abort: Option<&AbortHandle>,
 ) -> Result<LiveKernel<K>, StartFailed<K>> {
     let load = load.or_else(|| config.launcher.as_ref().map(|l| loads.count(l)));
     let kernel = starter.spawn(config).await.map_err(|error| StartFailed {
@@ -63,12 +66,32 @@ pub(super) async fn start_in<K: PooledKernel>(
         slot,
         _load: load,
     };
-    match live.kernel.initialize(config).await {
+    match initialize_unless_aborted(&*live.kernel, config, abort).await {
         Ok(()) => Ok(live),
         Err(error) => Err(StartFailed {
             error,
             unconfirmed: end_kernel(live, grace).await.err(),
         }),
+    }
+}
+
+/// Initializes `kernel` for `config`, unless `abort` fires first (already fired: not at all).
+/// Cancel safety: the handshake is dropped half done; the caller ends the kernel.
+pub(super) async fn initialize_unless_aborted<K: PooledKernel>(
+    kernel: &K,
+    config: &KernelConfig,
+    abort: Option<&AbortHandle>,
+) -> Result<()> {
+    let aborted = async {
+        match abort {
+            Some(abort) => abort.aborted().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = aborted => Err(KernelError::StartAborted),
+        ready = kernel.initialize(config) => ready,
     }
 }
 

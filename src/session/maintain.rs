@@ -21,7 +21,9 @@ pub(super) async fn maintain<K: PooledKernel>(pool: Weak<PoolInner<K>>, opening:
         let tick = match pool.upgrade() {
             Some(inner) => {
                 let config = &inner.config;
-                let mut tick = (config.idle_timeout / 4).min(Duration::from_secs(1));
+                let mut tick = config.idle_timeout.map_or(Duration::from_secs(1), |idle| {
+                    (idle / 4).min(Duration::from_secs(1))
+                });
                 if !config.heartbeat_interval.is_zero() {
                     tick = tick.min(config.heartbeat_interval);
                 }
@@ -95,9 +97,12 @@ async fn check_kernel<K: PooledKernel>(pool: &PoolInner<K>, session: &Session<K>
 }
 
 impl<K: PooledKernel> PoolInner<K> {
-    /// Evicts the sessions idle for the idle timeout with nobody in line for them.
+    /// Evicts the sessions idle for the idle timeout with nobody in line for them; none
+    /// when idle sessions are never evicted.
     async fn evict_idle(&self, now: Instant) {
-        let idle = self.config.idle_timeout;
+        let Some(idle) = self.config.idle_timeout else {
+            return;
+        };
         let evicted: Vec<Arc<Session<K>>> = {
             let mut sessions = self.sessions.lock().unwrap();
             let keys: Vec<SessionKey> = sessions
@@ -140,7 +145,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_session_idle_for_the_idle_timeout_is_evicted() {
-        let (pool, fakes) = fake_pool(|c| c.idle_timeout = Duration::from_secs(10));
+        let (pool, fakes) = fake_pool(|c| c.idle_timeout = Some(Duration::from_secs(10)));
         run(&pool, "a", "1").await.unwrap();
         sleep(Duration::from_secs(9)).await;
         assert!(fakes.shut_down().is_empty(), "not idle long enough yet");
@@ -158,6 +163,18 @@ mod tests {
             ["This session was idle for 10 s and its kernel was shut down; a new one was started and earlier state is gone."]
         );
         assert_eq!(fakes.ran("2"), [1001]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pool_whose_idle_timeout_is_never_keeps_idle_sessions() {
+        let (pool, fakes) = fake_pool(|c| c.idle_timeout = None);
+        run(&pool, "a", "1").await.unwrap();
+        // Long past the default (5 minutes); the upkeep ticks each second meanwhile.
+        sleep(Duration::from_secs(2 * 3600)).await;
+        assert!(fakes.shut_down().is_empty());
+        let again = run(&pool, "a", "2").await.unwrap();
+        assert!(!again.session_lost && again.annotations.is_empty());
+        assert_eq!(fakes.ran("2"), [1000], "the same kernel, hours later");
     }
 
     #[tokio::test(start_paused = true)]

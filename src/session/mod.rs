@@ -10,10 +10,14 @@
 //! the next call, and that cell is not run again (it may have had effects); a request
 //! whose first cell never reached a dead kernel runs in a fresh one. The result always
 //! says when state was lost.
-//! `per-call` mode starts a kernel per request and shuts it down after.
+//! `per-call` mode starts a kernel per request and shuts it down after. A request may ask
+//! for the other mode than its pool's (`PoolRequest::mode`): a `per-call` request in a
+//! `session` pool runs in a kernel of its own and leaves its session alone; a `session`
+//! request in a `per-call` pool gets a session as in a `session` pool.
 //!
-//! The pool's cap (`maxSessions`, or `maxConcurrent` per call) counts kernel processes,
-//! spares included: each holds a slot (`slots.rs`) until it is gone. A kernel that needs
+//! The pool's cap (`maxSessions` in a `session` pool, `maxConcurrent` in a `per-call` one,
+//! or none: `'unlimited'`) counts kernel processes, spares and the kernels of requests of
+//! either mode included: each holds a slot (`slots.rs`) until it is gone. A kernel that needs
 //! room and finds none ends a spare, else the least recently used idle session, else
 //! waits for a session to go idle, up to `acquire_timeout`. Room is only sought once the
 //! interpreter resolved, so a request that cannot start ends nobody's kernel; a session
@@ -39,7 +43,9 @@
 //! - `room.rs`: finding room for a kernel (a spare, a free slot, an eviction, a bounded
 //!   wait), and keeping spares ready.
 //! - `run.rs`: running an admitted request: turns, starting and restarting the session's
-//!   kernel, resets, `per-call` kernels, the request's deadline.
+//!   kernel, resets, the request's deadline.
+//! - `per_call.rs`: a `per-call` request's own kernels, and the ones running, which
+//!   disposal stops.
 //! - `maintain.rs`: idle eviction, the heartbeat, retries of unconfirmed shutdowns.
 //! - `pool.rs`: the pool itself: admission, `sessions`, disposal and `reopen`.
 
@@ -50,6 +56,7 @@ mod inner;
 pub mod key;
 mod live;
 mod maintain;
+mod per_call;
 pub mod placement;
 pub mod pool;
 pub mod pooled;

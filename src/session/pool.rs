@@ -11,6 +11,7 @@ use crate::session::config::{clamp_timeout, clamp_timeout_ms, PoolConfig, PoolMo
 use crate::session::inner::PoolInner;
 use crate::session::key::{checked_cwd, session_key};
 use crate::session::maintain::maintain;
+use crate::session::per_call::PerCalls;
 use crate::session::placement::Placer;
 use crate::session::pooled::{PooledKernel, Spawner};
 use crate::session::run::{Admission, Target};
@@ -50,6 +51,7 @@ impl<K: PooledKernel> Pool<K> {
             runtime: tokio::runtime::Handle::current(),
             spares: Mutex::default(),
             evictions: Mutex::default(),
+            per_calls: PerCalls::default(),
         });
         tokio::spawn(maintain(Arc::downgrade(&inner), 0));
         inner.refill_spares();
@@ -108,7 +110,9 @@ impl<K: PooledKernel> Pool<K> {
                 .or_else(|| request.session_id.clone()),
             request_id: request.request_id.clone(),
         };
-        let target = match inner.config.mode {
+        // A request runs as it asks, else as the pool does; its kernel takes the pool's room
+        // either way.
+        let target = match request.mode.unwrap_or(inner.config.mode) {
             PoolMode::PerCall => {
                 // Refused now, as in session mode, not after the call waited for room.
                 if let Site::Placed(config) = &site {
@@ -221,7 +225,8 @@ impl<K: PooledKernel> Pool<K> {
             // Calls waiting for room fail now, not at their deadline.
             inner.slots.notify();
             let sessions = inner.all_sessions();
-            dispose_all_of(&inner, sessions, budget).await;
+            let per_calls = inner.per_calls.stop_all(budget / 3, budget);
+            tokio::join!(dispose_all_of(&inner, sessions, budget), per_calls);
             let spares = std::mem::take(&mut inner.spares.lock().unwrap().ready);
             for spare in spares {
                 inner.end_within(spare, budget / 3).await;

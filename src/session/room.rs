@@ -11,12 +11,39 @@ use crate::error::{KernelError, Result};
 use crate::kernel::{AbortHandle, KernelConfig};
 use crate::session::config::PoolMode;
 use crate::session::inner::PoolInner;
-use crate::session::live::{preload_spare, start_in, LiveKernel};
+use crate::session::live::{initialize_unless_aborted, preload_spare, start_in, LiveKernel};
 use crate::session::placement::Load;
 use crate::session::pooled::{KernelStarter, PooledKernel};
 use crate::session::slots::Slot;
 use crate::session::state::stop_session;
 use crate::start::python::Resolved;
+
+/// Where a call's abort stopped it before its kernel was ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stopped {
+    /// Waiting for room, or for the pool to place its session.
+    WaitingForRoom,
+    /// While its kernel started (the kernel was ended).
+    Starting,
+}
+
+impl Stopped {
+    /// How each of its notices starts.
+    pub(super) const PREFIX: &'static str = "Cancelled while ";
+
+    /// The notice of a call stopped here; `nothing_ran`: no cell of it had run.
+    pub(super) fn notice(self, nothing_ran: bool) -> String {
+        let when = match self {
+            Stopped::WaitingForRoom => "waiting for room in the pool",
+            Stopped::Starting => "its kernel was starting",
+        };
+        let what = match nothing_ran {
+            true => "nothing ran",
+            false => "the cells after those that ran did not run",
+        };
+        format!("{}{when}; {what}.", Stopped::PREFIX)
+    }
+}
 
 /// Where a new kernel will run.
 enum Room<K> {
@@ -56,10 +83,11 @@ impl<K: PooledKernel> PoolInner<K> {
             self.runtime.spawn(async move {
                 // Initialized with the pool's defaults: a session claiming it with the
                 // same settings (the usual case) runs its first cell at once.
-                let started = match start_in(&*starter, slot, &config, grace, &loads, None).await {
-                    Ok(spare) => preload_spare(spare, &preload, grace).await,
-                    failed => failed,
-                };
+                let started =
+                    match start_in(&*starter, slot, &config, grace, &loads, None, None).await {
+                        Ok(spare) => preload_spare(spare, &preload, grace).await,
+                        failed => failed,
+                    };
                 // Dropped with the pool: the kernel's Drop kills it.
                 let Some(pool) = pool.upgrade() else { return };
                 let spare = {
@@ -116,14 +144,15 @@ impl<K: PooledKernel> PoolInner<K> {
     /// A ready kernel for `config` in room of its own: a spare that fits, else a fresh
     /// start in `room` (the room of a kernel this call replaced), else in room found or
     /// waited for (see [`PoolInner::wait_for_room`]). `load`: the count a least-loaded
-    /// placement took for it. `None`: aborted while waiting.
+    /// placement took for it. `Err(Stopped)`: `abort` fired first; a kernel being started
+    /// for it was ended (its room given back once it is gone).
     pub(super) async fn new_kernel(
         self: &Arc<Self>,
         config: &KernelConfig,
         room: Option<Slot>,
         abort: &AbortHandle,
         mut load: Option<Load>,
-    ) -> Result<Option<LiveKernel<K>>> {
+    ) -> Result<std::result::Result<LiveKernel<K>, Stopped>> {
         // Before a spare is initialized with it: its kv store path reaches the runner there.
         config.prepare_artifacts_dir()?;
         let mut room = match (room, self.take_spare(config, None)) {
@@ -136,10 +165,15 @@ impl<K: PooledKernel> PoolInner<K> {
             room = match room {
                 Room::Spare(spare) => {
                     if spare.kernel.initialized_for(config) {
-                        return Ok(Some(spare));
+                        return Ok(Ok(spare));
                     }
-                    match spare.kernel.initialize(config).await {
-                        Ok(()) => return Ok(Some(spare)),
+                    match initialize_unless_aborted(&*spare.kernel, config, Some(abort)).await {
+                        Ok(()) => return Ok(Ok(spare)),
+                        Err(KernelError::StartAborted) => {
+                            // Half initialized for this call: no use to anyone else.
+                            self.end(spare).await;
+                            return Ok(Err(Stopped::Starting));
+                        }
                         Err(err) => {
                             tracing::info!(
                                 "a spare kernel failed to initialize ({err}); starting one"
@@ -153,15 +187,26 @@ impl<K: PooledKernel> PoolInner<K> {
                 Room::Slot(slot) => {
                     let grace = self.config.shutdown_grace;
                     let loads = self.placer.loads();
-                    return match start_in(&*self.starter, slot, config, grace, loads, load.take())
-                        .await
-                    {
-                        Ok(kernel) => Ok(Some(kernel)),
+                    let started = start_in(
+                        &*self.starter,
+                        slot,
+                        config,
+                        grace,
+                        loads,
+                        load.take(),
+                        Some(abort),
+                    )
+                    .await;
+                    return match started {
+                        Ok(kernel) => Ok(Ok(kernel)),
                         Err(failed) => {
                             if let Some(kernel) = failed.unconfirmed {
                                 self.unconfirmed.lock().unwrap().push(kernel);
                             }
-                            Err(failed.error)
+                            match failed.error {
+                                KernelError::StartAborted => Ok(Err(Stopped::Starting)),
+                                error => Err(error),
+                            }
                         }
                     };
                 }
@@ -174,7 +219,7 @@ impl<K: PooledKernel> PoolInner<K> {
                     }
                     self.wait_for_room(config, resolved.as_ref(), abort).await?
                 }
-                Room::Aborted => return Ok(None),
+                Room::Aborted => return Ok(Err(Stopped::WaitingForRoom)),
             }
         }
     }
@@ -393,6 +438,27 @@ mod tests {
         );
         assert_eq!(fakes.spawned(), 1, "nothing was started for b");
         assert!(fakes.shut_down().is_empty(), "and nothing ended for it");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unlimited_pool_starts_a_kernel_for_every_session_and_evicts_none() {
+        let (pool, fakes) = fake_pool(|c| {
+            c.max_sessions = crate::session::config::UNLIMITED;
+            c.acquire_timeout = Duration::ZERO;
+        });
+        let busy: Vec<_> = (0..12)
+            .map(|i| {
+                let call = pool.admit(request(&format!("s{i}"), "sleep 5")).unwrap();
+                tokio::spawn(call.run(|_, _| {}))
+            })
+            .collect();
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(fakes.spawned(), 12, "all at once, none waiting");
+        for call in busy {
+            assert_eq!(call.await.unwrap().unwrap().exit_code, Some(0));
+        }
+        assert!(fakes.shut_down().is_empty(), "nobody evicted");
+        assert_eq!(pool.sessions().len(), 12);
     }
 
     #[tokio::test(start_paused = true)]

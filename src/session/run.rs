@@ -3,16 +3,19 @@
 //! own kernels, and the request's deadline.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{KernelError, Result};
 use crate::eval::executor::{Cell, EvalOptions, EvalResult, Evaluation};
 use crate::kernel::fifo::{Place, Turn};
 use crate::kernel::{AbortHandle, Caller, Kernel, KernelConfig};
+use crate::output::notice_line;
 use crate::session::config::PoolRequest;
 use crate::session::inner::PoolInner;
+use crate::session::per_call::run_per_call;
 use crate::session::pooled::PooledKernel;
+use crate::session::room::Stopped;
 use crate::session::site::Site;
 use crate::session::slots::Slot;
 use crate::session::state::{Session, StateLost};
@@ -52,10 +55,14 @@ impl<K: PooledKernel> Admission<K> {
         // says it was the deadline.
         let caller_abort = self.request.abort.clone().unwrap_or_default();
         let budget = self.request.deadline.unwrap_or_default();
-        let watch = DeadlineWatch::start(at, budget, &caller_abort);
+        let session = matches!(self.target, Target::Session { .. });
+        let watch = DeadlineWatch::start(at, budget, session, &caller_abort);
         self.request.abort = Some(watch.abort.clone());
         let result = self.run_admitted(on_event).await;
-        match watch.passed() {
+        // A start cut short by the deadline may end before the watch has seen it pass.
+        let start_cut = matches!(result, Err(KernelError::StartTimeout { .. }))
+            && tokio::time::Instant::now() >= at;
+        match watch.passed() || start_cut {
             true => watch.say_so(result),
             false => result,
         }
@@ -150,11 +157,18 @@ struct DeadlineWatch {
     abort: Arc<AbortHandle>,
     passed: Arc<AtomicBool>,
     budget: Duration,
+    /// The request runs in a session's kernel, which outlives it.
+    session: bool,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl DeadlineWatch {
-    fn start(at: tokio::time::Instant, budget: Duration, caller_abort: &Arc<AbortHandle>) -> Self {
+    fn start(
+        at: tokio::time::Instant,
+        budget: Duration,
+        session: bool,
+        caller_abort: &Arc<AbortHandle>,
+    ) -> Self {
         let abort = AbortHandle::new();
         let passed = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn({
@@ -172,6 +186,7 @@ impl DeadlineWatch {
             abort,
             passed,
             budget,
+            session,
             task,
         }
     }
@@ -180,19 +195,30 @@ impl DeadlineWatch {
         self.passed.load(Ordering::SeqCst)
     }
 
-    /// The request's result as a timeout: `timedOut`, and a notice of where it stopped.
+    /// The request's result as a timeout: `timedOut`, and a notice of where it stopped,
+    /// worded as the reference agent's ("Command timed out after N s"), which hosts match.
     /// A kernel start cut short by the deadline is a timed-out result too, not an error.
     fn say_so(&self, result: Result<EvalResult>) -> Result<EvalResult> {
         let mut result = match result {
             Ok(result) => result,
             Err(KernelError::StartTimeout { .. }) => EvalResult {
                 cancelled: true,
-                output: "(no output)".into(),
                 ..Default::default()
             },
             Err(other) => return Err(other),
         };
-        let ms = self.budget.as_millis();
+        // Said in the deadline's words only: the abort that stopped it was the deadline's.
+        let aborted: Vec<String> = result
+            .annotations
+            .iter()
+            .filter(|a| a.starts_with(Stopped::PREFIX))
+            .cloned()
+            .collect();
+        for notice in aborted {
+            result.output = result.output.replacen(&notice_line(&notice), "", 1);
+            result.annotations.retain(|a| *a != notice);
+        }
+        let after = deadline_words(self.budget);
         let started = result
             .cells
             .iter()
@@ -200,14 +226,23 @@ impl DeadlineWatch {
         let notice = match started {
             // As with a timeout, a cell that ignores the interrupt gets its kernel killed.
             Some(index) if result.kernel_died => format!(
-                "eval request deadline of {ms}ms passed during cell {}; it did not stop on interrupt, so the kernel was killed and will be recreated on the next call.",
+                "Command timed out after {after} (the request's deadline) during cell {}; it did not stop on interrupt, so the kernel was killed and will be recreated on the next call.",
+                index + 1
+            ),
+            Some(index) if self.session => format!(
+                "Command timed out after {after} (the request's deadline) during cell {}; the kernel was interrupted and later cells did not run. It keeps its state: reset it with {{ reset: true }} if that state looks corrupted.",
                 index + 1
             ),
             Some(index) => format!(
-                "eval request deadline of {ms}ms passed during cell {}; it was interrupted and later cells did not run. The kernel remains running; reset it via {{ reset: true }} if state appears corrupted.",
+                "Command timed out after {after} (the request's deadline) during cell {}; the kernel was interrupted and later cells did not run.",
                 index + 1
             ),
-            None => format!("eval request deadline of {ms}ms passed before its next cell started; that cell and later ones did not run."),
+            None if result.cells.is_empty() => format!(
+                "Command timed out after {after} (the request's deadline) before its first cell started; nothing ran."
+            ),
+            None => format!(
+                "Command timed out after {after} (the request's deadline) before its next cell started; that cell and later ones did not run."
+            ),
         };
         result.add_notice(notice);
         result.timed_out = true;
@@ -218,56 +253,26 @@ impl DeadlineWatch {
     }
 }
 
+/// A request's deadline as its notice says it: whole seconds as the reference agent
+/// prints them (4100 ms is "4 s"), a budget under a second in milliseconds ("500 ms").
+fn deadline_words(budget: Duration) -> String {
+    if budget < Duration::from_secs(1) {
+        format!("{} ms", budget.as_millis())
+    } else {
+        format!("{} s", budget.as_secs_f64().round() as u64)
+    }
+}
+
 impl Drop for DeadlineWatch {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-/// A `per-call` request: a fresh kernel, shut down after; a cell asking for a reset gets
-/// another.
-async fn run_per_call<K: PooledKernel>(
-    pool: &Arc<PoolInner<K>>,
-    site: Site,
-    cells: Vec<Cell>,
-    options: EvalOptions,
-    deadline: Option<tokio::time::Instant>,
-    on_event: &mut (impl FnMut(usize, KernelEvent) + Send),
-) -> Result<EvalResult> {
-    let abort = options.abort.clone().unwrap_or_default();
-    let mut evaluation = Evaluation::new(cells, options);
-    // Placed once: a cell's reset runs on the same launcher.
-    let Some((config, mut load)) = pool.placed(&Mutex::new(site), &abort).await? else {
-        return Ok(cancelled_waiting_for_room(evaluation));
-    };
-    let config = until_deadline(&config, deadline);
-    let mut first = true;
-    loop {
-        let started = match pool.new_kernel(&config, None, &abort, load.take()).await {
-            Ok(started) => started,
-            Err(err) if !first => return Ok(reset_failed(evaluation, err, deadline)),
-            Err(err) => return Err(err),
-        };
-        first = false;
-        let Some(live) = started else {
-            return Ok(cancelled_waiting_for_room(evaluation));
-        };
-        let turn = live.kernel.queue().turn().await;
-        let ran = evaluation.run(&*live.kernel, &turn, &mut *on_event).await;
-        drop(turn);
-        pool.end(live).await;
-        pool.refill_spares();
-        ran?;
-        if !evaluation.reset_due() {
-            return Ok(evaluation.finish());
-        }
-    }
-}
-
 /// A cell's reset whose fresh kernel did not start: the cells before it keep their
 /// results; it and the later ones did not run. A start cut short by the request's
 /// deadline is left for [`DeadlineWatch::say_so`] to report.
-fn reset_failed(
+pub(super) fn reset_failed(
     mut evaluation: Evaluation,
     err: KernelError,
     deadline: Option<tokio::time::Instant>,
@@ -285,7 +290,10 @@ fn reset_failed(
 }
 
 /// `config` with its start-up bounded by the request's deadline too.
-fn until_deadline(config: &KernelConfig, deadline: Option<tokio::time::Instant>) -> KernelConfig {
+pub(super) fn until_deadline(
+    config: &KernelConfig,
+    deadline: Option<tokio::time::Instant>,
+) -> KernelConfig {
     let mut config = config.clone();
     if let Some(at) = deadline {
         let left = at.saturating_duration_since(tokio::time::Instant::now());
@@ -296,23 +304,32 @@ fn until_deadline(config: &KernelConfig, deadline: Option<tokio::time::Instant>)
     config
 }
 
-/// The result of a call aborted while it waited for room: nothing ran.
-fn cancelled_waiting_for_room(mut evaluation: Evaluation) -> EvalResult {
-    evaluation.annotate("Cancelled while waiting for room in the pool; nothing ran.");
+/// The result of a call its abort stopped before its kernel was ready (`why`): cancelled,
+/// with a notice of where it stopped. When no cell had run, the notices are all of the
+/// output (no "(no output)": nothing ran to print nothing), as for a call aborted before
+/// its turn.
+pub(super) fn stopped(mut evaluation: Evaluation, why: Stopped) -> EvalResult {
+    let nothing_ran = evaluation.nothing_started();
+    evaluation.annotate(why.notice(nothing_ran));
     evaluation.result_mut().cancelled = true;
-    evaluation.finish()
+    let mut result = evaluation.finish();
+    if nothing_ran {
+        result.output = result.annotations.iter().map(|a| notice_line(a)).collect();
+    }
+    result
 }
 
-/// A session's call stopped while it waited for room: by disposal of the session (which
+/// A session's call stopped before its kernel was ready: by disposal of the session (which
 /// stops a waiting call as it stops a running cell), else by its caller's abort.
-fn aborted_waiting_for_room<K: PooledKernel>(
+fn aborted_before_kernel<K: PooledKernel>(
     session: &Session<K>,
     evaluation: Evaluation,
+    why: Stopped,
 ) -> Result<EvalResult> {
     if session.disposed.load(Ordering::SeqCst) {
         return Err(KernelError::SessionDisposed);
     }
-    Ok(cancelled_waiting_for_room(evaluation))
+    Ok(stopped(evaluation, why))
 }
 
 // The request's parts, each used at a different step; a struct of them would only rename.
@@ -376,8 +393,8 @@ async fn run_in_session<K: PooledKernel>(
                 }
             }
             match start_kernel(pool, session, room, &abort, deadline).await? {
-                Some(kernel) => kernel,
-                None => return aborted_waiting_for_room(session, evaluation),
+                Ok(kernel) => kernel,
+                Err(why) => return aborted_before_kernel(session, evaluation, why),
             }
         }
     };
@@ -410,8 +427,9 @@ async fn run_in_session<K: PooledKernel>(
             }
             tracing::info!(key = %session.key, "kernel dead before the first cell; restarting");
             evaluation.prepare_restart();
-            let Some(kernel) = start_kernel(pool, session, room, &abort, deadline).await? else {
-                return aborted_waiting_for_room(session, evaluation);
+            let kernel = match start_kernel(pool, session, room, &abort, deadline).await? {
+                Ok(kernel) => kernel,
+                Err(why) => return aborted_before_kernel(session, evaluation, why),
             };
             evaluation.annotate(format!(
                 "The Python kernel ended before this call's first cell reached it ({exit}); a new one was started, the cells ran in it, and earlier state is gone."
@@ -437,8 +455,9 @@ async fn run_in_session<K: PooledKernel>(
             Ok(started) => started,
             Err(err) => return Ok(reset_failed(evaluation, err, deadline)),
         };
-        let Some(kernel) = started else {
-            return aborted_waiting_for_room(session, evaluation);
+        let kernel = match started {
+            Ok(kernel) => kernel,
+            Err(why) => return aborted_before_kernel(session, evaluation, why),
         };
         let turn = kernel.queue().turn().await;
         evaluation.run(&*kernel, &turn, &mut *on_event).await?;
@@ -465,23 +484,24 @@ async fn run_in_session<K: PooledKernel>(
     Ok(result)
 }
 
-/// Starts the session's kernel in `room`, or in room found for it. `None`: aborted while
-/// waiting for room.
+/// Starts the session's kernel in `room`, or in room found for it. `Err(Stopped)`: aborted
+/// before it was ready.
 async fn start_kernel<K: PooledKernel>(
     pool: &Arc<PoolInner<K>>,
     session: &Session<K>,
     room: Option<Slot>,
     abort: &AbortHandle,
     deadline: Option<tokio::time::Instant>,
-) -> Result<Option<Arc<K>>> {
+) -> Result<std::result::Result<Arc<K>, Stopped>> {
     let Some((config, load)) = pool.placed(&session.site, abort).await? else {
-        return Ok(None);
+        return Ok(Err(Stopped::WaitingForRoom));
     };
     tracing::info!(key = %session.key, "starting kernel");
     let mut config = until_deadline(&config, deadline);
     config.session_dir = session.dir.lock().unwrap().clone();
-    let Some(live) = pool.new_kernel(&config, room, abort, load).await? else {
-        return Ok(None);
+    let live = match pool.new_kernel(&config, room, abort, load).await? {
+        Ok(live) => live,
+        Err(why) => return Ok(Err(why)),
     };
     {
         // A session that has installed nothing yet takes its kernel's directory (a
@@ -496,7 +516,7 @@ async fn start_kernel<K: PooledKernel>(
     let kernel = live.kernel.clone();
     *session.kernel.lock().unwrap() = Some(live);
     session.had_kernel.store(true, Ordering::SeqCst);
-    Ok(Some(kernel))
+    Ok(Ok(kernel))
 }
 
 #[cfg(test)]
@@ -593,7 +613,7 @@ mod tests {
         assert_eq!(result.exit_code, None);
         assert_eq!(
             result.annotations,
-            ["eval request deadline of 2000ms passed during cell 1; it was interrupted and later cells did not run. The kernel remains running; reset it via { reset: true } if state appears corrupted."]
+            ["Command timed out after 2 s (the request's deadline) during cell 1; the kernel was interrupted and later cells did not run. It keeps its state: reset it with { reset: true } if that state looks corrupted."]
         );
         assert!(
             fakes.kernel(1000).alive(),
@@ -616,10 +636,11 @@ mod tests {
         assert!(result.timed_out && result.cancelled);
         assert_eq!(
             result.annotations,
-            [
-                "Cancelled while waiting for room in the pool; nothing ran.",
-                "eval request deadline of 2000ms passed before its next cell started; that cell and later ones did not run.",
-            ]
+            ["Command timed out after 2 s (the request's deadline) before its first cell started; nothing ran."]
+        );
+        assert_eq!(
+            result.output,
+            "[Command timed out after 2 s (the request's deadline) before its first cell started; nothing ran.]\n"
         );
         assert!(fakes.ran("1").is_empty());
         assert_eq!(fakes.spawned(), 1);
@@ -636,12 +657,18 @@ mod tests {
         slow.deadline = Some(Duration::from_secs(1));
         let asked = Instant::now();
         let result = pool.admit(slow).unwrap().run(|_, _| {}).await.unwrap();
-        assert_eq!(asked.elapsed(), Duration::from_millis(1001));
+        assert_eq!(
+            asked.elapsed(),
+            Duration::from_secs(1),
+            "stopped by the deadline"
+        );
         assert!(result.timed_out && result.cancelled);
+        assert_eq!(result.exit_code, None);
         assert_eq!(
             result.annotations,
-            ["eval request deadline of 1000ms passed before its next cell started; that cell and later ones did not run."]
+            ["Command timed out after 1 s (the request's deadline) before its first cell started; nothing ran."]
         );
+        assert!(!result.output.contains("(no output)"), "{}", result.output);
         assert!(fakes.ran("1").is_empty());
         assert_eq!(
             fakes.shut_down(),
