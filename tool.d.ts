@@ -37,6 +37,18 @@ export interface ToolContext {
   interpreter?: string | undefined
   /** The timeout when the model gives none; 0 is no limit. @default 30 (the pool's) */
   timeoutSeconds?: number | undefined
+  /**
+   * The longest a cell may run whatever the model asks, in seconds (an integer from 1 to
+   * 3600): a model's `timeout` above it, or 0 (no limit), is lowered to it, with a notice
+   * the model reads. The host's own `timeoutSeconds` is not lowered. @default none
+   */
+  maxTimeoutSeconds?: number | undefined
+  /** The host's id of this tool call, on every bridge call its cells make
+   *  (`BridgeCall.requestId`), so `onCall` can route it. */
+  requestId?: string | undefined
+  /** Host-mapped schemes for this call's `read()`/`write()` (`{ local: '/abs/dir' }`; see
+   *  `EvalRequest.uriRoots`). */
+  uriRoots?: Record<string, string> | undefined
   signal?: AbortSignal | undefined
   onEvent?: ((cellIndex: number, event: KernelEvent) => void) | undefined
   /** Sanitized output as it is built, with the index of the cell it is of (passed to

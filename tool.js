@@ -193,19 +193,33 @@ function sessionOf(request, ctx) {
 
 /** The `EvalRequest` for one call: the model's fields in the pool's names, the host's
  *  context (session, cwd, interpreter, signal, streaming) beside them. */
-function evalRequestOf(request, ctx) {
+function evalRequestOf(request, ctx, lowered) {
+  const bound = (what, seconds) => boundedTimeout(what, seconds, ctx.maxTimeoutSeconds, lowered)
   const evalRequest = {
     ...sessionOf(request, ctx),
-    cells: request.cells.map(({ code, title, timeout, reset }) => dropUndefined({ code, title, timeout, reset })),
-    timeoutSeconds: request.timeout ?? ctx.timeoutSeconds,
+    cells: request.cells.map(({ code, title, timeout, reset }, i) =>
+      dropUndefined({ code, title, timeout: bound(`cell ${i + 1}'s timeout`, timeout), reset })),
+    timeoutSeconds: request.timeout === undefined ? ctx.timeoutSeconds : bound('timeout', request.timeout),
     reset: request.reset,
     cwd: ctx.cwd,
     interpreter: ctx.interpreter,
+    requestId: ctx.requestId,
+    uriRoots: ctx.uriRoots,
     signal: ctx.signal,
     onEvent: ctx.onEvent,
     onOutput: ctx.onOutput,
   }
   return dropUndefined(evalRequest)
+}
+
+/** A model's timeout under the host's `maxTimeoutSeconds`: one above it, or 0 (no
+ *  limit), becomes it, and `lowered` gets the notice. */
+function boundedTimeout(what, seconds, max, lowered) {
+  if (seconds === undefined || max === undefined) return seconds
+  if (seconds !== 0 && seconds <= max) return seconds
+  const asked = seconds === 0 ? '0, no limit' : `${seconds}s`
+  lowered.push(`${what} lowered to ${max}s, the host's limit (asked: ${asked})`)
+  return max
 }
 
 function dropUndefined(object) {
@@ -337,7 +351,9 @@ function withNotices(parts, notices) {
  * Runs one tool call (an optional field set to `null` counts as absent, as a strict-mode
  * model sends it). `ctx.pool` is the `KernelPool`; the rest is optional:
  * `sessionId`/`ownerId` (the conversation), `cwd`, `interpreter`, `timeoutSeconds` (the
- * default when the model gives none), `signal`, `onEvent`, `onOutput` (the pool's), and
+ * default when the model gives none), `maxTimeoutSeconds` (the most the model may ask
+ * for, 0 included), `requestId` and `uriRoots` (the pool's, for this call), `signal`,
+ * `onEvent`, `onOutput` (the pool's), and
  * `images`: the budget images are sized to for the model (`fitImages`' options, the
  * originals kept in the pool's `artifactsDir`), or `false` to send them unchanged.
  *
@@ -360,11 +376,16 @@ async function handle(request, ctx) {
   if (ctx.sessionId !== undefined && (typeof ctx.sessionId !== 'string' || ctx.sessionId === '')) {
     throw coded('pykernel/tool handle(request, ctx): ctx.sessionId must be a non-empty string')
   }
+  const max = ctx.maxTimeoutSeconds
+  if (max !== undefined && !(Number.isInteger(max) && max >= 1 && max <= 3600)) {
+    throw coded(`pykernel/tool handle(request, ctx): ctx.maxTimeoutSeconds must be an integer from 1 to 3600, got ${String(max)}`)
+  }
   const imageOptions = await imageOptionsOf(ctx)
   request = withoutNulls(request)
   const problem = invalidRequest(request)
   if (problem) return refused(`Invalid ${name} tool input: ${problem}.`, 'ERR_INVALID_ARG')
-  const evalRequest = evalRequestOf(request, ctx)
+  const lowered = []
+  const evalRequest = evalRequestOf(request, ctx, lowered)
   let result
   try {
     result = await ctx.pool.execute(evalRequest)
@@ -373,7 +394,7 @@ async function handle(request, ctx) {
   }
   const { images, notices } = await imagesFor(result, imageOptions)
   return {
-    ...withNotices(partsOf(result), notices),
+    ...withNotices(partsOf(result), [...lowered, ...notices]),
     images,
     charts: result.charts ?? [],
     isError: result.exitCode !== 0,

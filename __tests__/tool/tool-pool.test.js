@@ -143,3 +143,37 @@ test("the tool's own artifact line is decided by the result, not by what the cel
   assert.equal(withId.text, 'x\n[full output (1 line): artifact://out]\n')
   assert.deepEqual(withId.notices, [])
 })
+
+test("ctx.maxTimeoutSeconds bounds the model's timeout, 0 included, and says so", async (t) => {
+  const pool = new KernelPool({ kernel, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const started = Date.now()
+  const r = await tool.handle({ cells: [{ code: 'import time\ntime.sleep(20)', timeout: 0 }] }, { pool, maxTimeoutSeconds: 1 })
+  assert.ok(Date.now() - started < 10_000, 'stopped by the host limit of 1 s')
+  assert.equal(r.details.timedOut, true)
+  assert.ok(r.notices.includes("cell 1's timeout lowered to 1s, the host's limit (asked: 0, no limit)"), r.text)
+  assert.match(r.text, /\[cell 1's timeout lowered to 1s, the host's limit \(asked: 0, no limit\)\]\n$/)
+  const within = await tool.handle({ cells: [{ code: '1' }], timeout: 1 }, { pool, maxTimeoutSeconds: 5 })
+  assert.deepEqual(within.notices, [], 'a timeout within the limit is left as asked')
+  const call = await tool.handle({ cells: [{ code: '2' }], timeout: 99 }, { pool, maxTimeoutSeconds: 5 })
+  assert.deepEqual(call.notices, ["timeout lowered to 5s, the host's limit (asked: 99s)"])
+  for (const bad of [0, 1.5, 3601, '5']) {
+    await assert.rejects(tool.handle({ cells: [{ code: '1' }] }, { pool, maxTimeoutSeconds: bad }), { code: 'ERR_INVALID_ARG' })
+  }
+})
+
+test('ctx.requestId and ctx.uriRoots reach the pool for the call', async (t) => {
+  const root = tempDir()
+  t.after(() => fs.rmSync(root, { recursive: true, force: true }))
+  const calls = []
+  const pool = new KernelPool({ kernel: { ...kernel, onCall: (call) => { calls.push(call); return 'ok' } }, prewarm: 0 })
+  t.after(() => pool.disposeAll())
+  const r = await tool.handle(
+    { cells: [{ code: 'write("local://note.txt", "hi")\ntool.ping()\nprint(read("local://note.txt"))' }] },
+    { pool, requestId: 'toolu_42', uriRoots: { local: root } },
+  )
+  assert.equal(r.isError, false, r.text)
+  assert.match(r.output, /^hi\n$/)
+  assert.equal(fs.readFileSync(path.join(root, 'note.txt'), 'utf8'), 'hi')
+  assert.deepEqual(calls.map((c) => [c.name, c.requestId]), [['ping', 'toolu_42']])
+})
