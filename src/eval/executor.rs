@@ -17,9 +17,9 @@ use crate::eval::agent_text::{AgentText, AgentTextOptions, AgentTextResult};
 use crate::eval::live::{LiveCell, OnOutput};
 use crate::eval::refusals::RefusalNotices;
 use crate::kernel::fifo::Turn;
-use crate::kernel::{AbortHandle, Caller, ExecuteRequest, Kernel, KERNEL_DIED};
+use crate::kernel::{AbortHandle, Caller, ExecuteRequest, Kernel};
 use crate::output::{notice_line, ArtifactSink, Image, OutputLimits};
-use crate::wire::events::{ExecuteOutcome, KernelEvent};
+use crate::wire::events::{ExecuteOutcome, KernelEvent, KERNEL_DIED};
 use crate::wire::protocol::SandboxPolicy;
 
 /// What cells run on: a [`Kernel`], or a stand-in for one in the session layer's unit

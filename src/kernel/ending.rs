@@ -18,9 +18,6 @@ use crate::wire::protocol::HostFrame;
 /// How long a confirmed shutdown waits for the kernel's private tmp to be removed.
 pub(super) const TMP_REMOVAL_WAIT: Duration = Duration::from_secs(2);
 
-/// The `ename` of the error a cell ends with when its kernel died under it.
-pub const KERNEL_DIED: &str = "KernelDied";
-
 impl Kernel {
     /// The frame stream ended without `done`: the kernel died (or stopped talking, in
     /// which case it is of no further use and is killed). State how it ended: by the
@@ -53,7 +50,7 @@ impl Kernel {
         };
         let tail = self.stderr_tail().await.0;
         outcome.error = Some(ErrorInfo {
-            ename: KERNEL_DIED.into(),
+            ename: crate::wire::events::KERNEL_DIED.into(),
             evalue,
             traceback: tail.lines().map(str::to_string).collect(),
         });

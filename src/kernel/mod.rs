@@ -53,7 +53,6 @@ pub use self::config::{
     KernelConfig, ShutdownOutcome, StartMode, DEFAULT_LINK_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_STARTUP_TIMEOUT, DEFAULT_STATUS_MIME, INTERRUPT_ESCALATION, PRELOAD_WAIT,
 };
-pub use self::ending::KERNEL_DIED;
 
 /// One Python process and the connection to it. Made by `start`; every method that
 /// talks to the runner takes `&self`, so a pool shares a kernel as an `Arc`.

@@ -250,7 +250,7 @@ impl RunsCells for FakeKernel {
             );
             outcome.kernel_died = true;
             outcome.error = Some(ErrorInfo {
-                ename: crate::kernel::KERNEL_DIED.into(),
+                ename: crate::wire::events::KERNEL_DIED.into(),
                 evalue,
                 traceback: Vec::new(),
             });

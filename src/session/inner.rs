@@ -14,7 +14,7 @@ use crate::kernel::{AbortHandle, KernelConfig};
 use crate::session::config::{PoolConfig, PoolRequest};
 use crate::session::key::{checked_cwd, SessionKey};
 use crate::session::live::{end_kernel, LiveKernel, Spares};
-use crate::session::per_call::PerCalls;
+use crate::session::per_calls::PerCalls;
 use crate::session::placement::{Load, Placer, SessionRef};
 use crate::session::pooled::PooledKernel;
 use crate::session::site::{Site, Unplaced};

@@ -44,8 +44,10 @@
 //!   wait), and keeping spares ready.
 //! - `run.rs`: running an admitted request: turns, starting and restarting the session's
 //!   kernel, resets, the request's deadline.
-//! - `per_call.rs`: a `per-call` request's own kernels, and the ones running, which
-//!   disposal stops.
+//! - `per_call.rs`: a `per-call` request's own kernels.
+//! - `per_calls.rs`: the `per-call` requests running now, which disposal stops.
+//! - `request_end.rs`: a request ended short of its cells (aborted before its kernel was
+//!   ready, a reset's kernel that did not start), and starts bounded by its deadline.
 //! - `maintain.rs`: idle eviction, the heartbeat, retries of unconfirmed shutdowns.
 //! - `pool.rs`: the pool itself: admission, `sessions`, disposal and `reopen`.
 
@@ -57,9 +59,11 @@ pub mod key;
 mod live;
 mod maintain;
 mod per_call;
+mod per_calls;
 pub mod placement;
 pub mod pool;
 pub mod pooled;
+mod request_end;
 mod room;
 mod run;
 mod site;

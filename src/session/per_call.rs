@@ -1,82 +1,19 @@
 //! `per-call` requests: a fresh kernel for the request, ended after it (a cell asking for
-//! a reset gets another); and the ones running now ([`PerCalls`]), which are no session's,
-//! so that disposal of the pool can stop them and end their kernels.
+//! a reset gets another), each kept in the pool's
+//! [`PerCalls`](crate::session::per_calls::PerCalls) while it runs.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use tokio::sync::Notify;
 
 use crate::error::{KernelError, Result};
 use crate::eval::executor::{Cell, EvalOptions, EvalResult, Evaluation};
 use crate::kernel::AbortHandle;
 use crate::session::inner::PoolInner;
+use crate::session::per_calls::Running;
 use crate::session::pooled::PooledKernel;
-use crate::session::run::{reset_failed, stopped, until_deadline};
+use crate::session::request_end::{reset_failed, stopped, until_deadline};
 use crate::session::site::Site;
 use crate::wire::events::KernelEvent;
-
-/// The `per-call` requests running now: each one's abort, and its kernel while it has one.
-pub(super) struct PerCalls<K> {
-    running: Mutex<HashMap<u64, Running<K>>>,
-    next: AtomicU64,
-    /// A request's entry gone.
-    ended: Notify,
-}
-
-struct Running<K> {
-    abort: Arc<AbortHandle>,
-    kernel: Option<Arc<K>>,
-}
-
-impl<K> Default for PerCalls<K> {
-    fn default() -> Self {
-        PerCalls {
-            running: Mutex::default(),
-            next: AtomicU64::new(0),
-            ended: Notify::new(),
-        }
-    }
-}
-
-impl<K: PooledKernel> PerCalls<K> {
-    /// Stops every running request (as its abort would) and shuts their kernels down,
-    /// each step waiting `grace`; then waits for the requests to end, for the rest of
-    /// `budget`. What a request does once stopped (its kernel ended through the pool, its
-    /// room given back once it is gone) is its own.
-    pub(super) async fn stop_all(&self, grace: Duration, budget: Duration) {
-        let started = tokio::time::Instant::now();
-        let kernels: Vec<Arc<K>> = {
-            let running = self.running.lock().unwrap();
-            running
-                .values()
-                .filter_map(|r| {
-                    r.abort.abort();
-                    r.kernel.clone()
-                })
-                .collect()
-        };
-        let shutdowns: Vec<_> = kernels
-            .into_iter()
-            .map(|kernel| tokio::spawn(async move { kernel.shutdown(grace).await }))
-            .collect();
-        for shutdown in shutdowns {
-            let _ = shutdown.await;
-        }
-        let _ = tokio::time::timeout_at(started + budget, async {
-            loop {
-                let ended = self.ended.notified();
-                if self.running.lock().unwrap().is_empty() {
-                    return;
-                }
-                ended.await;
-            }
-        })
-        .await;
-    }
-}
 
 /// A request's entry in [`PerCalls`], removed when it is dropped.
 struct Entry<K: PooledKernel> {

@@ -11,7 +11,7 @@ use crate::session::config::{clamp_timeout, clamp_timeout_ms, PoolConfig, PoolMo
 use crate::session::inner::PoolInner;
 use crate::session::key::{checked_cwd, session_key};
 use crate::session::maintain::maintain;
-use crate::session::per_call::PerCalls;
+use crate::session::per_calls::PerCalls;
 use crate::session::placement::Placer;
 use crate::session::pooled::{PooledKernel, Spawner};
 use crate::session::run::{Admission, Target};

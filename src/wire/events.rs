@@ -7,6 +7,9 @@ use serde_json::{json, Map, Value};
 
 use crate::wire::protocol::{DoneStatus, RunnerFrame};
 
+/// The `ename` of the error a cell ends with when its kernel died under it.
+pub const KERNEL_DIED: &str = "KernelDied";
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum KernelEvent {
     Stdout(String),
