@@ -104,10 +104,11 @@ function parseArgs(argv) {
   }
   if (values.timeout !== undefined) {
     const seconds = Number(values.timeout)
-    if (!values.timeout.trim() || !Number.isFinite(seconds) || seconds <= 0) {
-      throw new UsageError(`--timeout must be a positive number of seconds, got '${values.timeout}'`)
+    if (!values.timeout.trim() || !Number.isFinite(seconds) || seconds < 0) {
+      throw new UsageError(`--timeout must be a number of seconds (0: no limit), got '${values.timeout}'`)
     }
-    opts.timeoutMs = Math.max(1, Math.round(seconds * 1000))
+    // 0 is no limit, as the library's `timeoutMs: 0`; any other value is at least 1 ms.
+    opts.timeoutMs = seconds === 0 ? 0 : Math.max(1, Math.round(seconds * 1000))
   }
   if (values.cwd !== undefined) opts.cwd = kernelCwd(values.cwd, opts.launcher)
   return { opts, positional: positionals, script }

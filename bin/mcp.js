@@ -246,7 +246,8 @@ const MISSING_SDK = `pykernel mcp needs the MCP SDK: npm install ${SDK} (through
 
 /**
  * The server for `pool`, whose kernels `kernel` (the pool's kernel options) describes.
- * `timeoutSeconds` is the default of a call that gives none (undefined: the pool's, 30).
+ * `timeoutSeconds` is the default of a call that gives none (undefined: the pool's, 30;
+ * 0: no limit).
  * Throws `ERR_MCP_SDK_MISSING` when the SDK is not installed.
  */
 function createServer(pool, { kernel = {}, timeoutSeconds, imageBudget } = {}) {
@@ -262,8 +263,10 @@ function createServer(pool, { kernel = {}, timeoutSeconds, imageBudget } = {}) {
       instructions: `Run Python with the ${tool.name} tool; state persists per session. Its full guide is the resource ${GUIDE_URI}.`,
     },
   )
-  // The description states the timeout a call gets: the pool clamps it to 1..3600 s.
-  const tools = [pythonTool(kernel, Math.min(3600, Math.max(1, timeoutSeconds ?? 30))), RESET_TOOL, LIST_TOOL]
+  // The description states the timeout a call gets: the pool clamps it to 1..3600 s, and
+  // 0 (`--timeout 0`) is no limit.
+  const described = timeoutSeconds === 0 ? 0 : Math.min(3600, Math.max(1, timeoutSeconds ?? 30))
+  const tools = [pythonTool(kernel, described), RESET_TOOL, LIST_TOOL]
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }))
 

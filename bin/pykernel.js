@@ -35,6 +35,7 @@ Options (for run, -c and -, before the file or code: what follows it is the scri
                        ("docker exec -i box", "ssh -T gpu-1") or a JSON array;
                        --python is then the far side's (default python3)
   --timeout <seconds>  interrupt a cell (or script) that runs longer than this
+                       (0: no limit; mcp: the default of a call that gives none)
   --writable <dir>     let the kernel write this directory too (repeatable); 'all':
                        wherever you may write. By default it writes only the working
                        directory (its .git read-only), its TMPDIR and its own installs

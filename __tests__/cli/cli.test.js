@@ -419,6 +419,13 @@ test('--timeout interrupts a long cell and exits 1', async () => {
   assert.ok(Date.now() - started < 10000)
 })
 
+test('--timeout 0 is no limit, as the library\'s timeoutMs: 0', async () => {
+  const r = await cli(['exec', 'import time\ntime.sleep(0.3)\nprint("done")', '--timeout', '0', ...pythonArgs])
+  assert.equal(r.stderr, '')
+  assert.equal(r.stdout, 'done\n')
+  assert.equal(r.code, 0)
+})
+
 test('Ctrl-C interrupts the running cell and exits 130', async () => {
   const r = await pressCtrlC('import time\nprint("ready", flush=True)\ntime.sleep(30)', 1)
   assert.equal(r.code, 130)
@@ -583,7 +590,8 @@ test('--version and -V print the package version and exit 0', async () => {
 test('a usage error is one line on stderr and exits 2', async () => {
   const cases = [
     [['exec', '--frobnicate', 'print(1)'], "unknown option '--frobnicate'"],
-    [['exec', 'print(1)', '--timeout', 'soon'], "--timeout must be a positive number of seconds, got 'soon'"],
+    [['exec', 'print(1)', '--timeout', 'soon'], "--timeout must be a number of seconds (0: no limit), got 'soon'"],
+    [['exec', 'print(1)', '--timeout=-1'], "--timeout must be a number of seconds (0: no limit), got '-1'"],
     [['exec', 'print(1)', '--python'], '--python needs a value'],
     [['exec'], 'exec takes exactly one argument: the code to run (quote it)'],
     [['frobnicate'], "unknown command 'frobnicate'"],

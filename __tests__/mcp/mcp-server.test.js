@@ -143,6 +143,15 @@ test('--timeout: the default of a call that gives none, in the description too; 
   assert.equal(textOf(own), 'slept\n', 'the session kept its import, and the call its own timeout')
 })
 
+test('--timeout 0: calls that give none run without a limit, and the description says so', async (t) => {
+  const client = await connect(t, ['--timeout', '0'])
+  const [{ description }] = (await client.listTools()).tools
+  assert.match(description, /^- Time: a cell runs without a time limit unless the call gives "timeout" seconds/m)
+  const r = await run(client, { cells: [{ code: 'import time\ntime.sleep(1.2)\nprint("slept")' }] })
+  assert.equal(textOf(r), 'slept\n')
+  assert.equal(r.isError, false)
+})
+
 test('without the SDK installed, pykernel mcp says what to install on one line and exits 2', (t) => {
   // The package's files where no node_modules is above them, as after `npm install
   // pykernel` alone.
