@@ -82,8 +82,10 @@ export interface StandInKernel {
   readonly ended: Promise<StandInExit>
   /** Settles when `onStart` has. */
   readonly started: Promise<unknown> | null
-  /** Resolves with the running cell once one runs (at once if one does). */
-  untilBusy(): Promise<StandInCell>
+  /** Resolves with the running cell once one runs (at once if one does). Rejects with
+   *  `code: 'ERR_STAND_IN_WAIT'` when the kernel ends first, or after `timeoutMs`
+   *  (default 10 000) without a cell. */
+  untilBusy(options?: { timeoutMs?: number }): Promise<StandInCell>
   ignore(what: StandInIgnore): this
   /** To the running cell (dropped when none runs). */
   stdout(text: string): void
@@ -128,8 +130,13 @@ export interface StandInFake extends StandInScript {
   readonly running: StandInKernel[]
   /** `exit` frames over every kernel. */
   readonly exitRequests: number
-  /** The `n`-th kernel (from 1), once it has started. */
-  kernel(n: number): Promise<StandInKernel>
+  /** Messages from a stand-in process that could not be read; each such process was
+   *  cut off, and its kernel ends as one whose link was lost. */
+  readonly errors: Error[]
+  /** The `n`-th kernel (from 1), once it has started. Rejects with
+   *  `code: 'ERR_STAND_IN_WAIT'` after `timeoutMs` (default 10 000), or when `close()`
+   *  comes first. */
+  kernel(n: number, options?: { timeoutMs?: number }): Promise<StandInKernel>
   /** Ends every stand-in and removes the controller's private directory. */
   close(): Promise<void>
 }

@@ -26,6 +26,21 @@ const STAND_IN = path.join(__dirname, 'testing', 'stand-in.js')
 const CLOSE_WAIT_MS = 2_000
 /** How long a stand-in that is gone waits to be reaped before it counts as ended. */
 const REAP_WAIT_MS = 2_000
+/** How long `kernel(n)` and `untilBusy()` wait by default: a kernel that never starts, or
+ *  a cell that never comes, fails the test that waits rather than holding it forever. */
+const WAIT_MS = 10_000
+
+/** `{ timeoutMs }` of a wait, checked. */
+function waitMs(options, what) {
+  const ms = options?.timeoutMs ?? WAIT_MS
+  if (!Number.isFinite(ms) || ms <= 0) throw new TypeError(`pykernel/testing: ${what}'s timeoutMs must be a positive number, got ${String(ms)}`)
+  return ms
+}
+
+/** An error a wait rejects with: `ERR_STAND_IN_WAIT`, saying what did not happen. */
+function waitError(message) {
+  return Object.assign(new Error(`pykernel/testing: ${message}`), { code: 'ERR_STAND_IN_WAIT' })
+}
 
 /** The controllers' directories not yet removed: removed when this process exits, also
  *  for a test that never called `close()`. */
@@ -136,10 +151,29 @@ class StandIn {
     return this.running !== null
   }
 
-  /** Resolves with the running cell once one runs (at once if one does). */
-  untilBusy() {
+  /** Resolves with the running cell once one runs (at once if one does); rejects when
+   *  the kernel ends first, or after `timeoutMs` (default 10 s) without one. */
+  untilBusy(options) {
+    const ms = waitMs(options, 'untilBusy()')
     if (this.running) return Promise.resolve(this.running)
-    return new Promise((resolve) => this.busyWaiters.push(resolve))
+    if (this.exit || this.closing) return Promise.reject(waitError(`kernel ${this.ordinal} ended; no cell will run on it`))
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        resolve: (cell) => {
+          clearTimeout(timer)
+          resolve(cell)
+        },
+        reject: (err) => {
+          clearTimeout(timer)
+          reject(err)
+        },
+      }
+      const timer = setTimeout(() => {
+        this.busyWaiters = this.busyWaiters.filter((w) => w !== waiter)
+        reject(waitError(`no cell ran on kernel ${this.ordinal} within ${ms} ms`))
+      }, ms)
+      this.busyWaiters.push(waiter)
+    })
   }
 
   /** Makes the stand-in ignore what it would otherwise obey. `shutdown: true` is all of
@@ -244,6 +278,7 @@ class StandIn {
   async closed() {
     if (this.exit || this.closing) return
     this.closing = true
+    for (const waiter of this.busyWaiters.splice(0)) waiter.reject(waitError(`kernel ${this.ordinal} ended before a cell ran`))
     // Not ended by its script: the host killed it (the link cut after an in-band
     // SIGKILL, a start that was given up) or the fake was closed.
     const exit = this.ending ?? { code: null, signal: 'SIGKILL', reason: 'killed' }
@@ -332,7 +367,7 @@ class StandIn {
     this.cells.push(cell)
     this.running = cell
     this.write({ type: 'started', id: cell.id })
-    for (const resolve of this.busyWaiters.splice(0)) resolve(cell)
+    for (const waiter of this.busyWaiters.splice(0)) waiter.resolve(cell)
     const script = this.fake.onExecute
     Promise.resolve()
       .then(() => (script ? script(cell, this) : undefined))
@@ -400,15 +435,36 @@ async function createStandInKernel(options = {}) {
     get exitRequests() {
       return kernels.reduce((n, k) => n + k.exitRequests, 0)
     },
-    /** Resolves with the `n`-th kernel (1-based) once it has started. */
-    kernel(n) {
-      return new Promise((resolve) => {
-        const look = () => (kernels[n - 1] ? resolve(kernels[n - 1]) : waiting.push(look))
+    /** Messages from a stand-in process that could not be read; each such process was
+     *  cut off (its kernel then ends as one whose link was lost). */
+    errors: [],
+    /** Resolves with the `n`-th kernel (1-based) once it has started; rejects after
+     *  `timeoutMs` (default 10 s), or when the controller is closed first. */
+    kernel(n, options) {
+      if (!Number.isInteger(n) || n < 1) throw new TypeError(`pykernel/testing: kernel(n) takes a whole number from 1, got ${String(n)}`)
+      const ms = waitMs(options, 'kernel(n)')
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiting = waiting.filter((w) => w !== look)
+          reject(waitError(`kernel ${n} did not start within ${ms} ms (${kernels.length} started)`))
+        }, ms)
+        const look = (closedError) => {
+          if (closedError) {
+            clearTimeout(timer)
+            reject(closedError)
+          } else if (kernels[n - 1]) {
+            clearTimeout(timer)
+            resolve(kernels[n - 1])
+          } else {
+            waiting.push(look)
+          }
+        }
         look()
       })
     },
     /** Ends every stand-in and removes the socket's directory. */
     async close() {
+      for (const look of waiting.splice(0)) look(waitError('the controller was closed'))
       const closed = new Promise((resolve) => server.close(() => resolve()))
       for (const socket of sockets) socket.destroy()
       await closed
@@ -434,8 +490,19 @@ async function createStandInKernel(options = {}) {
     socket.on('data', (text) => {
       buffered += text
       for (let nl = buffered.indexOf('\n'); nl !== -1; nl = buffered.indexOf('\n')) {
-        const message = JSON.parse(buffered.slice(0, nl))
+        const line = buffered.slice(0, nl)
         buffered = buffered.slice(nl + 1)
+        let message, frame
+        try {
+          message = JSON.parse(line)
+          if (message?.op === 'frame') frame = JSON.parse(message.line)
+        } catch (err) {
+          // Our own stand-in writes these lines; one that cannot be read is a broken
+          // process, not a reason to throw in this process's event loop.
+          fake.errors.push(new Error(`pykernel/testing: unreadable message from a stand-in (${err.message}): ${line.slice(0, 200)}`))
+          socket.destroy()
+          return
+        }
         if (message.op === 'hello') {
           kernel = new StandIn(fake, socket, message, kernels.length + 1)
           kernels.push(kernel)
@@ -445,7 +512,7 @@ async function createStandInKernel(options = {}) {
           waiting = []
           for (const look of woken) look()
         } else if (kernel && message.op === 'frame') {
-          kernel.frame(JSON.parse(message.line))
+          kernel.frame(frame)
         } else if (kernel && message.op === 'inputClosed') {
           kernel.inputClosed?.()
         } else if (kernel && message.op === 'stdinEnd') {

@@ -216,3 +216,43 @@ test('a kernel whose link goes silent (its heartbeats unanswered) is ended by th
   assert.match(lost.error.evalue, /the link to the kernel was lost/)
   assert.equal((await fake.kernels[0].ended).reason, 'killed')
 })
+
+test('waits that cannot be met fail the test, never hold it: kernel(n), untilBusy(), an unreadable message', async (t) => {
+  const fake = await standIn(t)
+  // No kernel ever starts: kernel(n) rejects after its timeout, and on close() too.
+  const never = fake.kernel(1, { timeoutMs: 100 })
+  await assert.rejects(never, { code: 'ERR_STAND_IN_WAIT', message: /kernel 1 did not start within 100 ms \(0 started\)/ })
+  assert.throws(() => fake.kernel(0), TypeError)
+
+  const kernel = await Kernel.start({ launcher: fake.launcher })
+  const first = await fake.kernel(1)
+  // A kernel with no cell: untilBusy() rejects after its timeout, and as soon as the
+  // kernel ends.
+  await assert.rejects(first.untilBusy({ timeoutMs: 100 }), { code: 'ERR_STAND_IN_WAIT', message: /no cell ran on kernel 1 within 100 ms/ })
+  const started = Date.now()
+  const waiting = assert.rejects(first.untilBusy({ timeoutMs: 60_000 }), { code: 'ERR_STAND_IN_WAIT', message: /kernel 1 ended before a cell ran/ })
+  await kernel.shutdown()
+  await waiting
+  assert.ok(Date.now() - started < 30_000)
+  await assert.rejects(first.untilBusy(), { message: /kernel 1 ended; no cell will run on it/ })
+
+  // A line on the controller's socket that is not JSON: recorded, that connection cut,
+  // the controller still serves the next kernel.
+  const net = require('node:net')
+  const socketPath = fake.launcher[2]
+  await new Promise((resolve, reject) => {
+    const s = net.connect(socketPath, () => s.write('{not json\n'))
+    s.on('close', resolve)
+    s.on('error', reject)
+  })
+  assert.equal(fake.errors.length, 1)
+  assert.match(fake.errors[0].message, /unreadable message from a stand-in/)
+  const again = await Kernel.start({ launcher: fake.launcher })
+  t.after(() => again.shutdown())
+  assert.equal((await again.execute('1')).status, 'ok')
+  assert.equal(fake.starts, 2)
+
+  const closing = assert.rejects(fake.kernel(3, { timeoutMs: 60_000 }), { message: /the controller was closed/ })
+  await fake.close()
+  await closing
+})
