@@ -362,15 +362,25 @@ test('agent text options: onOutput, artifactId, includeFigureText, readArtifact'
   })
 
   await t.test('a line left unfinished reaches onOutput after a quiet interval, before its cell ends', async () => {
-    // The host's marker goes in at 1 s: the '50%' before it (sent ~200 ms after it was
-    // written), the rest after it (the cell sleeps 1.5 s).
+    // The cell waits (up to 20 s) for a file the host makes when '50%' reaches onOutput,
+    // then ends its line: the marker is in the log only if the unfinished line came while
+    // the cell ran, however slow the machine.
+    const here = (await kernel.evaluate([cell('import os\nprint(os.getcwd())')])).output.trim()
+    const flag = path.join(here, `.flushed-${process.pid}`)
+    t.after(() => fs.rmSync(flag, { force: true }))
     const log = []
-    const marker = setTimeout(() => log.push(['marker']), 1000)
     const r = await kernel.evaluate(
-      [cell("import sys, time\nsys.stdout.write('50%')\ntime.sleep(1.5)\nprint(' done')")],
-      { onOutput: (chunk, cellIndex) => { log.push([chunk, cellIndex]) } },
+      [cell(`import os, sys, time\nsys.stdout.write('50%')\nend = time.time() + 20\nwhile not os.path.exists(${JSON.stringify(flag)}) and time.time() < end:\n    time.sleep(0.02)\nprint(' done')`)],
+      {
+        onOutput: (chunk, cellIndex) => {
+          log.push([chunk, cellIndex])
+          if (chunk === '50%') {
+            fs.writeFileSync(flag, '')
+            log.push(['marker'])
+          }
+        },
+      },
     )
-    clearTimeout(marker)
     assert.equal(r.output, '50% done\n')
     assert.deepEqual(log, [['50%', 0], ['marker'], [' done\n', 0]])
 
