@@ -234,3 +234,120 @@ describe('the recipes of docs/launchers.md, through stand-in tools', () => {
     assert.ok(await gone([...bobPids, ...alicePids2]), 'a kernel is left running')
   })
 })
+
+// ------------------------------------------------------------------ podman for real
+
+/** What stops podman here, or null: it is missing, or no container starts. */
+let podmanProblem = onPath('podman') ? null : 'podman is not installed (Debian: apt-get install podman)'
+
+/**
+ * The `podman run` options under which a container starts on this machine, trying the
+ * default runtime, then runc: crun 1.8 refuses a host whose cgroup v2 hierarchy has a
+ * controller beside v1 ones ("cgroups in hybrid mode not supported"), runc does not. And
+ * podman's default ulimits (nofile 1048576, nproc at podman's own) need CAP_SYS_RESOURCE
+ * when they exceed the hard limits here: then the host's own limits are given.
+ */
+function podmanRunOptions(rootfs) {
+  const hard = (name) => {
+    const line = fs.readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith(name))
+    const v = line.trim().split(/\s{2,}/)[2]
+    return v === 'unlimited' ? null : Number(v)
+  }
+  const nofile = hard('Max open files')
+  const nproc = Math.min(hard('Max processes') ?? 32768, 32768)
+  const ulimits = [[], [...(nofile ? ['--ulimit', `nofile=${nofile}:${nofile}`] : []), '--ulimit', `nproc=${nproc}:${nproc}`]]
+  const runtimes = [[], ...(onPath('runc') ? [['--runtime', 'runc']] : [])]
+  const errors = []
+  for (const runtime of runtimes) {
+    for (const limits of ulimits) {
+      const opts = { global: runtime, run: [...limits, '--network', 'none', '-v', '/usr:/usr:ro'] }
+      const r = spawnSync('podman', [...opts.global, 'run', '--rm', ...opts.run, '--rootfs', rootfs, 'true'], { encoding: 'utf8', timeout: 60_000 })
+      if (r.status === 0) return opts
+      errors.push(`podman ${[...runtime, 'run', ...limits].join(' ')}: ${(r.stderr || r.error?.message || '').trim()}`)
+    }
+  }
+  throw new Error(`no container starts here:\n${errors.join('\n')}`)
+}
+
+/** A root filesystem of nothing but this machine's /usr (bound read-only at run). */
+function makeRootfs() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-rootfs-'))
+  fs.chmodSync(dir, 0o755) // the container's `/`: the recipe's `-u 1000` must get through it
+  for (const d of ['usr', 'etc', 'proc', 'dev', 'sys', 'work', 'tmp']) fs.mkdirSync(path.join(dir, d))
+  fs.chmodSync(path.join(dir, 'tmp'), 0o1777)
+  for (const l of ['bin', 'lib', 'lib64', 'sbin']) fs.symlinkSync(`usr/${l}`, path.join(dir, l))
+  fs.writeFileSync(path.join(dir, 'etc', 'passwd'), 'root:x:0:0:root:/root:/bin/sh\n')
+  fs.writeFileSync(path.join(dir, 'etc', 'group'), 'root:x:0:\n')
+  return dir
+}
+
+describe('the podman recipes through a real podman', () => {
+  const name = `pykernel-recipe-${process.pid}`
+  let rootfs
+  let options
+  before(() => {
+    if (podmanProblem) return
+    if (!fs.existsSync('/usr/bin/python3')) {
+      podmanProblem = 'the container is made of /usr, which has no python3'
+      return
+    }
+    rootfs = makeRootfs()
+    try {
+      options = podmanRunOptions(rootfs)
+      const r = spawnSync('podman', [...options.global, 'run', '-d', '--init', ...options.run, '--name', name, '--rootfs', rootfs, 'sleep', 'infinity'], { encoding: 'utf8', timeout: 60_000 })
+      if (r.status !== 0) throw new Error(r.stderr)
+    } catch (e) {
+      podmanProblem = `podman cannot run a container on this machine: ${e.message}`
+    }
+  })
+  after(() => {
+    if (rootfs) {
+      spawnSync('podman', ['rm', '-f', '-t', '0', name], { stdio: 'ignore', timeout: 60_000 })
+      fs.rmSync(rootfs, { recursive: true, force: true })
+    }
+  })
+
+  /** The container's processes (their command lines), as podman reports them. */
+  const processes = () => spawnSync('podman', ['top', name, 'args'], { encoding: 'utf8' }).stdout.trim().split('\n').slice(1).map((l) => l.trim())
+  const idle = ['/run/podman-init -- sleep infinity', 'sleep infinity']
+  const podmanRecipes = () => RECIPES.filter((a) => a[0] === 'podman')
+
+  test('each podman recipe, its container renamed: a cell runs inside, and shutdown leaves only the container', async (t) => {
+    if (podmanProblem) return t.skip(podmanProblem)
+    assert.ok(podmanRecipes().length >= 2)
+    for (const recipe of podmanRecipes()) {
+      const launcher = [...recipe.slice(0, -1), name]
+      const kernel = await Kernel.start({ launcher }) // interpreter: python3, the container's
+      try {
+        const r = await kernel.execute(`import os, subprocess
+subprocess.Popen(["sleep", "1000"], start_new_session=True)
+print(open("/proc/1/cmdline").read().split("\\0")[0], os.getuid(), os.getcwd())`)
+        assert.equal(r.status, 'ok', JSON.stringify(r.error))
+        const [init, uid, cwd] = r.stdout.trim().split(' ')
+        assert.equal(init, '/run/podman-init', 'the cell ran in the container')
+        const w = recipe.indexOf('-w')
+        const u = recipe.indexOf('-u')
+        assert.equal(uid, u < 0 ? '0' : recipe[u + 1], launcher.join(' '))
+        if (w >= 0) assert.equal(cwd, recipe[w + 1], launcher.join(' '))
+        assert.equal(kernel.interpreter, '/usr/bin/python3')
+      } finally {
+        await kernel.shutdown()
+      }
+      // The kernel, its supervisor and the cell's `sleep` in a session of its own: gone.
+      assert.ok(await waitFor(() => JSON.stringify(processes()) === JSON.stringify(idle), { timeoutMs: 10_000 }), `${launcher.join(' ')}: left ${JSON.stringify(processes())}`)
+    }
+  })
+
+  test("the podman client killed: the supervisor ends the kernel when its stdin closes", async (t) => {
+    if (podmanProblem) return t.skip(podmanProblem)
+    const kernel = await Kernel.start({ launcher: [...podmanRecipes()[0].slice(0, -1), name] })
+    try {
+      assert.equal((await kernel.execute('1+1')).result['text/plain'], '2')
+      assert.ok(processes().length > idle.length, JSON.stringify(processes()))
+      process.kill(kernel.pid, 'SIGKILL')
+      assert.ok(await waitFor(() => JSON.stringify(processes()) === JSON.stringify(idle), { timeoutMs: 10_000 }), `left ${JSON.stringify(processes())}`)
+    } finally {
+      await kernel.shutdown().catch(() => {})
+    }
+  })
+})
