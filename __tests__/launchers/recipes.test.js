@@ -235,6 +235,31 @@ describe('the recipes of docs/launchers.md, through stand-in tools', () => {
   })
 })
 
+// ------------------------------------------------------------------ the real kubectl's reading
+
+test("the agent-sandbox block's jsonpath expressions, read by a real kubectl offline", (t) => {
+  if (!onPath('kubectl')) return t.skip('kubectl is not installed: only the stand-in read them')
+  const block = jsBlocks.find((b) => b.includes("kind: 'SandboxClaim'"))
+  // The words as the JavaScript string literals make them (`\\.` is `\.`).
+  const paths = [...block.matchAll(/'(jsonpath=[^']*)'/g)].map((m) => m[1].replace(/\\\\/g, '\\'))
+  assert.equal(paths.length, 2, block)
+  // One object with both fields, as kubectl would print a claim's status and a sandbox's
+  // annotations: each expression must pick its own.
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'pykernel-jsonpath-')), 'object.json')
+  t.after(() => fs.rmSync(path.dirname(file), { recursive: true, force: true }))
+  fs.writeFileSync(file, JSON.stringify({
+    apiVersion: 'v1', kind: 'ConfigMap',
+    metadata: { name: 'x', namespace: 'agents', annotations: { 'agents.x-k8s.io/pod-name': 'pod-1' } },
+    status: { sandbox: { name: 'sandbox-1' } },
+  }))
+  for (const expr of paths) {
+    // `label --local` prints the object it would send, through `-o`, without a server.
+    const r = spawnSync('kubectl', ['label', '--local', '-f', file, 'probe=1', '-o', expr], { encoding: 'utf8', env: { ...process.env, KUBECONFIG: '/dev/null' }, timeout: 30_000 })
+    assert.equal(r.status, 0, r.stderr)
+    assert.equal(r.stdout, expr.includes('.status.') ? 'sandbox-1' : 'pod-1', expr)
+  }
+})
+
 // ------------------------------------------------------------------ podman for real
 
 /** What stops podman here, or null: it is missing, or no container starts. */
