@@ -203,6 +203,12 @@ function bundleLines(bundle, images) {
   return lines
 }
 
+/** An error event as python prints it: its traceback, else its name and value. */
+function printError(event) {
+  const tb = Array.isArray(event.traceback) ? event.traceback.join('') : ''
+  errLine(tb || `${event.ename}: ${event.evalue}`)
+}
+
 /**
  * Event printer for one cell. `repl` prefixes the result with Out[N]. A `script`'s
  * SystemExit is its exit status, not an error to show (run_script.py printed any message).
@@ -219,6 +225,7 @@ function makePrinter({ json, images, repl, script }) {
     }
   }
   let resultBundle
+  let heldError
   return {
     onEvent(event) {
       switch (event.type) {
@@ -237,11 +244,11 @@ function makePrinter({ json, images, repl, script }) {
           resultBundle = event.bundle
           break
         case 'error': {
-          // A dead kernel is reported once, when the cell's promise resolves.
-          if (event.ename === KERNEL_DIED) break
-          if (script && event.ename === 'SystemExit') break
-          const tb = Array.isArray(event.traceback) ? event.traceback.join('') : ''
-          errLine(tb || `${event.ename}: ${event.evalue}`)
+          // A dead kernel is reported once, when the cell's promise resolves. Only the
+          // result says whether this is that report or the cell's own exception of the
+          // same name: held until then.
+          if (event.ename === KERNEL_DIED) heldError = event
+          else if (!(script && event.ename === 'SystemExit')) printError(event)
           break
         }
         case 'status':
@@ -255,6 +262,7 @@ function makePrinter({ json, images, repl, script }) {
       }
     },
     done(result) {
+      if (heldError && !result.kernelDied) printError(heldError)
       const bundle = resultBundle || result.result
       if (bundle) {
         const lines = bundleLines(bundle, images)

@@ -109,6 +109,16 @@ test('an exception exits 1 with the traceback on stderr', async () => {
   assert.match(r.stderr, /ValueError: x/)
 })
 
+test("a cell's own KernelDied is printed as any exception is; only a real death is reported as one", async () => {
+  const r = await cli(['exec', "class KernelDied(Exception): pass\nraise KernelDied('mine')", ...pythonArgs])
+  assert.equal(r.code, 1)
+  assert.match(r.stderr, /^Traceback \(most recent call last\):\n[^]*\nKernelDied: mine\n$/)
+  assert.doesNotMatch(r.stderr, /pykernel: /)
+  const died = await cli(['exec', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)', ...pythonArgs])
+  assert.equal(died.code, 1)
+  assert.equal(died.stderr, 'pykernel: the Python kernel died during the cell (killed by signal 9 (SIGKILL); possibly out of memory)\n')
+})
+
 test('--json prints every event as NDJSON and ends with done', async () => {
   const r = await cli(['exec', '--json', 'print("hi")\n40 + 2', ...pythonArgs])
   assert.equal(r.code, 0)

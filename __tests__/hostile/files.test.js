@@ -8,9 +8,11 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
+const { execFile, spawnSync } = require('node:child_process')
 const { promisify } = require('node:util')
 const { addon, startKernel, run, tempDir, waitFor, assertKernelWorks } = require('./_common')
+const { testUser, sharedDir, sharedAddon } = require('../helpers/hosts')
+const { asUser } = require('../helpers/launchers')
 
 const NOBODY = 65534
 const uid = process.getuid()
@@ -222,5 +224,62 @@ for (const [attack, plant] of Object.entries(RUNNER_DIR_ATTACKS)) {
     const warnings = stderr.split('\n').filter((l) => l.includes(`cannot prepare the runner directory ${shared}`))
     assert.equal(warnings.length, 1, `warned once:\n${stderr}`)
     assert.match(warnings[0], new RegExp(`Kernels of this process use ${bases[0]} instead`))
+  })
+}
+
+/** What a host finds when a hard link (to a file of its own elsewhere) or a FIFO is
+ *  planted at the artifactPath it named, after the path was checked: run as a host process
+ *  of its own (`node -e`, as root or as the ordinary user, each owning the directory). It
+ *  reports the victim's text, each refusal, and how long the FIFO's finish took. */
+const PLANT_AT_ARTIFACT_PATH = `
+const fs = require('node:fs')
+const path = require('node:path')
+const { execFileSync } = require('node:child_process')
+const { OutputBuilder } = require(process.argv[1])
+const dir = process.argv[2]
+const cut = (builder) => {
+  for (let i = 0; i < 100; i++) builder.push('secret line ' + i + '\\n')
+  return builder.finish()
+}
+const victim = path.join(dir, 'victim.txt')
+fs.writeFileSync(victim, 'keep me')
+const linked = path.join(dir, 'linked.log')
+const viaLink = new OutputBuilder({ artifactPath: linked, headBytes: 20, tailBytes: 20 })
+fs.linkSync(victim, linked)
+const link = cut(viaLink)
+const fifo = path.join(dir, 'fifo.log')
+const viaFifo = new OutputBuilder({ artifactPath: fifo, headBytes: 20, tailBytes: 20 })
+execFileSync('mkfifo', [fifo])
+const started = Date.now()
+const piped = cut(viaFifo)
+process.stdout.write(JSON.stringify({
+  uid: process.getuid(),
+  victim: fs.readFileSync(victim, 'utf8'),
+  link: { path: link.truncated.artifactPath ?? null, error: link.truncated.artifactError, output: link.output },
+  fifo: { path: piped.truncated.artifactPath ?? null, error: piped.truncated.artifactError, ms: Date.now() - started },
+}) + '\\n')
+`
+
+for (const mode of [{ name: 'root host', user: null }, { name: 'ordinary user', user: 'test', needsUser: true }]) {
+  const user = mode.user && (asRoot ? testUser() : null)
+  const skip = mode.needsUser && !user ? 'needs root and useradd: the test user is made with useradd' : false
+  test(`${mode.name}: a hard link or a FIFO planted at artifactPath after the check is never written: the victim keeps its text, nothing waits`, { skip }, async (t) => {
+    const dir = sharedDir(user)
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+    const argv = [...(user ? asUser(user) : []), process.execPath, '-e', PLANT_AT_ARTIFACT_PATH, sharedAddon(), dir]
+    const ran = spawnSync(argv[0], argv.slice(1), { encoding: 'utf8', timeout: 60_000 })
+    assert.equal(ran.signal, null, `the host did not hang on the FIFO (killed by ${ran.signal}): ${ran.stderr}`)
+    assert.equal(ran.status, 0, ran.stderr)
+    const report = JSON.parse(ran.stdout.trim().split('\n').pop())
+    assert.equal(report.uid, user ? user.uid : uid)
+    assert.equal(report.victim, 'keep me', 'the hard-linked victim was neither emptied nor written')
+    const linked = path.join(dir, 'linked.log')
+    assert.equal(report.link.path, null)
+    assert.equal(report.link.error, `could not create an output artifact: artifactPath ${linked} has 2 hard links (another name may be a file of ours elsewhere, which writing here would change): remove it or choose another artifactPath`)
+    assert.ok(report.link.output.startsWith(`[the full output was not saved: ${report.link.error}]\n`), report.link.output)
+    const fifo = path.join(dir, 'fifo.log')
+    assert.equal(report.fifo.path, null)
+    assert.equal(report.fifo.error, `could not create an output artifact: artifactPath ${fifo} exists and is not a regular file: remove it or choose another artifactPath`)
+    assert.ok(fs.lstatSync(fifo).isFIFO(), 'the FIFO is left as it was')
   })
 }

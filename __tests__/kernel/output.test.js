@@ -5,6 +5,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
+const { performance } = require('node:perf_hooks')
 const { addon, startKernel, tempDir } = require('../helpers/kernel')
 const { FORGED_HOST_LINES, printLines, escaped, hostLinesOf } = require('../helpers/host-lines')
 
@@ -391,6 +392,23 @@ test('agent text options: onOutput, artifactId, includeFigureText, readArtifact'
     )
     assert.deepEqual(held, [r2.output], 'outputFlushMs: 0 holds the line until it ends')
     await assert.rejects(kernel.evaluate([cell('1')], { outputFlushMs: -1 }), { code: 'ERR_INVALID_ARG', message: /outputFlushMs/ })
+  })
+
+  await t.test('a line that never pauses for outputFlushMs still reaches onOutput while its cell runs: held at most 5 times that', async () => {
+    // A dot every 50 ms for 2 s, never 100 ms of quiet: the quiet interval alone would
+    // hold the line until the cell ends. Each chunk's arrival is noted, asserted after.
+    const arrivals = []
+    const called = performance.now()
+    const r = await kernel.evaluate(
+      [cell("import time\nfor _ in range(40):\n    print('.', end='', flush=True)\n    time.sleep(0.05)\nprint()")],
+      { outputFlushMs: 100, onOutput: (chunk) => { arrivals.push([chunk, performance.now() - called]) } },
+    )
+    const took = performance.now() - called
+    assert.equal(r.output, `${'.'.repeat(40)}\n`)
+    assert.equal(arrivals.map(([chunk]) => chunk).join(''), r.output)
+    const during = arrivals.filter(([chunk, at]) => !chunk.includes('\n') && at < took / 2)
+    assert.ok(during.length >= 1, `dots reached onOutput in the first half of the cell's ${took.toFixed(0)} ms: ${JSON.stringify(arrivals.map(([c, at]) => [c.length, Math.round(at)]))}`)
+    assert.ok(arrivals.length >= 3, `sent in parts while it ran, not at once: ${JSON.stringify(arrivals.map(([c, at]) => [c.length, Math.round(at)]))}`)
   })
 
   await t.test('a progress bar redrawn with \\r: each state it paused at is a line of its own live, the final one in output', async () => {

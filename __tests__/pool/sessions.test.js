@@ -187,6 +187,36 @@ test('a cell that had started is never run again when its kernel dies; the next 
   assert.match(next.output, /The Python kernel died during the last call \(killed by signal 9 \(SIGKILL\)\); a new one was started and earlier state is gone\./)
 })
 
+test("a cell's own KernelDied is an error like any other: shown where it comes, not held back as the host's report of a death is", async (t) => {
+  const pool = new KernelPool({ kernel })
+  t.after(() => pool.disposeAll())
+  // A figure the failed cell left open is shown after its error: where the error comes
+  // among the events and in the text shows whether it was held back.
+  const failing = (name, defined) => ['import matplotlib', 'matplotlib.use("agg")', 'import matplotlib.pyplot as plt', 'plt.plot([1, 2])', defined ? `class ${name}(Exception): pass` : '', `raise ${name}("mine")`].join('\n')
+  const runOf = async (name, defined) => {
+    const events = []
+    const live = []
+    const r = await pool.execute({ sessionId: 'own', cells: [cell(failing(name, defined))], onEvent: (_, e) => events.push(e), onOutput: (chunk) => live.push(chunk) })
+    return { r, events, live: live.join('') }
+  }
+  const theirs = await runOf('ValueError', false)
+  const mine = await runOf('KernelDied', true)
+  assert.equal(mine.r.kernelDied, false)
+  assert.equal(mine.r.exitCode, 1)
+  assert.equal(mine.r.cells[0].error.ename, 'KernelDied')
+  assert.equal(mine.r.cells[0].error.evalue, 'mine')
+  assert.deepEqual(mine.events.map((e) => e.type), theirs.events.map((e) => e.type), "its events come in the order a ValueError's do")
+  assert.equal(mine.events.find((e) => e.type === 'error').ename, 'KernelDied')
+  const asTheirs = (text) => text.replaceAll('ValueError', 'KernelDied').replace(/<cell \d+>", line \d+/g, '<cell>')
+  const plain = (text) => text.replace(/<cell \d+>", line \d+/g, '<cell>')
+  assert.match(mine.r.output, /^Traceback \(most recent call last\):\n[^]*\nKernelDied: mine\n\[chart: line\]\n/, mine.r.output)
+  assert.equal(plain(mine.r.output), asTheirs(theirs.r.output), "its text is a ValueError's, renamed")
+  assert.equal(plain(mine.live), asTheirs(theirs.live), 'and so is its live text')
+  const next = await pool.execute({ sessionId: 'own', cells: [cell('6*7')] })
+  assert.equal(value(next), '42')
+  assert.equal(next.kernelRestarted, false, 'the kernel lived on')
+})
+
 test('a kernel killed just before a call: a fresh kernel runs the call, or the call says its cell may have run', async (t) => {
   const pool = new KernelPool({ kernel })
   t.after(() => pool.disposeAll())

@@ -19,7 +19,7 @@ use crate::eval::refusals::RefusalNotices;
 use crate::kernel::fifo::Turn;
 use crate::kernel::{AbortHandle, Caller, ExecuteRequest, Kernel};
 use crate::output::{notice_line, ArtifactSink, Image, OutputLimits};
-use crate::wire::events::{ExecuteOutcome, KernelEvent, KERNEL_DIED};
+use crate::wire::events::{ExecuteOutcome, KernelEvent};
 use crate::wire::protocol::SandboxPolicy;
 
 /// What cells run on: a [`Kernel`], or a stand-in for one in the session layer's unit
@@ -299,25 +299,29 @@ impl Evaluation {
                 // Once: a later cell goes on where the one before it left the kernel.
                 cwd: (index == 0).then(|| self.options.cwd.clone()).flatten(),
                 uri_roots: self.options.uri_roots.clone(),
+                hold_death: true,
                 ..Default::default()
             };
             let abort = self.options.abort.clone();
             let may_rerun = self.options.rerun_unstarted && self.nothing_started();
             let live = LiveCell::new(&mut self.text, self.options.on_output.as_mut(), index);
-            // The kernel's death is the last event of a cell; it is held until the outcome
-            // says whether the cell reached the kernel at all.
-            let mut death = None;
+            // The kernel's death is held in the outcome (`hold_death`) until it says whether
+            // the cell reached the kernel at all. Keyed on the host's report
+            // (`kernel_died`), never on an error's name: a cell may raise its own
+            // `KernelDied`, which is shown as any error is.
             let execute = kernel.execute_holding(turn, request, abort, |event| {
-                if matches!(&event, KernelEvent::Error(e) if e.ename == KERNEL_DIED) {
-                    death = Some(event);
-                    return;
-                }
                 live.event(|text| text.add(&event));
                 on_event(index, event);
             });
             let outcome = live.run(execute).await;
             let rerun = may_rerun && outcome.as_ref().is_ok_and(|o| o.not_started);
-            if let Some(event) = death.filter(|_| !rerun) {
+            let death = outcome
+                .as_ref()
+                .ok()
+                .filter(|o| o.kernel_died && !rerun)
+                .and_then(|o| o.error.clone());
+            if let Some(error) = death {
+                let event = KernelEvent::Error(error);
                 live.event(|text| text.add(&event));
                 on_event(index, event);
             }

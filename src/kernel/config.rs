@@ -231,6 +231,11 @@ pub struct ExecuteRequest {
     pub caller: Option<Caller>,
     /// Roots for this request, in place of the kernel's for the same schemes.
     pub uri_roots: Option<UriRoots>,
+    /// The `KernelDied` error of a kernel that died under the cell is only put in the
+    /// outcome (`kernel_died`, `error`), not sent as an event: the caller sends it once it
+    /// knows whether the cell runs again on another kernel. Only the host reports a
+    /// death, so a cell's own error of that name is an event like any other.
+    pub hold_death: bool,
 }
 
 /// Cancels one execute from another task (an AbortSignal, a pool disposing the kernel).

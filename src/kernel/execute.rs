@@ -96,6 +96,7 @@ impl Kernel {
                 });
             }
         }
+        let hold_death = request.hold_death;
         let id = self.request_id('r');
         tracing::info!(pid = self.pid, id = %id, "execute");
         let (mut rx, _route) = open_route(&self.routes, &id);
@@ -237,7 +238,7 @@ impl Kernel {
         let mut outcome = collector.outcome;
         if !finished {
             self.report_death(&mut outcome).await;
-            if let Some(error) = &outcome.error {
+            if let Some(error) = outcome.error.as_ref().filter(|_| !hold_death) {
                 on_event(KernelEvent::Error(error.clone()));
             }
         } else {

@@ -606,6 +606,8 @@ fn parse_execute_options(
         max_captured_bytes: Some(captured_bytes(options)?),
         caller: None,
         uri_roots: super::options::request_uri_roots(options)?,
+        // `execute` runs one cell, never again elsewhere: a death is its last event.
+        hold_death: false,
     };
     Ok((request, options.callback("onEvent")?, options.signal()?))
 }

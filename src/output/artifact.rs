@@ -259,41 +259,34 @@ fn create_artifact_file(dir: &Path, id: Option<&str>) -> Result<(PathBuf, File),
 }
 
 /// The file at `path` (checked when the caller gave it), checked again now: its
-/// directory may have changed since. A regular file there is replaced and made 0600;
-/// a symlink is never followed.
+/// directory may have changed since, and the file is checked on the descriptor opened,
+/// before anything is written or emptied (see `safe_fs::replace_file_at`). A regular
+/// file of ours with one link there is replaced and made 0600; a symlink is never
+/// followed, a hard link, FIFO or device never written to.
 fn create_file_at(path: &Path) -> Result<(PathBuf, File), String> {
+    use crate::store::safe_fs::{open_private_dir, replace_file_at};
+    use std::os::fd::AsFd;
     let dir = path.parent().unwrap_or(Path::new("/"));
-    let fault = match inspect_dir(dir) {
-        Ok(fault) => fault,
-        Err(e) => Some(Fault::Io(e.to_string())),
-    };
-    if let Some(fault) = fault {
+    let refused = |what, path: &Path, fault| {
         let refusal = Refusal {
-            what: "artifactPath's directory",
-            path: dir.to_path_buf(),
+            what,
+            path: path.to_path_buf(),
             fault,
         };
-        return Err(format!("could not create an output artifact: {refusal}"));
-    }
-    let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    let opened =
-        crate::store::safe_fs::open_regular_nofollow(path, &mut options).and_then(|file| {
-            use std::os::unix::fs::PermissionsExt;
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            Ok(file)
-        });
-    match opened {
-        Ok(file) => Ok((path.to_path_buf(), file)),
-        Err(err) if crate::store::safe_fs::is_symlink_refusal(&err) => Err(format!(
-            "could not create an output artifact: artifactPath {} is a symbolic link (never followed)",
-            path.display()
-        )),
-        Err(err) => Err(format!(
-            "could not create the output artifact {}: {err}",
-            path.display()
-        )),
-    }
+        format!("could not create an output artifact: {refusal}")
+    };
+    let dir_fd =
+        open_private_dir(dir).map_err(|fault| refused("artifactPath's directory", dir, fault))?;
+    let Some(name) = path.file_name() else {
+        return Err(refused(
+            "artifactPath",
+            path,
+            Fault::Io("it names no file".into()),
+        ));
+    };
+    let file = replace_file_at(dir_fd.as_fd(), name)
+        .map_err(|fault| refused("artifactPath", path, fault))?;
+    Ok((path.to_path_buf(), file))
 }
 
 /// `<dir>/<id>.txt`, replacing a regular file of that name (never following a symlink:
@@ -511,6 +504,68 @@ mod tests {
         assert_eq!(outcome.path, None);
         assert!(outcome.error.unwrap().contains("is a symbolic link"));
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    }
+
+    /// A hard link planted at the path after the check, to a file of ours elsewhere: the
+    /// write is refused before anything is emptied, and the other file keeps its text.
+    #[test]
+    fn a_hard_link_planted_at_an_exact_path_is_refused_and_its_target_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("call.log");
+        check_artifact_path(&path).unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::fs::hard_link(&victim, &path).unwrap();
+        let mut writer = ArtifactWriter::new(Some(ArtifactSink::at_path(&path)));
+        writer.write("secret");
+        writer.commit();
+        writer.write(" more");
+        let outcome = writer.finish();
+        assert_eq!(outcome.path, None);
+        let error = outcome.error.unwrap();
+        assert_eq!(
+            error,
+            format!(
+                "could not create an output artifact: artifactPath {} has 2 hard links (another name may be a file of ours elsewhere, which writing here would change): remove it or choose another artifactPath",
+                path.display()
+            )
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    }
+
+    /// A FIFO planted at the path, with no reader and with one: the write neither waits
+    /// nor writes into it.
+    #[test]
+    fn a_fifo_planted_at_an_exact_path_is_refused_without_waiting() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("call.log");
+        check_artifact_path(&path).unwrap();
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let refuse = || {
+            let mut writer = ArtifactWriter::new(Some(ArtifactSink::at_path(&path)));
+            writer.write("secret");
+            writer.commit();
+            writer.finish()
+        };
+        let outcome = refuse();
+        assert_eq!(outcome.path, None);
+        let expected = format!(
+            "could not create an output artifact: artifactPath {} exists and is not a regular file: remove it or choose another artifactPath",
+            path.display()
+        );
+        assert_eq!(outcome.error.as_deref(), Some(expected.as_str()));
+        // With a reader waiting on it, the open succeeds and the check refuses it.
+        let reader = OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&path)
+            .unwrap();
+        let outcome = refuse();
+        assert_eq!(outcome.error.as_deref(), Some(expected.as_str()));
+        let mut got = Vec::new();
+        let _ = io::Read::read_to_end(&mut &reader, &mut got);
+        assert!(got.is_empty(), "nothing was written into the FIFO");
     }
 
     #[test]

@@ -242,18 +242,38 @@ impl RunsCells for FakeKernel {
                 return Ok(outcome);
             }
         }
-        if code == "die" {
+        // The cell's own exception of the name the host gives a death: an error like any
+        // other (`raise KernelDied`), and one its kernel dies right after (`... then die`).
+        if let Some(rest) = code.strip_prefix("raise KernelDied") {
+            let error = ErrorInfo {
+                ename: crate::wire::events::KERNEL_DIED.into(),
+                evalue: "mine".into(),
+                traceback: vec!["KernelDied: mine".into()],
+            };
+            on_event(KernelEvent::Error(error.clone()));
+            outcome.error = Some(error);
+            if rest != " then die" {
+                outcome.execution_count = self.executions.fetch_add(1, Ordering::SeqCst) + 1;
+                return Ok(outcome);
+            }
+        }
+        if code == "die" || code.ends_with(" then die") {
             self.die(1);
             let evalue = format!(
                 "the Python kernel died during the cell ({})",
                 self.exit_info().expect("dead")
             );
             outcome.kernel_died = true;
-            outcome.error = Some(ErrorInfo {
+            let error = ErrorInfo {
                 ename: crate::wire::events::KERNEL_DIED.into(),
                 evalue,
                 traceback: Vec::new(),
-            });
+            };
+            // As a kernel reports its death: an event, unless the caller holds it.
+            if !request.hold_death {
+                on_event(KernelEvent::Error(error.clone()));
+            }
+            outcome.error = Some(error);
             return Ok(outcome);
         }
         let text = format!("ran {code}\n");

@@ -479,6 +479,53 @@ mod tests {
     use crate::session::fake::{fake_pool, request, run};
     use crate::session::pooled::PooledKernel;
 
+    /// Only the host reports a death: a cell's own `KernelDied` is an error like any other,
+    /// shown when it comes, and kept when the kernel then dies too.
+    #[tokio::test(start_paused = true)]
+    async fn a_cells_own_kernel_died_error_is_shown_as_any_error_is() {
+        let (pool, _fakes) = fake_pool(|_| {});
+        let errors = |events: &[crate::wire::events::KernelEvent]| -> Vec<String> {
+            events
+                .iter()
+                .filter_map(|e| match e {
+                    crate::wire::events::KernelEvent::Error(e) => {
+                        Some(format!("{}: {}", e.ename, e.evalue))
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut events = Vec::new();
+        let mine = pool
+            .admit(request("a", "raise KernelDied"))
+            .unwrap()
+            .run(|_, event| events.push(event))
+            .await
+            .unwrap();
+        assert_eq!(errors(&events), ["KernelDied: mine"]);
+        assert!(!mine.kernel_died);
+        assert_eq!(mine.exit_code, Some(1));
+        assert!(mine.output.contains("KernelDied: mine"), "{}", mine.output);
+
+        let mut events = Vec::new();
+        let both = pool
+            .admit(request("a", "raise KernelDied then die"))
+            .unwrap()
+            .run(|_, event| events.push(event))
+            .await
+            .unwrap();
+        assert!(both.kernel_died);
+        assert_eq!(
+            errors(&events),
+            [
+                "KernelDied: mine",
+                "KernelDied: the Python kernel died during the cell (exit code 1)"
+            ],
+            "the cell's error, then the host's report of the death"
+        );
+        assert!(both.output.contains("KernelDied: mine"), "{}", both.output);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_kernel_that_died_under_a_cell_is_replaced_and_the_cell_not_run_again() {
         let (pool, fakes) = fake_pool(|_| {});

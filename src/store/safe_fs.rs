@@ -10,10 +10,16 @@
 //! path, what is wrong and what to do; it is never repaired behind the caller's back,
 //! because the directory may be someone else's.
 
+use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 
 /// What is wrong with a path we were going to keep private data in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +34,11 @@ pub enum Fault {
     /// Writable by group or others: anyone could plant or replace entries.
     Writable {
         mode: u32,
+    },
+    /// A file with more than one name: another may be a file of ours elsewhere, which a
+    /// write through this one would change.
+    Links {
+        count: u64,
     },
     /// It could not be created, inspected or opened.
     Io(String),
@@ -49,6 +60,10 @@ impl std::fmt::Display for Fault {
                     mode & 0o7777
                 )
             }
+            Fault::Links { count } => write!(
+                f,
+                "has {count} hard links (another name may be a file of ours elsewhere, which writing here would change)"
+            ),
             Fault::Io(reason) => write!(f, "cannot be used: {reason}"),
         }
     }
@@ -90,9 +105,13 @@ pub fn our_uid() -> u32 {
 /// Inspects `dir` without following a symlink: `Ok(None)` when it is a real directory,
 /// ours and not writable by group or others. An `Err` is from `lstat` (e.g. not found).
 pub fn inspect_dir(dir: &Path) -> io::Result<Option<Fault>> {
-    let meta = fs::symlink_metadata(dir)?;
+    Ok(dir_fault(&fs::symlink_metadata(dir)?))
+}
+
+/// What makes a directory with `meta` (from `lstat` or `fstat`) unfit for private data.
+fn dir_fault(meta: &fs::Metadata) -> Option<Fault> {
     let us = our_uid();
-    Ok(if meta.file_type().is_symlink() {
+    if meta.file_type().is_symlink() {
         Some(Fault::Symlink)
     } else if !meta.is_dir() {
         Some(Fault::NotADirectory)
@@ -105,7 +124,87 @@ pub fn inspect_dir(dir: &Path) -> io::Result<Option<Fault>> {
         Some(Fault::Writable { mode: meta.mode() })
     } else {
         None
-    })
+    }
+}
+
+/// `dir`, opened (a symlink in its place is not followed) and checked as [`inspect_dir`]
+/// checks a path, on the directory actually opened: one swapped in after an earlier
+/// check is seen. Names are then opened relative to it, so the directory checked is the
+/// one written in.
+pub fn open_private_dir(dir: &Path) -> Result<OwnedFd, Fault> {
+    let fd = nix::fcntl::open(
+        dir,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|errno| match errno {
+        Errno::ELOOP => Fault::Symlink,
+        Errno::ENOTDIR => Fault::NotADirectory,
+        errno => Fault::Io(io::Error::from(errno).to_string()),
+    })?;
+    let meta = File::from(fd.try_clone().map_err(|e| Fault::Io(e.to_string()))?)
+        .metadata()
+        .map_err(|e| Fault::Io(e.to_string()))?;
+    match dir_fault(&meta) {
+        Some(fault) => Err(fault),
+        None => Ok(fd),
+    }
+}
+
+/// `name` in the directory `dir`, opened to be written from its start: created 0600 when
+/// missing, else a regular file of ours with one link, emptied and made 0600.
+///
+/// Why not `O_TRUNC`: the open would empty whatever is there before it could be checked,
+/// so a hard link planted under the name (to a file of ours elsewhere) would lose that
+/// file's content. The file is emptied only once it is known to be ours alone. The open
+/// does not wait (`O_NONBLOCK`: a FIFO with no reader fails with `ENXIO`, one with a
+/// reader is refused as not a file) and follows no symlink.
+pub fn replace_file_at(dir: BorrowedFd<'_>, name: &OsStr) -> Result<File, Fault> {
+    let io_fault = |e: io::Error| Fault::Io(e.to_string());
+    let flags = OFlag::O_WRONLY
+        | OFlag::O_CREAT
+        | OFlag::O_NOFOLLOW
+        | OFlag::O_NONBLOCK
+        | OFlag::O_NOCTTY
+        | OFlag::O_CLOEXEC;
+    let fd =
+        nix::fcntl::openat(dir, name, flags, Mode::from_bits_truncate(0o600)).map_err(|errno| {
+            match errno {
+                Errno::ELOOP => Fault::Symlink,
+                // A FIFO with no reader, a socket or a device: not a file either way.
+                Errno::ENXIO | Errno::EISDIR | Errno::ENODEV => Fault::NotAFile,
+                errno => Fault::Io(io::Error::from(errno).to_string()),
+            }
+        })?;
+    let file = File::from(fd);
+    let meta = file.metadata().map_err(io_fault)?;
+    if !meta.is_file() {
+        return Err(Fault::NotAFile);
+    }
+    if meta.uid() != our_uid() {
+        return Err(Fault::Owner {
+            owner: meta.uid(),
+            us: our_uid(),
+        });
+    }
+    if meta.nlink() != 1 {
+        return Err(Fault::Links {
+            count: meta.nlink(),
+        });
+    }
+    // Back to blocking writes, as for any regular file.
+    let flags = nix::fcntl::fcntl(file.as_fd(), nix::fcntl::FcntlArg::F_GETFL)
+        .map_err(|e| io_fault(e.into()))?;
+    let flags = OFlag::from_bits_truncate(flags) - OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(file.as_fd(), nix::fcntl::FcntlArg::F_SETFL(flags))
+        .map_err(|e| io_fault(e.into()))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(io_fault)?;
+    }
+    file.set_len(0).map_err(io_fault)?;
+    Ok(file)
 }
 
 /// `dir`, ready for private data: created 0700 (with any missing parents, also 0700) when
