@@ -289,13 +289,20 @@ fn create_file_at(path: &Path) -> Result<(PathBuf, File), String> {
     Ok((path.to_path_buf(), file))
 }
 
-/// `<dir>/<id>.txt`, replacing a regular file of that name (never following a symlink:
-/// the directory is ours alone, checked above, and the open refuses a planted link).
+/// `<dir>/<id>.txt`, replacing a regular file of ours with one link of that name, checked
+/// on the descriptor opened before it is emptied, in the directory opened and checked
+/// again (as an `artifactPath` is: a symlink, hard link or FIFO planted under the name is
+/// never followed, emptied or waited on).
 fn open_named_file(dir: &Path, id: &str) -> io::Result<(PathBuf, File)> {
+    use crate::store::safe_fs::{open_private_dir, replace_file_at};
+    use std::os::fd::AsFd;
     let path = super::artifact_ref::artifact_path(dir, id);
-    let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    let file = crate::store::safe_fs::open_regular_nofollow(&path, &mut options)?;
+    let fault = |fault: Fault| io::Error::other(format!("{} {fault}", path.display()));
+    let dir_fd = open_private_dir(dir).map_err(fault)?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::other("the artifact id names no file"))?;
+    let file = replace_file_at(dir_fd.as_fd(), name).map_err(fault)?;
     Ok((path, file))
 }
 
@@ -531,6 +538,45 @@ mod tests {
             )
         );
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    }
+
+    /// The same for a named artifact (`artifactId`) in `artifactsDir`: a hard link planted
+    /// under its name keeps its target.
+    #[test]
+    fn a_hard_link_planted_under_an_artifact_id_is_refused_and_its_target_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let private = dir.path().join("artifacts");
+        std::fs::create_dir(&private).unwrap();
+        std::fs::set_permissions(
+            &private,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::fs::hard_link(&victim, private.join("call-1.txt")).unwrap();
+        let mut writer =
+            ArtifactWriter::new(Some(ArtifactSink::named(&private, "call-1".to_string())));
+        writer.write("secret");
+        writer.commit();
+        let outcome = writer.finish();
+        assert_eq!(outcome.path, None);
+        let error = outcome.error.unwrap();
+        assert!(error.contains("has 2 hard links"), "{error}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        // A file of ours alone under that name is replaced, as before.
+        std::fs::remove_file(private.join("call-1.txt")).unwrap();
+        std::fs::write(private.join("call-1.txt"), "old text that is longer").unwrap();
+        let mut writer =
+            ArtifactWriter::new(Some(ArtifactSink::named(&private, "call-1".to_string())));
+        writer.write("new");
+        writer.commit();
+        let outcome = writer.finish();
+        assert_eq!(outcome.path, Some(private.join("call-1.txt")));
+        assert_eq!(
+            std::fs::read_to_string(private.join("call-1.txt")).unwrap(),
+            "new"
+        );
     }
 
     /// A FIFO planted at the path, with no reader and with one: the write neither waits
