@@ -72,8 +72,9 @@ pub fn open_beneath(
             how = how.mode(mode);
         }
         match openat2(root, parts.join("/").as_str(), how) {
-            // Not in this kernel, or refused by a seccomp filter (a container's).
-            Err(Errno::ENOSYS | Errno::E2BIG) => OPENAT2.store(NO_OPENAT2, Ordering::Relaxed),
+            Err(err) if falls_back(err, || probe_openat2(root)) => {
+                OPENAT2.store(NO_OPENAT2, Ordering::Relaxed)
+            }
             done => {
                 OPENAT2.store(HAS_OPENAT2, Ordering::Relaxed);
                 return Ok(done?);
@@ -81,6 +82,31 @@ pub fn open_beneath(
         }
     }
     open_without_symlinks(root, parts, flags, mode)
+}
+
+/// Whether `openat2` failing with `err` means this process cannot use it at all (so the
+/// walk of [`open_without_symlinks`] takes its place from now on), not that this one open
+/// failed. `ENOSYS`: not in this kernel; `E2BIG`: an older `struct open_how`. `EPERM` is
+/// what a container's seccomp profile answers for a call it does not allow, but also what
+/// an open can fail with on its own (an immutable file opened for writing), so it counts
+/// only when `probe` (an `openat2` that cannot fail on its own) fails the same way.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn falls_back(err: Errno, probe: impl FnOnce() -> Result<(), Errno>) -> bool {
+    match err {
+        Errno::ENOSYS | Errno::E2BIG => true,
+        Errno::EPERM => matches!(probe(), Err(Errno::EPERM | Errno::ENOSYS)),
+        _ => false,
+    }
+}
+
+/// `openat2` of the root itself (`.`, `O_PATH`): refused only by a filter on the call.
+#[cfg(target_os = "linux")]
+fn probe_openat2(root: BorrowedFd<'_>) -> Result<(), Errno> {
+    use nix::fcntl::{openat2, OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH);
+    openat2(root, ".", how).map(drop)
 }
 
 /// [`open_beneath`] one component at a time, following no symlink.
@@ -197,6 +223,28 @@ mod tests {
 
     fn libc_errno(e: Errno) -> i32 {
         e as i32
+    }
+
+    #[test]
+    fn openat2_refused_by_a_filter_falls_back_to_the_walk_and_a_files_own_eperm_does_not() {
+        let never = || -> Result<(), Errno> { panic!("no probe needed") };
+        assert!(falls_back(Errno::ENOSYS, never));
+        assert!(falls_back(Errno::E2BIG, never));
+        // A container's seccomp profile: every openat2 is EPERM, the probe too.
+        assert!(falls_back(Errno::EPERM, || Err(Errno::EPERM)));
+        assert!(falls_back(Errno::EPERM, || Err(Errno::ENOSYS)));
+        // The file's own EPERM (immutable, opened for writing): openat2 itself works.
+        assert!(!falls_back(Errno::EPERM, || Ok(())));
+        for own in [Errno::ENOENT, Errno::EXDEV, Errno::ELOOP, Errno::EACCES] {
+            assert!(!falls_back(own, never), "{own}");
+        }
+        // The probe itself answers on a real root.
+        #[cfg(target_os = "linux")]
+        {
+            let base = tempfile::tempdir().unwrap();
+            let fd = open_root(base.path()).unwrap();
+            assert!(probe_openat2(fd.as_fd()).is_ok());
+        }
     }
 
     #[test]
