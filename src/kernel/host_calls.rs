@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::store::uri_roots::{Refused, UriRoots};
+use crate::store::uri_files::Refused;
+use crate::store::uri_roots::UriRoots;
 
 /// Where a session's kv store is kept on the host.
 #[derive(Clone)]
@@ -106,7 +107,7 @@ impl UriRead {
     pub(super) fn answer(&self, roots: &UriRoots) -> Option<Value> {
         let (root, rest) = roots.find(&self.path)?;
         Some(
-            match crate::store::uri_roots::read(root, &self.path, rest, self.first, self.limit) {
+            match crate::store::uri_files::read(root, &self.path, rest, self.first, self.limit) {
                 Ok(text) => serde_json::json!({ "text": text }),
                 Err(refused) => refusal(refused),
             },
@@ -153,7 +154,7 @@ pub(super) fn uri_write(roots: &UriRoots, args: &Value) -> std::result::Result<V
         }
     };
     Ok(
-        match crate::store::uri_roots::write(root, path, rest, &bytes) {
+        match crate::store::uri_files::write(root, path, rest, &bytes) {
             Ok(written) => serde_json::json!({
                 "path": written.display().to_string(),
                 "bytes": bytes.len(),
