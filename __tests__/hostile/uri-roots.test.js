@@ -78,6 +78,8 @@ for (const mode of attackModes()) {
       assert.equal(outcome(name), 'PermissionError', `${name}: ${verdict[name]}`)
     }
     assert.equal(verdict.inside, 'done')
+    // The cell is told by its uris: no refusal names where the host keeps the root.
+    for (const [name, said] of Object.entries(verdict)) assert.ok(!String(said).includes(cwd), `${name} names the host's path: ${said}`)
     assert.equal(fs.readFileSync(path.join(root, 'ok', 'fine.txt'), 'utf8'), 'fine')
     assert.equal(fs.existsSync(path.join('/etc', ETC_TARGET)), false, 'nothing written in /etc')
     assert.equal(fs.readFileSync(path.join(outside, 'keep'), 'utf8'), "the host's")

@@ -116,7 +116,8 @@ impl UriRead {
 }
 
 /// A `__pykernel.write` call, `{path, content, encoding: "utf-8" | "base64"}`, answered
-/// from its root (blocking IO): `{path (the host's), bytes}`, or `{refused}`.
+/// from its root (blocking IO): `{path (the uri, never the host's path), bytes}`, or
+/// `{refused}`.
 pub(super) fn uri_write(roots: &UriRoots, args: &Value) -> std::result::Result<Value, String> {
     let path = args
         .get("path")
@@ -155,8 +156,8 @@ pub(super) fn uri_write(roots: &UriRoots, args: &Value) -> std::result::Result<V
     };
     Ok(
         match crate::store::uri_files::write(root, path, rest, &bytes) {
-            Ok(written) => serde_json::json!({
-                "path": written.display().to_string(),
+            Ok(()) => serde_json::json!({
+                "path": path,
                 "bytes": bytes.len(),
             }),
             Err(refused) => refusal(refused),
@@ -210,6 +211,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(answer["bytes"], 3);
+        assert_eq!(
+            answer["path"], "local://t.txt",
+            "the uri, not the host's path"
+        );
         let answer = uri_write(
             &roots,
             &json!({"path": "local://b.bin", "content": "AP8=", "encoding": "base64"}),
@@ -219,6 +224,24 @@ mod tests {
         assert_eq!(std::fs::read(dir.path().join("b.bin")).unwrap(), [0u8, 255]);
         let read = UriRead::parse(&json!({"path": "local://t.txt"})).unwrap();
         assert_eq!(read.answer(&roots).unwrap(), json!({"text": "é\n"}));
+        // No answer or refusal names the host's directory.
+        std::os::unix::fs::symlink("/etc", dir.path().join("etc")).unwrap();
+        let host_dir = dir.path().to_str().unwrap();
+        for answer in [
+            uri_write(&roots, &json!({"path": "local://etc/x", "content": "x"})).unwrap(),
+            UriRead::parse(&json!({"path": "local://etc/passwd"}))
+                .unwrap()
+                .answer(&roots)
+                .unwrap(),
+            UriRead::parse(&json!({"path": "local://nope/x"}))
+                .unwrap()
+                .answer(&roots)
+                .unwrap(),
+        ] {
+            let text = answer.to_string();
+            assert!(answer.get("refused").is_some(), "{text}");
+            assert!(!text.contains(host_dir), "{text}");
+        }
 
         let answer = uri_write(&roots, &json!({"path": "skill://x", "content": ""})).unwrap();
         assert_eq!(answer["refused"]["exception"], "ValueError");
