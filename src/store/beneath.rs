@@ -151,20 +151,35 @@ fn is_symlink_at(dir: BorrowedFd<'_>, name: &str) -> bool {
 }
 
 /// The directory `dirs` beneath `root`, made (mode `mode`) where missing, each one by
-/// `mkdirat` on its parent's descriptor and opened again beneath the root.
-pub fn make_dirs_beneath(root: BorrowedFd<'_>, dirs: &[&str], mode: Mode) -> io::Result<OwnedFd> {
+/// `mkdirat` on its parent's descriptor and opened again beneath the root; those made
+/// here are given to `owner` (uid, gid) when one is named.
+pub fn make_dirs_beneath(
+    root: BorrowedFd<'_>,
+    dirs: &[&str],
+    mode: Mode,
+    owner: Option<(u32, u32)>,
+) -> io::Result<OwnedFd> {
     let directory = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
     let mut parent: Option<OwnedFd> = None;
     for depth in 1..=dirs.len() {
         let opened = match open_beneath(root, &dirs[..depth], directory, Mode::empty()) {
             Err(e) if e.raw_os_error() == Some(Errno::ENOENT as i32) => {
                 let at = parent.as_ref().map_or(root, |fd| fd.as_fd());
-                match nix::sys::stat::mkdirat(at, dirs[depth - 1], mode) {
+                let made = match nix::sys::stat::mkdirat(at, dirs[depth - 1], mode) {
+                    Ok(()) => true,
                     // Made meanwhile by another writer: opened below like any other.
-                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Err(Errno::EEXIST) => false,
                     Err(e) => return Err(e.into()),
+                };
+                let opened = open_beneath(root, &dirs[..depth], directory, Mode::empty())?;
+                if let (true, Some((uid, gid))) = (made, owner) {
+                    nix::unistd::fchown(
+                        opened.as_fd(),
+                        Some(nix::unistd::Uid::from_raw(uid)),
+                        Some(nix::unistd::Gid::from_raw(gid)),
+                    )?;
                 }
-                open_beneath(root, &dirs[..depth], directory, Mode::empty())?
+                opened
             }
             other => other?,
         };
@@ -254,7 +269,13 @@ mod tests {
         let root = base.path().join("root");
         fs::create_dir(&root).unwrap();
         let fd = open_root(&root).unwrap();
-        make_dirs_beneath(fd.as_fd(), &["a", "b"], Mode::from_bits_truncate(0o700)).unwrap();
+        make_dirs_beneath(
+            fd.as_fd(),
+            &["a", "b"],
+            Mode::from_bits_truncate(0o700),
+            None,
+        )
+        .unwrap();
         let made = fs::metadata(root.join("a/b")).unwrap();
         assert!(made.is_dir());
         assert_eq!(made.permissions().mode() & 0o777, 0o700);
@@ -262,8 +283,13 @@ mod tests {
         let outside = base.path().join("outside");
         fs::create_dir(&outside).unwrap();
         symlink(&outside, root.join("link")).unwrap();
-        let err = make_dirs_beneath(fd.as_fd(), &["link", "c"], Mode::from_bits_truncate(0o700))
-            .unwrap_err();
+        let err = make_dirs_beneath(
+            fd.as_fd(),
+            &["link", "c"],
+            Mode::from_bits_truncate(0o700),
+            None,
+        )
+        .unwrap_err();
         assert!(
             [libc_errno(Errno::EXDEV), libc_errno(Errno::ELOOP)].contains(&errno(&err)),
             "{err}"

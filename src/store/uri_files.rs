@@ -9,14 +9,14 @@
 //! what the host's user keeps for the agent, and nobody else needs to read it.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
 use super::beneath::{self, Resolution};
-use super::uri_roots::{Root, DIR_MODE};
+use super::uri_roots::{give, owner_for_new, Root, DIR_MODE};
 
 /// The most a read returns or a write takes, in bytes: a reply or a call travels as one
 /// JSON frame (64 MiB at most, and a string's escapes can take six bytes for one).
@@ -109,28 +109,46 @@ fn check_file(uri: &str, file: &std::fs::File) -> Result<(), Refused> {
     let meta = file
         .metadata()
         .map_err(|e| Refused::new("OSError", format!("{uri}: {e}")))?;
-    if meta.is_dir() {
+    check_kind(uri, meta.mode(), meta.nlink())
+}
+
+/// A file of `mode` (its `st_mode`) and `nlink` links, refused unless it is a regular
+/// file with one link.
+fn check_kind(uri: &str, mode: u32, nlink: u64) -> Result<(), Refused> {
+    let kind = mode & libc_s_ifmt();
+    if kind == libc_s_ifdir() {
         return Err(Refused::new(
             "IsADirectoryError",
             format!("{uri}: is a directory"),
         ));
     }
-    if !meta.is_file() {
+    if kind != libc_s_ifreg() {
         return Err(Refused::new(
             "PermissionError",
             format!("{uri}: not a regular file (a FIFO, socket or device is never opened)"),
         ));
     }
-    if meta.nlink() > 1 {
+    if nlink > 1 {
         return Err(Refused::new(
             "PermissionError",
             format!(
-                "{uri}: the file has {} hard links, and only a file with one is read or written (a link could be another file of the host's): copy it instead",
-                meta.nlink()
+                "{uri}: the file has {nlink} hard links, and only a file with one is read or written (a link could be another file of the host's): copy it instead"
             ),
         ));
     }
     Ok(())
+}
+
+fn libc_s_ifmt() -> u32 {
+    nix::sys::stat::SFlag::S_IFMT.bits() as u32
+}
+
+fn libc_s_ifdir() -> u32 {
+    nix::sys::stat::SFlag::S_IFDIR.bits() as u32
+}
+
+fn libc_s_ifreg() -> u32 {
+    nix::sys::stat::SFlag::S_IFREG.bits() as u32
 }
 
 /// Back to blocking IO, once the open (`O_NONBLOCK`, so a FIFO never holds it) is done.
@@ -191,30 +209,104 @@ pub fn read(
 
 /// Writes `content` to `uri` (`rest` beneath `root`), replacing the file, making it and
 /// its parent directories where missing.
+///
+/// Atomically: the content goes to a new file beside the target (`O_EXCL`, 0600), which
+/// is then renamed over it, so a reader sees the old file or the new one, never half of
+/// one; a write that fails leaves no temporary file behind. An existing target must
+/// still be one `write` may replace (a regular file with one link, not a symbolic link),
+/// and keeps its permission bits (and, for a host run as root, its owner); a new file
+/// gets 0600 and, for a host run as root in another user's root, that user as owner.
 pub fn write(root: &Root, uri: &str, rest: &str, content: &[u8]) -> Result<(), Refused> {
     let parts = parts(uri, rest)?;
     if content.len() > MAX_BYTES {
         return Err(too_large_to_write(uri, content.len()));
     }
     let fail = |e| refusal(uri, root, e);
-    let dirs = &parts[..parts.len() - 1];
+    let (name, dirs) = parts.split_last().expect("parts() names a file");
+    let owner = owner_for_new(root.fd()).map_err(fail)?;
     let dir_mode = Mode::from_bits_truncate(DIR_MODE as _);
-    beneath::make_dirs_beneath(root.fd(), dirs, dir_mode).map_err(fail)?;
-    // Not O_TRUNC: the file is emptied only once it is known to be ours to write.
-    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
-    let fd = beneath::open_beneath(
-        root.fd(),
-        &parts,
-        flags,
-        Mode::from_bits_truncate(FILE_MODE as _),
-    )
-    .map_err(fail)?;
-    let mut file = std::fs::File::from(fd);
-    check_file(uri, &file)?;
-    blocking(&file).map_err(fail)?;
-    file.set_len(0).map_err(fail)?;
-    file.write_all(content).map_err(fail)?;
-    Ok(())
+    let dir = beneath::make_dirs_beneath(root.fd(), dirs, dir_mode, owner).map_err(fail)?;
+    let (temp_name, temp) = create_temp(dir.as_fd()).map_err(fail)?;
+    let replaced = (|| {
+        let mut file = std::fs::File::from(temp);
+        file.write_all(content).map_err(fail)?;
+        // Checked last, just before the rename: what the rename replaces is a name, never
+        // written through, so a target swapped after this check is replaced, not written.
+        match existing_target(uri, dir.as_fd(), name, fail)? {
+            Some(st) => {
+                let mode = Mode::from_bits_truncate((st.st_mode & 0o777) as _);
+                nix::sys::stat::fchmod(file.as_fd(), mode).map_err(|e| fail(e.into()))?;
+                if nix::unistd::geteuid().is_root() {
+                    give(file.as_fd(), Some((st.st_uid, st.st_gid))).map_err(fail)?;
+                }
+            }
+            None => give(file.as_fd(), owner).map_err(fail)?,
+        }
+        nix::fcntl::renameat(dir.as_fd(), temp_name.as_str(), dir.as_fd(), *name)
+            .map_err(|e| fail(e.into()))
+    })();
+    if replaced.is_err() {
+        let _ = nix::unistd::unlinkat(
+            dir.as_fd(),
+            temp_name.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+    }
+    replaced
+}
+
+/// The stat of the file `name` in `dir` a write would replace (`None` when there is
+/// none), refused unless `write` may replace it: a regular file with one link. A symbolic
+/// link is refused too: the rename would replace the link itself, not write the file it
+/// names.
+fn existing_target(
+    uri: &str,
+    dir: BorrowedFd<'_>,
+    name: &str,
+    fail: impl Fn(io::Error) -> Refused,
+) -> Result<Option<nix::sys::stat::FileStat>, Refused> {
+    let st = match nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(fail(e.into())),
+    };
+    let mode = st.st_mode as u32;
+    if mode & libc_s_ifmt() == nix::sys::stat::SFlag::S_IFLNK.bits() as u32 {
+        return Err(Refused::new(
+            "PermissionError",
+            format!("{uri}: is a symbolic link, and write() replaces a file, never writing through a link: write to the file it names"),
+        ));
+    }
+    check_kind(uri, mode, st.st_nlink as u64)?;
+    Ok(Some(st))
+}
+
+/// A new file for the content, in `dir` beside the target: `O_EXCL` under a random
+/// name, so it is never one a cell planted.
+fn create_temp(dir: BorrowedFd<'_>) -> io::Result<(String, OwnedFd)> {
+    use std::hash::{BuildHasher, Hasher};
+    let mut tries = 0;
+    loop {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        hasher.write_u32(tries);
+        let name = format!(".pykernel-write-{:016x}", hasher.finish());
+        match nix::fcntl::openat(
+            dir,
+            name.as_str(),
+            OFlag::O_WRONLY
+                | OFlag::O_CREAT
+                | OFlag::O_EXCL
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_NOCTTY
+                | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(FILE_MODE as _),
+        ) {
+            Ok(fd) => return Ok((name, fd)),
+            Err(Errno::EEXIST) if tries < 16 => tries += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 pub fn too_large_to_write(uri: &str, len: usize) -> Refused {
@@ -341,5 +433,148 @@ mod tests {
         );
         let err = write(&root, "local://w", "w", &vec![0; MAX_BYTES + 1]).unwrap_err();
         assert_eq!(err.exception, "ValueError");
+    }
+}
+
+#[cfg(test)]
+mod write_tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+    use std::path::Path;
+
+    fn pin(path: &Path) -> Root {
+        let roots =
+            super::super::uri_roots::UriRoots::new([("local".into(), path.to_path_buf())]).unwrap();
+        roots.find("local://x").unwrap().0.clone()
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Two writers replace one file with contents of different lengths while two readers
+    /// read it: every read is one whole content or the other.
+    #[test]
+    fn concurrent_writes_and_reads_of_one_uri_never_see_a_torn_file() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let base = tempfile::tempdir().unwrap();
+        let root = pin(&base.path().join("root"));
+        let (long, short) = ("a".repeat(512 << 10), "b".repeat(128 << 10));
+        write(&root, "local://f", "f", long.as_bytes()).unwrap();
+        let writing = AtomicBool::new(true);
+        let (torn, reads) = std::thread::scope(|s| {
+            let writers: Vec<_> = (0..2)
+                .map(|w| {
+                    let (root, long, short) = (&root, &long, &short);
+                    s.spawn(move || {
+                        for i in 0..150 {
+                            let content = if (i + w) % 2 == 0 { long } else { short };
+                            write(root, "local://f", "f", content.as_bytes()).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    let (root, long, short, writing) = (&root, &long, &short, &writing);
+                    s.spawn(move || {
+                        let (mut torn, mut reads) = (Vec::new(), 0);
+                        while writing.load(Ordering::Relaxed) {
+                            let text = read(root, "local://f", "f", 1, None).unwrap();
+                            if text != *long && text != *short {
+                                torn.push((text.len(), text.chars().next()));
+                            }
+                            reads += 1;
+                        }
+                        (torn, reads)
+                    })
+                })
+                .collect();
+            for writer in writers {
+                writer.join().unwrap();
+            }
+            writing.store(false, Ordering::Relaxed);
+            readers.into_iter().map(|r| r.join().unwrap()).fold(
+                (Vec::new(), 0),
+                |(mut all, n), (torn, reads)| {
+                    all.extend(torn);
+                    (all, n + reads)
+                },
+            )
+        });
+        assert!(reads > 0);
+        assert!(
+            torn.is_empty(),
+            "{} of {reads} reads torn: {torn:?}",
+            torn.len()
+        );
+        assert_eq!(names(root.path()), ["f"], "no temporary file left");
+    }
+
+    #[test]
+    fn a_refused_write_leaves_no_temporary_file_and_the_target_as_it_was() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("root");
+        fs::create_dir_all(dir.join("sub")).unwrap();
+        fs::write(base.path().join("outside"), "theirs").unwrap();
+        fs::hard_link(base.path().join("outside"), dir.join("linked")).unwrap();
+        fs::write(dir.join("inside"), "in").unwrap();
+        symlink("inside", dir.join("near")).unwrap();
+        let root = pin(&dir);
+        for (name, exception, why) in [
+            ("linked", "PermissionError", "2 hard links"),
+            ("sub", "IsADirectoryError", "is a directory"),
+            ("near", "PermissionError", "symbolic link"),
+        ] {
+            let err = write(&root, &format!("local://{name}"), name, b"new").unwrap_err();
+            assert_eq!(err.exception, exception, "{name}: {}", err.message);
+            assert!(err.message.contains(why), "{name}: {}", err.message);
+        }
+        assert_eq!(names(&dir), ["inside", "linked", "near", "sub"]);
+        assert_eq!(
+            fs::read_to_string(base.path().join("outside")).unwrap(),
+            "theirs"
+        );
+        assert_eq!(fs::read_to_string(dir.join("inside")).unwrap(), "in");
+        assert!(fs::symlink_metadata(dir.join("near")).unwrap().is_symlink());
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_permission_bits_and_a_new_one_is_0600() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("root");
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("shared"), "old").unwrap();
+        fs::set_permissions(dir.join("shared"), fs::Permissions::from_mode(0o640)).unwrap();
+        let root = pin(&dir);
+        write(&root, "local://shared", "shared", b"new").unwrap();
+        write(&root, "local://fresh", "fresh", b"new").unwrap();
+        let mode = |name| fs::metadata(dir.join(name)).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode("shared"), mode("fresh")), (0o640, FILE_MODE));
+        assert_eq!(fs::read_to_string(dir.join("shared")).unwrap(), "new");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_root_host_gives_what_it_makes_in_another_users_root_to_that_user() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("root");
+        fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+        let root = pin(&dir);
+        write(&root, "local://a/b/c.txt", "a/b/c.txt", b"x").unwrap();
+        for made in ["a", "a/b", "a/b/c.txt"] {
+            let meta = fs::metadata(dir.join(made)).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (65534, 65534), "{made}");
+        }
     }
 }
