@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::store::uri_files::Refused;
+use crate::store::uri_files::{too_large_to_write, Refused, MAX_BYTES};
 use crate::store::uri_roots::UriRoots;
 
 /// Where a session's kv store is kept on the host.
@@ -95,9 +95,10 @@ impl UriRead {
     pub(super) fn host_call(&self) -> Value {
         let mut path = self.path.clone();
         if self.first > 1 || self.limit.is_some() {
-            let last = self
-                .limit
-                .map_or(String::new(), |n| (self.first + n.max(1) - 1).to_string());
+            let last = self.limit.map_or(String::new(), |n| {
+                // Saturating: both numbers are the cell's, up to u64::MAX.
+                self.first.saturating_add(n.max(1) - 1).to_string()
+            });
             path.push_str(&format!(":{}-{last}", self.first));
         }
         serde_json::json!({ "path": path })
@@ -140,7 +141,20 @@ pub(super) fn uri_write(roots: &UriRoots, args: &Value) -> std::result::Result<V
             ),
         }));
     };
-    let bytes = match args.get("encoding").and_then(Value::as_str) {
+    // Before decoding, so a cell's oversized content is never copied or decoded.
+    let encoding = args.get("encoding").and_then(Value::as_str);
+    let most = match encoding {
+        Some("base64") => base64_len(MAX_BYTES),
+        _ => MAX_BYTES,
+    };
+    if content.len() > most {
+        let decoded = match encoding {
+            Some("base64") => content.len() / 4 * 3,
+            _ => content.len(),
+        };
+        return Ok(refusal(too_large_to_write(path, decoded)));
+    }
+    let bytes = match encoding {
         Some("base64") => {
             use base64::Engine;
             base64::engine::general_purpose::STANDARD
@@ -163,6 +177,11 @@ pub(super) fn uri_write(roots: &UriRoots, args: &Value) -> std::result::Result<V
             Err(refused) => refusal(refused),
         },
     )
+}
+
+/// The length of `bytes` bytes in padded base64.
+fn base64_len(bytes: usize) -> usize {
+    bytes.div_ceil(3) * 4
 }
 
 fn refusal(refused: Refused) -> Value {
@@ -194,6 +213,12 @@ mod tests {
             json!({"path": "mcp://s/r:1-5"})
         );
         assert!(UriRead::parse(&json!({"path": "x://", "offset": "2"})).is_err());
+        // The largest numbers a cell can send: saturated, not overflowed.
+        let max = u64::MAX;
+        assert_eq!(
+            read(json!({"path": "mcp://s/r", "offset": max, "limit": max})),
+            json!({"path": format!("mcp://s/r:{max}-{max}")})
+        );
         assert!(UriRead::answer(
             &UriRead::parse(&json!({"path": "x://a"})).unwrap(),
             &UriRoots::default()
@@ -242,6 +267,29 @@ mod tests {
             assert!(answer.get("refused").is_some(), "{text}");
             assert!(!text.contains(host_dir), "{text}");
         }
+
+        // Too long is refused on its encoded length, before decoding: content that is not
+        // even base64 is refused as too large, never decoded.
+        let huge = "!".repeat(base64_len(MAX_BYTES) + 4);
+        let answer = uri_write(
+            &roots,
+            &json!({"path": "local://big", "content": huge, "encoding": "base64"}),
+        )
+        .unwrap();
+        assert_eq!(answer["refused"]["exception"], "ValueError", "{answer}");
+        assert!(
+            answer.to_string().contains("more than write() takes"),
+            "{answer}"
+        );
+        use base64::Engine;
+        let exact = base64::engine::general_purpose::STANDARD.encode(vec![0u8; MAX_BYTES]);
+        assert_eq!(exact.len(), base64_len(MAX_BYTES));
+        let answer = uri_write(
+            &roots,
+            &json!({"path": "local://big", "content": exact, "encoding": "base64"}),
+        )
+        .unwrap();
+        assert_eq!(answer["bytes"], MAX_BYTES, "{answer}");
 
         let answer = uri_write(&roots, &json!({"path": "skill://x", "content": ""})).unwrap();
         assert_eq!(answer["refused"]["exception"], "ValueError");

@@ -24,6 +24,16 @@ pub const MAX_BYTES: usize = 8 << 20;
 
 const FILE_MODE: u32 = 0o600;
 
+/// The longest path after `scheme://`, in bytes, and the most components it may have:
+/// refused before any system call, so a cell cannot make the host walk (or echo back)
+/// more than a real path would be (`PATH_MAX` is 4096 on Linux).
+pub const MAX_PATH_BYTES: usize = 4096;
+pub const MAX_DEPTH: usize = 64;
+
+/// The most a read passes over to reach its `offset` line: past it the read is refused,
+/// so a far offset into a huge (or sparse) file cannot keep a host thread reading.
+const MAX_SKIP_BYTES: u64 = 256 << 20;
+
 /// Why a read or write was refused, as the exception the cell raises.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
@@ -47,6 +57,17 @@ fn parts<'a>(uri: &str, rest: &'a str) -> Result<Vec<&'a str>, Refused> {
             format!("{uri}: {why}; name a file beneath the root, as in local://notes/today.md"),
         )
     };
+    if rest.len() > MAX_PATH_BYTES {
+        // Not echoed whole: the cell has it, and it may be megabytes.
+        let start: String = uri.chars().take(64).collect();
+        return Err(Refused::new(
+            "ValueError",
+            format!(
+                "{start}...: the path is {} bytes, more than the {MAX_PATH_BYTES} a path may have: use a shorter one",
+                rest.len()
+            ),
+        ));
+    }
     if rest.starts_with('/') {
         return Err(invalid("an absolute path is not allowed"));
     }
@@ -62,6 +83,12 @@ fn parts<'a>(uri: &str, rest: &'a str) -> Result<Vec<&'a str>, Refused> {
     }
     if parts.is_empty() || rest.ends_with('/') {
         return Err(invalid("it names no file"));
+    }
+    if parts.len() > MAX_DEPTH {
+        return Err(invalid(&format!(
+            "the path has {} components, more than the {MAX_DEPTH} it may have",
+            parts.len()
+        )));
     }
     Ok(parts)
 }
@@ -168,6 +195,18 @@ pub fn read(
     first: u64,
     limit: Option<u64>,
 ) -> Result<String, Refused> {
+    read_within(root, uri, rest, first, limit, MAX_SKIP_BYTES)
+}
+
+/// [`read`], passing over at most `max_skip` bytes to reach line `first`.
+fn read_within(
+    root: &Root,
+    uri: &str,
+    rest: &str,
+    first: u64,
+    limit: Option<u64>,
+    max_skip: u64,
+) -> Result<String, Refused> {
     let parts = parts(uri, rest)?;
     let fail = |e| refusal(uri, root, e);
     let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
@@ -176,8 +215,23 @@ pub fn read(
     check_file(uri, &file)?;
     blocking(&file).map_err(fail)?;
     let mut reader = BufReader::new(file);
+    // Lines passed over are never kept (`skip_until` holds one buffer at a time), and
+    // at most `max_skip` bytes of them are read.
+    let mut skipped = 0u64;
     for _ in 1..first.max(1) {
-        if reader.skip_until(b'\n').map_err(fail)? == 0 {
+        let room = max_skip.saturating_sub(skipped).saturating_add(1);
+        let passed = (&mut reader).take(room).skip_until(b'\n').map_err(fail)? as u64;
+        skipped = skipped.saturating_add(passed);
+        if skipped > max_skip {
+            return Err(Refused::new(
+                "ValueError",
+                format!(
+                    "{uri}: line {first} is more than {} MiB into the file, further than read() goes to find a line: read a smaller file, or split this one",
+                    max_skip >> 20
+                ),
+            ));
+        }
+        if passed == 0 {
             return Ok(String::new());
         }
     }
@@ -576,5 +630,65 @@ mod write_tests {
             let meta = fs::metadata(dir.join(made)).unwrap();
             assert_eq!((meta.uid(), meta.gid()), (65534, 65534), "{made}");
         }
+    }
+}
+
+#[cfg(test)]
+mod bounds_tests {
+    use super::*;
+    use std::fs;
+    use std::path::Path;
+
+    fn pin(path: &Path) -> Root {
+        let roots =
+            super::super::uri_roots::UriRoots::new([("local".into(), path.to_path_buf())]).unwrap();
+        roots.find("local://x").unwrap().0.clone()
+    }
+
+    #[test]
+    fn a_path_too_long_or_too_deep_is_refused_before_any_system_call() {
+        // A root that is not there: a refusal that reached a system call would say so.
+        let long = "a".repeat(MAX_PATH_BYTES + 1);
+        let uri = format!("local://{long}");
+        let err = parts(&uri, &long).unwrap_err();
+        assert_eq!(err.exception, "ValueError");
+        assert!(err.message.contains("4097 bytes"), "{}", err.message);
+        assert!(err.message.len() < 300, "the path is not echoed whole");
+        let deep = vec!["d"; MAX_DEPTH + 1].join("/");
+        let err = parts("local://deep", &deep).unwrap_err();
+        assert!(err.message.contains("65 components"), "{}", err.message);
+        assert_eq!(
+            parts("u", &vec!["d"; MAX_DEPTH].join("/")).unwrap().len(),
+            MAX_DEPTH
+        );
+        assert!(parts("u", &"a".repeat(MAX_PATH_BYTES)).is_ok());
+    }
+
+    #[test]
+    fn an_offset_past_the_skip_bound_is_refused_and_huge_numbers_do_not_overflow() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("root");
+        fs::create_dir(&dir).unwrap();
+        let root = pin(&dir);
+        // 4 KiB without a newline, then two lines.
+        let mut content = vec![b'x'; 4096];
+        content.extend_from_slice(b"\nsecond\nthird\n");
+        fs::write(dir.join("f"), &content).unwrap();
+        let err = read_within(&root, "local://f", "f", 2, None, 1024).unwrap_err();
+        assert_eq!(err.exception, "ValueError");
+        assert!(err.message.contains("line 2"), "{}", err.message);
+        assert_eq!(
+            read_within(&root, "local://f", "f", 2, Some(1), 8192).unwrap(),
+            "second\n"
+        );
+        // The largest numbers a cell can send: no overflow, just the end of the file.
+        assert_eq!(
+            read(&root, "local://f", "f", u64::MAX, Some(u64::MAX)).unwrap(),
+            ""
+        );
+        assert_eq!(
+            read(&root, "local://f", "f", 3, Some(u64::MAX)).unwrap(),
+            "third\n"
+        );
     }
 }
