@@ -99,6 +99,8 @@ def attempt(name, f):
     except Exception as e:
         out[name] = type(e).__name__ + ": " + str(e)
 cwd = ${JSON.stringify(cwd)}
+# The root the host holds open is never the kernel's: no directory among its descriptors.
+out["dirfds"] = [n for n in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd/" + n)]
 os.rename(os.path.join(cwd, "data"), os.path.join(cwd, "moved"))
 os.symlink(${JSON.stringify(victim)}, os.path.join(cwd, "data"))
 attempt("write", lambda: write("local://pwn.txt", "pwned"))
@@ -131,6 +133,7 @@ for (const mode of attackModes()) {
     assert.ok(result.report && !result.report.fatal, `the host reported (exit ${result.code ?? result.signal}): ${result.stderr.slice(-2000)}`)
     const { verdict, error } = startedRun(result, 'swap')
     assert.equal(error, null, `the cell ran: ${error}`)
+    assert.deepEqual(verdict.dirfds, [], 'the kernel holds no directory descriptor (the host keeps the root to itself)')
     assert.equal(fs.lstatSync(path.join(cwd, 'data')).isSymbolicLink(), true, 'the cell swapped the ancestor')
     assert.deepEqual(fs.readdirSync(path.join(victim, 'root')), ['keep'], 'nothing written in the victim')
     assert.equal(fs.readFileSync(path.join(victim, 'root', 'keep'), 'utf8'), "the victim's")
