@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
+use nix::sys::stat::{Mode, SFlag};
 
 use super::beneath::{self, Resolution};
 use super::uri_roots::{give, owner_for_new, Root, DIR_MODE};
@@ -136,20 +136,19 @@ fn check_file(uri: &str, file: &std::fs::File) -> Result<(), Refused> {
     let meta = file
         .metadata()
         .map_err(|e| Refused::new("OSError", format!("{uri}: {e}")))?;
-    check_kind(uri, meta.mode(), meta.nlink())
+    check_kind(uri, kind_of(meta.mode() as _), meta.nlink())
 }
 
-/// A file of `mode` (its `st_mode`) and `nlink` links, refused unless it is a regular
+/// A file of `kind` (its type bits) and `nlink` links, refused unless it is a regular
 /// file with one link.
-fn check_kind(uri: &str, mode: u32, nlink: u64) -> Result<(), Refused> {
-    let kind = mode & libc_s_ifmt();
-    if kind == libc_s_ifdir() {
+fn check_kind(uri: &str, kind: SFlag, nlink: u64) -> Result<(), Refused> {
+    if kind == SFlag::S_IFDIR {
         return Err(Refused::new(
             "IsADirectoryError",
             format!("{uri}: is a directory"),
         ));
     }
-    if kind != libc_s_ifreg() {
+    if kind != SFlag::S_IFREG {
         return Err(Refused::new(
             "PermissionError",
             format!("{uri}: not a regular file (a FIFO, socket or device is never opened)"),
@@ -166,16 +165,9 @@ fn check_kind(uri: &str, mode: u32, nlink: u64) -> Result<(), Refused> {
     Ok(())
 }
 
-fn libc_s_ifmt() -> u32 {
-    nix::sys::stat::SFlag::S_IFMT.bits() as u32
-}
-
-fn libc_s_ifdir() -> u32 {
-    nix::sys::stat::SFlag::S_IFDIR.bits() as u32
-}
-
-fn libc_s_ifreg() -> u32 {
-    nix::sys::stat::SFlag::S_IFREG.bits() as u32
+/// The file type bits of a `st_mode`.
+fn kind_of(mode: nix::libc::mode_t) -> SFlag {
+    SFlag::from_bits_truncate(mode) & SFlag::S_IFMT
 }
 
 /// Back to blocking IO, once the open (`O_NONBLOCK`, so a FIFO never holds it) is done.
@@ -324,14 +316,13 @@ fn existing_target(
         Err(Errno::ENOENT) => return Ok(None),
         Err(e) => return Err(fail(e.into())),
     };
-    let mode = st.st_mode as u32;
-    if mode & libc_s_ifmt() == nix::sys::stat::SFlag::S_IFLNK.bits() as u32 {
+    if kind_of(st.st_mode) == SFlag::S_IFLNK {
         return Err(Refused::new(
             "PermissionError",
             format!("{uri}: is a symbolic link, and write() replaces a file, never writing through a link: write to the file it names"),
         ));
     }
-    check_kind(uri, mode, st.st_nlink as u64)?;
+    check_kind(uri, kind_of(st.st_mode), st.st_nlink as u64)?;
     Ok(Some(st))
 }
 
