@@ -4,7 +4,10 @@
 // `..`, an absolute path, and symlinks it plants in the root (to /etc, to a directory and a
 // file of the host's outside it), as a host run as root and as an ordinary user, with and
 // without user namespaces. Every attempt is refused with the exception the docs name, and
-// nothing outside the root is read, written or made.
+// nothing outside the root is read, written or made. Then the ancestor swap: a cell that
+// may write the root's parent moves it away and puts a symlink to another directory in its
+// place; the host holds the root open from when the option was read, so its reads and
+// writes stay in the directory it named.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -75,9 +78,68 @@ for (const mode of attackModes()) {
       assert.equal(outcome(name), 'PermissionError', `${name}: ${verdict[name]}`)
     }
     assert.equal(verdict.inside, 'done')
+    // The cell is told by its uris: no refusal names where the host keeps the root.
+    for (const [name, said] of Object.entries(verdict)) assert.ok(!String(said).includes(cwd), `${name} names the host's path: ${said}`)
     assert.equal(fs.readFileSync(path.join(root, 'ok', 'fine.txt'), 'utf8'), 'fine')
     assert.equal(fs.existsSync(path.join('/etc', ETC_TARGET)), false, 'nothing written in /etc')
     assert.equal(fs.readFileSync(path.join(outside, 'keep'), 'utf8'), "the host's")
     assert.deepEqual(fs.readdirSync(outside), ['keep'], 'nothing made outside the root')
+  })
+}
+
+/** The swap cell: the root's parent moved away, a symlink to the victim in its place,
+ *  then a write and a read of the root. */
+function swap(cwd, victim) {
+  return `
+import json, os
+out = {}
+def attempt(name, f):
+    try:
+        out[name] = f()
+    except Exception as e:
+        out[name] = type(e).__name__ + ": " + str(e)
+cwd = ${JSON.stringify(cwd)}
+# The root the host holds open is never the kernel's: no directory among its descriptors.
+out["dirfds"] = [n for n in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd/" + n)]
+os.rename(os.path.join(cwd, "data"), os.path.join(cwd, "moved"))
+os.symlink(${JSON.stringify(victim)}, os.path.join(cwd, "data"))
+attempt("write", lambda: write("local://pwn.txt", "pwned"))
+attempt("read", lambda: read("local://keep"))
+print(json.dumps(out))
+`
+}
+
+for (const mode of attackModes()) {
+  const skip = mode.needsUser && !mode.host.user ? 'needs root and useradd: the test user is made with useradd' : false
+  test(`${mode.name}: a cell that swaps an ancestor of the root for a symlink reaches nothing outside it`, { skip }, async (t) => {
+    const owner = mode.host.user
+    // The root inside the kernel's working directory, which the cell may write.
+    const cwd = sharedDir(owner, 'pykernel-uri-swap-')
+    const root = path.join(cwd, 'data', 'root')
+    fs.mkdirSync(root, { recursive: true, mode: 0o700 })
+    if (owner) for (const dir of [path.dirname(root), root]) fs.chownSync(dir, owner.uid, owner.gid)
+    // The victim: a directory of the host's user outside the root, shaped like the path
+    // the swap makes (`data/root` -> `<victim>/root`), with a file the cell must not read.
+    const victim = sharedDir(owner, 'pykernel-uri-victim-', '/var/tmp')
+    fs.mkdirSync(path.join(victim, 'root'), { mode: 0o700 })
+    fs.writeFileSync(path.join(victim, 'root', 'keep'), "the victim's")
+    if (owner) for (const p of ['root', 'root/keep']) fs.chownSync(path.join(victim, p), owner.uid, owner.gid)
+    let result
+    t.after(() => {
+      for (const dir of [cwd, victim, result?.dir]) if (dir) fs.rmSync(dir, { recursive: true, force: true })
+    })
+    const options = { interpreter: systemPython(), cwd, uriRoots: { local: root }, ...(zygote ? { preload: ['json'] } : {}) }
+    result = await runEdgeHost(mode.host, [{ name: 'swap', options, code: swap(cwd, victim) }])
+    assert.ok(result.report && !result.report.fatal, `the host reported (exit ${result.code ?? result.signal}): ${result.stderr.slice(-2000)}`)
+    const { verdict, error } = startedRun(result, 'swap')
+    assert.equal(error, null, `the cell ran: ${error}`)
+    assert.deepEqual(verdict.dirfds, [], 'the kernel holds no directory descriptor (the host keeps the root to itself)')
+    assert.equal(fs.lstatSync(path.join(cwd, 'data')).isSymbolicLink(), true, 'the cell swapped the ancestor')
+    assert.deepEqual(fs.readdirSync(path.join(victim, 'root')), ['keep'], 'nothing written in the victim')
+    assert.equal(fs.readFileSync(path.join(victim, 'root', 'keep'), 'utf8'), "the victim's")
+    assert.notEqual(verdict.read, "the victim's", "the read did not return the victim's file")
+    assert.match(String(verdict.read), /^FileNotFoundError: local:\/\/keep: no such file/)
+    assert.equal(verdict.write, 5)
+    assert.equal(fs.readFileSync(path.join(cwd, 'moved', 'root', 'pwn.txt'), 'utf8'), 'pwned', 'the write stayed in the root, moved with its parent')
   })
 }

@@ -130,6 +130,9 @@ test('uriRoots: scheme names are checked', async () => {
     [{ artifact: '/tmp' }, /artifact:\/\/ already has its meaning/],
     [{ file: '/tmp' }, /file:\/\/ already has its meaning/],
     [{ 'a/b': '/tmp' }, /lowercase/],
+    // The root is opened (made when missing) when the option is read, so a root that
+    // cannot be is refused then, not at a cell's first write.
+    [{ local: '/dev/null/root' }, /could not be opened or made: it \(or a part of its path\) is not a directory; name a directory/],
   ]) {
     await assert.rejects(startKernel({ uriRoots: roots }), (err) => err.code === 'ERR_INVALID_ARG' && /uriRoots/.test(err.message) && message.test(err.message))
   }

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::store::uri_roots::{Refused, UriRoots};
+use crate::store::uri_files::{too_large_to_write, Refused, MAX_BYTES};
+use crate::store::uri_roots::UriRoots;
 
 /// Where a session's kv store is kept on the host.
 #[derive(Clone)]
@@ -94,9 +95,10 @@ impl UriRead {
     pub(super) fn host_call(&self) -> Value {
         let mut path = self.path.clone();
         if self.first > 1 || self.limit.is_some() {
-            let last = self
-                .limit
-                .map_or(String::new(), |n| (self.first + n.max(1) - 1).to_string());
+            let last = self.limit.map_or(String::new(), |n| {
+                // Saturating: both numbers are the cell's, up to u64::MAX.
+                self.first.saturating_add(n.max(1) - 1).to_string()
+            });
             path.push_str(&format!(":{}-{last}", self.first));
         }
         serde_json::json!({ "path": path })
@@ -106,7 +108,7 @@ impl UriRead {
     pub(super) fn answer(&self, roots: &UriRoots) -> Option<Value> {
         let (root, rest) = roots.find(&self.path)?;
         Some(
-            match crate::store::uri_roots::read(root, &self.path, rest, self.first, self.limit) {
+            match crate::store::uri_files::read(root, &self.path, rest, self.first, self.limit) {
                 Ok(text) => serde_json::json!({ "text": text }),
                 Err(refused) => refusal(refused),
             },
@@ -115,7 +117,8 @@ impl UriRead {
 }
 
 /// A `__pykernel.write` call, `{path, content, encoding: "utf-8" | "base64"}`, answered
-/// from its root (blocking IO): `{path (the host's), bytes}`, or `{refused}`.
+/// from its root (blocking IO): `{path (the uri, never the host's path), bytes}`, or
+/// `{refused}`.
 pub(super) fn uri_write(roots: &UriRoots, args: &Value) -> std::result::Result<Value, String> {
     let path = args
         .get("path")
@@ -138,7 +141,20 @@ pub(super) fn uri_write(roots: &UriRoots, args: &Value) -> std::result::Result<V
             ),
         }));
     };
-    let bytes = match args.get("encoding").and_then(Value::as_str) {
+    // Before decoding, so a cell's oversized content is never copied or decoded.
+    let encoding = args.get("encoding").and_then(Value::as_str);
+    let most = match encoding {
+        Some("base64") => base64_len(MAX_BYTES),
+        _ => MAX_BYTES,
+    };
+    if content.len() > most {
+        let decoded = match encoding {
+            Some("base64") => content.len() / 4 * 3,
+            _ => content.len(),
+        };
+        return Ok(refusal(too_large_to_write(path, decoded)));
+    }
+    let bytes = match encoding {
         Some("base64") => {
             use base64::Engine;
             base64::engine::general_purpose::STANDARD
@@ -153,14 +169,19 @@ pub(super) fn uri_write(roots: &UriRoots, args: &Value) -> std::result::Result<V
         }
     };
     Ok(
-        match crate::store::uri_roots::write(root, path, rest, &bytes) {
-            Ok(written) => serde_json::json!({
-                "path": written.display().to_string(),
+        match crate::store::uri_files::write(root, path, rest, &bytes) {
+            Ok(()) => serde_json::json!({
+                "path": path,
                 "bytes": bytes.len(),
             }),
             Err(refused) => refusal(refused),
         },
     )
+}
+
+/// The length of `bytes` bytes in padded base64.
+fn base64_len(bytes: usize) -> usize {
+    bytes.div_ceil(3) * 4
 }
 
 fn refusal(refused: Refused) -> Value {
@@ -192,6 +213,12 @@ mod tests {
             json!({"path": "mcp://s/r:1-5"})
         );
         assert!(UriRead::parse(&json!({"path": "x://", "offset": "2"})).is_err());
+        // The largest numbers a cell can send: saturated, not overflowed.
+        let max = u64::MAX;
+        assert_eq!(
+            read(json!({"path": "mcp://s/r", "offset": max, "limit": max})),
+            json!({"path": format!("mcp://s/r:{max}-{max}")})
+        );
         assert!(UriRead::answer(
             &UriRead::parse(&json!({"path": "x://a"})).unwrap(),
             &UriRoots::default()
@@ -209,6 +236,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(answer["bytes"], 3);
+        assert_eq!(
+            answer["path"], "local://t.txt",
+            "the uri, not the host's path"
+        );
         let answer = uri_write(
             &roots,
             &json!({"path": "local://b.bin", "content": "AP8=", "encoding": "base64"}),
@@ -218,6 +249,47 @@ mod tests {
         assert_eq!(std::fs::read(dir.path().join("b.bin")).unwrap(), [0u8, 255]);
         let read = UriRead::parse(&json!({"path": "local://t.txt"})).unwrap();
         assert_eq!(read.answer(&roots).unwrap(), json!({"text": "é\n"}));
+        // No answer or refusal names the host's directory.
+        std::os::unix::fs::symlink("/etc", dir.path().join("etc")).unwrap();
+        let host_dir = dir.path().to_str().unwrap();
+        for answer in [
+            uri_write(&roots, &json!({"path": "local://etc/x", "content": "x"})).unwrap(),
+            UriRead::parse(&json!({"path": "local://etc/passwd"}))
+                .unwrap()
+                .answer(&roots)
+                .unwrap(),
+            UriRead::parse(&json!({"path": "local://nope/x"}))
+                .unwrap()
+                .answer(&roots)
+                .unwrap(),
+        ] {
+            let text = answer.to_string();
+            assert!(answer.get("refused").is_some(), "{text}");
+            assert!(!text.contains(host_dir), "{text}");
+        }
+
+        // Too long is refused on its encoded length, before decoding: content that is not
+        // even base64 is refused as too large, never decoded.
+        let huge = "!".repeat(base64_len(MAX_BYTES) + 4);
+        let answer = uri_write(
+            &roots,
+            &json!({"path": "local://big", "content": huge, "encoding": "base64"}),
+        )
+        .unwrap();
+        assert_eq!(answer["refused"]["exception"], "ValueError", "{answer}");
+        assert!(
+            answer.to_string().contains("more than write() takes"),
+            "{answer}"
+        );
+        use base64::Engine;
+        let exact = base64::engine::general_purpose::STANDARD.encode(vec![0u8; MAX_BYTES]);
+        assert_eq!(exact.len(), base64_len(MAX_BYTES));
+        let answer = uri_write(
+            &roots,
+            &json!({"path": "local://big", "content": exact, "encoding": "base64"}),
+        )
+        .unwrap();
+        assert_eq!(answer["bytes"], MAX_BYTES, "{answer}");
 
         let answer = uri_write(&roots, &json!({"path": "skill://x", "content": ""})).unwrap();
         assert_eq!(answer["refused"]["exception"], "ValueError");

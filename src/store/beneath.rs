@@ -72,8 +72,9 @@ pub fn open_beneath(
             how = how.mode(mode);
         }
         match openat2(root, parts.join("/").as_str(), how) {
-            // Not in this kernel, or refused by a seccomp filter (a container's).
-            Err(Errno::ENOSYS | Errno::E2BIG) => OPENAT2.store(NO_OPENAT2, Ordering::Relaxed),
+            Err(err) if falls_back(err, || probe_openat2(root)) => {
+                OPENAT2.store(NO_OPENAT2, Ordering::Relaxed)
+            }
             done => {
                 OPENAT2.store(HAS_OPENAT2, Ordering::Relaxed);
                 return Ok(done?);
@@ -81,6 +82,31 @@ pub fn open_beneath(
         }
     }
     open_without_symlinks(root, parts, flags, mode)
+}
+
+/// Whether `openat2` failing with `err` means this process cannot use it at all (so the
+/// walk of [`open_without_symlinks`] takes its place from now on), not that this one open
+/// failed. `ENOSYS`: not in this kernel; `E2BIG`: an older `struct open_how`. `EPERM` is
+/// what a container's seccomp profile answers for a call it does not allow, but also what
+/// an open can fail with on its own (an immutable file opened for writing), so it counts
+/// only when `probe` (an `openat2` that cannot fail on its own) fails the same way.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn falls_back(err: Errno, probe: impl FnOnce() -> Result<(), Errno>) -> bool {
+    match err {
+        Errno::ENOSYS | Errno::E2BIG => true,
+        Errno::EPERM => matches!(probe(), Err(Errno::EPERM | Errno::ENOSYS)),
+        _ => false,
+    }
+}
+
+/// `openat2` of the root itself (`.`, `O_PATH`): refused only by a filter on the call.
+#[cfg(target_os = "linux")]
+fn probe_openat2(root: BorrowedFd<'_>) -> Result<(), Errno> {
+    use nix::fcntl::{openat2, OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH);
+    openat2(root, ".", how).map(drop)
 }
 
 /// [`open_beneath`] one component at a time, following no symlink.
@@ -125,20 +151,35 @@ fn is_symlink_at(dir: BorrowedFd<'_>, name: &str) -> bool {
 }
 
 /// The directory `dirs` beneath `root`, made (mode `mode`) where missing, each one by
-/// `mkdirat` on its parent's descriptor and opened again beneath the root.
-pub fn make_dirs_beneath(root: BorrowedFd<'_>, dirs: &[&str], mode: Mode) -> io::Result<OwnedFd> {
+/// `mkdirat` on its parent's descriptor and opened again beneath the root; those made
+/// here are given to `owner` (uid, gid) when one is named.
+pub fn make_dirs_beneath(
+    root: BorrowedFd<'_>,
+    dirs: &[&str],
+    mode: Mode,
+    owner: Option<(u32, u32)>,
+) -> io::Result<OwnedFd> {
     let directory = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
     let mut parent: Option<OwnedFd> = None;
     for depth in 1..=dirs.len() {
         let opened = match open_beneath(root, &dirs[..depth], directory, Mode::empty()) {
             Err(e) if e.raw_os_error() == Some(Errno::ENOENT as i32) => {
                 let at = parent.as_ref().map_or(root, |fd| fd.as_fd());
-                match nix::sys::stat::mkdirat(at, dirs[depth - 1], mode) {
+                let made = match nix::sys::stat::mkdirat(at, dirs[depth - 1], mode) {
+                    Ok(()) => true,
                     // Made meanwhile by another writer: opened below like any other.
-                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Err(Errno::EEXIST) => false,
                     Err(e) => return Err(e.into()),
+                };
+                let opened = open_beneath(root, &dirs[..depth], directory, Mode::empty())?;
+                if let (true, Some((uid, gid))) = (made, owner) {
+                    nix::unistd::fchown(
+                        opened.as_fd(),
+                        Some(nix::unistd::Uid::from_raw(uid)),
+                        Some(nix::unistd::Gid::from_raw(gid)),
+                    )?;
                 }
-                open_beneath(root, &dirs[..depth], directory, Mode::empty())?
+                opened
             }
             other => other?,
         };
@@ -200,13 +241,41 @@ mod tests {
     }
 
     #[test]
+    fn openat2_refused_by_a_filter_falls_back_to_the_walk_and_a_files_own_eperm_does_not() {
+        let never = || -> Result<(), Errno> { panic!("no probe needed") };
+        assert!(falls_back(Errno::ENOSYS, never));
+        assert!(falls_back(Errno::E2BIG, never));
+        // A container's seccomp profile: every openat2 is EPERM, the probe too.
+        assert!(falls_back(Errno::EPERM, || Err(Errno::EPERM)));
+        assert!(falls_back(Errno::EPERM, || Err(Errno::ENOSYS)));
+        // The file's own EPERM (immutable, opened for writing): openat2 itself works.
+        assert!(!falls_back(Errno::EPERM, || Ok(())));
+        for own in [Errno::ENOENT, Errno::EXDEV, Errno::ELOOP, Errno::EACCES] {
+            assert!(!falls_back(own, never), "{own}");
+        }
+        // The probe itself answers on a real root.
+        #[cfg(target_os = "linux")]
+        {
+            let base = tempfile::tempdir().unwrap();
+            let fd = open_root(base.path()).unwrap();
+            assert!(probe_openat2(fd.as_fd()).is_ok());
+        }
+    }
+
+    #[test]
     fn missing_directories_are_made_beneath_the_root_and_a_planted_link_stops_them() {
         use std::os::unix::fs::PermissionsExt;
         let base = tempfile::tempdir().unwrap();
         let root = base.path().join("root");
         fs::create_dir(&root).unwrap();
         let fd = open_root(&root).unwrap();
-        make_dirs_beneath(fd.as_fd(), &["a", "b"], Mode::from_bits_truncate(0o700)).unwrap();
+        make_dirs_beneath(
+            fd.as_fd(),
+            &["a", "b"],
+            Mode::from_bits_truncate(0o700),
+            None,
+        )
+        .unwrap();
         let made = fs::metadata(root.join("a/b")).unwrap();
         assert!(made.is_dir());
         assert_eq!(made.permissions().mode() & 0o777, 0o700);
@@ -214,8 +283,13 @@ mod tests {
         let outside = base.path().join("outside");
         fs::create_dir(&outside).unwrap();
         symlink(&outside, root.join("link")).unwrap();
-        let err = make_dirs_beneath(fd.as_fd(), &["link", "c"], Mode::from_bits_truncate(0o700))
-            .unwrap_err();
+        let err = make_dirs_beneath(
+            fd.as_fd(),
+            &["link", "c"],
+            Mode::from_bits_truncate(0o700),
+            None,
+        )
+        .unwrap_err();
         assert!(
             [libc_errno(Errno::EXDEV), libc_errno(Errno::ELOOP)].contains(&errno(&err)),
             "{err}"

@@ -5,4 +5,5 @@
 pub mod beneath;
 pub mod kv;
 pub mod safe_fs;
+pub mod uri_files;
 pub mod uri_roots;

@@ -1,46 +1,191 @@
 //! Host-mapped URI schemes: `uriRoots: { local: '/abs/dir' }` makes `read("local://a/b.txt")`
 //! and `write("local://a/b.txt", data)` in a cell files of that directory, read and
-//! written by the host (the kernel's sandbox need not reach the directory).
+//! written by the host (the kernel's sandbox need not reach the directory). This file is
+//! the option: scheme names checked, each root held open; [`uri_files`](super::uri_files)
+//! reads and writes beneath one.
 //!
-//! The path after `scheme://` is relative to the root and taken literally (no
-//! percent-decoding): no absolute path, no `..` component, no NUL; every open goes through
-//! [`beneath`](super::beneath), so no symlink leads out either. Only regular files are read
-//! or written, and only ones with a single link (a hard link planted in the root would
-//! otherwise hand the host's file to the cell). Reads and writes are at most
-//! [`MAX_BYTES`]. Files are created 0600 and directories 0700: the root holds what the
-//! host's user keeps for the agent, and nobody else needs to read it.
+//! Each root is opened once, when the option is read, and every later open goes beneath
+//! that descriptor, never through the root's path again. Why: a cell that may write the
+//! root's parent (the root inside the kernel's writable workspace, or beside a directory
+//! it writes) could otherwise move an ancestor away and put a symlink in its place
+//! (`mv data d2; ln -s /usr data`), and the host, reopening the path, would read and write
+//! wherever the link leads. Held open, the root stays the directory the host named.
 
 use std::collections::BTreeMap;
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::fd::AsFd;
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
-use super::beneath::{self, Resolution};
-
-/// The most a read returns or a write takes, in bytes: a reply or a call travels as one
-/// JSON frame (64 MiB at most, and a string's escapes can take six bytes for one).
-pub const MAX_BYTES: usize = 8 << 20;
+use super::beneath;
 
 /// Schemes that already mean something: `artifact://` is the host's outputs, `file://` a
 /// path of the kernel's own.
 const RESERVED: &[&str] = &["artifact", "file"];
 const MAX_SCHEME_CHARS: usize = 32;
 
-const FILE_MODE: u32 = 0o600;
-const DIR_MODE: u32 = 0o700;
+/// Directories the host makes (the root, when missing, and those beneath it).
+pub(super) const DIR_MODE: u32 = 0o700;
 
-/// Scheme names and the host directories they map to.
+/// A root directory, held open since the option was read.
+#[derive(Clone)]
+pub struct Root {
+    /// The path it had then: for the host's own messages, never opened again.
+    path: PathBuf,
+    fd: Arc<OwnedFd>,
+    dev: u64,
+    ino: u64,
+}
+
+impl Root {
+    /// Opens `root` (absolute), taken as its real path now, so a symlink given as the
+    /// root keeps meaning its target. A root that does not exist is made (0700, with its
+    /// missing parents) beneath its nearest existing ancestor, one name at a time.
+    fn pin(root: &Path) -> io::Result<Self> {
+        let (path, fd) = match std::fs::canonicalize(root) {
+            Ok(real) => {
+                let fd = beneath::open_root(&real)?;
+                (real, fd)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => make_root(root)?,
+            Err(e) => return Err(e),
+        };
+        let stat = nix::sys::stat::fstat(fd.as_fd())?;
+        Ok(Self {
+            path,
+            fd: Arc::new(fd),
+            dev: stat.st_dev as u64,
+            ino: stat.st_ino as u64,
+        })
+    }
+
+    /// The descriptor every open beneath the root starts from.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Where the root was when the option was read (for the host, never for a cell).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the root directory has been removed since (nothing can be made in it).
+    pub fn is_removed(&self) -> bool {
+        nix::sys::stat::fstat(self.fd()).is_ok_and(|st| st.st_nlink == 0)
+    }
+}
+
+/// The same directory, named the same way.
+impl PartialEq for Root {
+    fn eq(&self, other: &Self) -> bool {
+        (self.dev, self.ino) == (other.dev, other.ino) && self.path == other.path
+    }
+}
+
+impl Eq for Root {}
+
+impl fmt::Debug for Root {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Root").field(&self.path).finish()
+    }
+}
+
+/// A missing root made beneath its nearest existing ancestor: each missing name made with
+/// `mkdirat` on its parent's descriptor and opened with `O_NOFOLLOW`, so no name on the
+/// way is looked up twice. The new directories belong to the ancestor's owner when the
+/// host runs as root (see [`owner_for_new`]).
+fn make_root(root: &Path) -> io::Result<(PathBuf, OwnedFd)> {
+    let not_plain = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "its missing part has a '..' or '.' component: name it without them",
+        )
+    };
+    let mut missing = Vec::new();
+    let mut at = root;
+    let (base, mut fd) = loop {
+        missing.push(at.file_name().ok_or_else(not_plain)?);
+        at = at.parent().ok_or_else(not_plain)?;
+        match std::fs::canonicalize(at) {
+            Ok(real) => {
+                let fd = beneath::open_root(&real)?;
+                break (real, fd);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    let owner = owner_for_new(fd.as_fd())?;
+    let mut path = base;
+    for name in missing.iter().rev() {
+        let Some(name) = name.to_str().filter(|n| *n != "." && *n != "..") else {
+            return Err(not_plain());
+        };
+        let made = match nix::sys::stat::mkdirat(
+            fd.as_fd(),
+            name,
+            Mode::from_bits_truncate(DIR_MODE as _),
+        ) {
+            Ok(()) => true,
+            Err(Errno::EEXIST) => false,
+            Err(e) => return Err(e.into()),
+        };
+        let next = nix::fcntl::openat(
+            fd.as_fd(),
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        if made {
+            give(next.as_fd(), owner)?;
+        }
+        fd = next;
+        path.push(name);
+    }
+    Ok((path, fd))
+}
+
+/// Who what the host makes in `dir` should belong to: `dir`'s owner, when the host runs
+/// as root and `dir` is another user's (so that user can still manage what the agent
+/// keeps there); `None` otherwise (what the host makes is its own).
+pub(super) fn owner_for_new(dir: BorrowedFd<'_>) -> io::Result<Option<(u32, u32)>> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let st = nix::sys::stat::fstat(dir)?;
+    let ours = (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    Ok((ours != (st.st_uid, st.st_gid)).then_some((st.st_uid, st.st_gid)))
+}
+
+/// `fd` (a file or directory the host has just made) given to `owner`.
+pub(super) fn give(fd: BorrowedFd<'_>, owner: Option<(u32, u32)>) -> io::Result<()> {
+    if let Some((uid, gid)) = owner {
+        nix::unistd::fchown(
+            fd,
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
+        )?;
+    }
+    Ok(())
+}
+
+/// Scheme names and the host directories they map to, each held open.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UriRoots(BTreeMap<String, PathBuf>);
+pub struct UriRoots(BTreeMap<String, Root>);
 
 impl UriRoots {
     /// Checks every name (lowercase letters, digits, `+ - .`, starting with a letter, at
-    /// most 32; not `artifact` or `file`) and root (absolute). A root that exists is taken
-    /// as its real path now, so a symlink given as the root keeps meaning its target.
+    /// most 32; not `artifact` or `file`) and root (absolute), and opens each root (made
+    /// when missing, see [`Root::pin`]): a root that cannot be opened or made is refused
+    /// now, not at a cell's first read.
     pub fn new(roots: impl IntoIterator<Item = (String, PathBuf)>) -> Result<Self, String> {
         let mut checked = BTreeMap::new();
         for (scheme, root) in roots {
@@ -51,8 +196,18 @@ impl UriRoots {
                     root.display().to_string()
                 ));
             }
-            let root = std::fs::canonicalize(&root).unwrap_or(root);
-            checked.insert(scheme, root);
+            let pinned = Root::pin(&root).map_err(|e| {
+                let why = match e.raw_os_error().map(Errno::from_raw) {
+                    Some(Errno::ENOTDIR) => "it (or a part of its path) is not a directory".to_string(),
+                    Some(Errno::ELOOP) => "it is a symbolic link that leads nowhere, or a loop of them".to_string(),
+                    _ => e.to_string(),
+                };
+                format!(
+                    "the root of '{scheme}', {:?}, could not be opened or made: {why}; name a directory the host's user may read and write (a missing one is made)",
+                    root.display().to_string()
+                )
+            })?;
+            checked.insert(scheme, pinned);
         }
         Ok(Self(checked))
     }
@@ -71,10 +226,10 @@ impl UriRoots {
     }
 
     /// The root `uri`'s scheme maps to and the path after `scheme://`, when it has one.
-    pub fn find<'a>(&self, uri: &'a str) -> Option<(&Path, &'a str)> {
+    pub fn find<'a>(&self, uri: &'a str) -> Option<(&Root, &'a str)> {
         let (scheme, rest) = uri.split_once("://")?;
         let root = self.0.get(scheme)?;
-        Some((root.as_path(), rest))
+        Some((root, rest))
     }
 
     /// The schemes mapped, for messages.
@@ -101,245 +256,12 @@ fn check_scheme(scheme: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Why a read or write was refused, as the exception the cell raises.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
-    /// `FileNotFoundError`, `PermissionError`, `IsADirectoryError`, `ValueError` or `OSError`.
-    pub exception: &'static str,
-    pub message: String,
-}
-
-impl Refused {
-    fn new(exception: &'static str, message: String) -> Self {
-        Self { exception, message }
-    }
-}
-
-/// The components of `rest` (what follows `scheme://`), refused when they could name
-/// anything but a file beneath the root.
-fn parts<'a>(uri: &str, rest: &'a str) -> Result<Vec<&'a str>, Refused> {
-    let invalid = |why: &str| {
-        Refused::new(
-            "ValueError",
-            format!("{uri}: {why}; name a file beneath the root, as in local://notes/today.md"),
-        )
-    };
-    if rest.starts_with('/') {
-        return Err(invalid("an absolute path is not allowed"));
-    }
-    if rest.contains('\0') {
-        return Err(invalid("the path contains NUL"));
-    }
-    let parts: Vec<&str> = rest
-        .split('/')
-        .filter(|p| !p.is_empty() && *p != ".")
-        .collect();
-    if parts.contains(&"..") {
-        return Err(invalid("'..' is not allowed"));
-    }
-    if parts.is_empty() || rest.ends_with('/') {
-        return Err(invalid("it names no file"));
-    }
-    Ok(parts)
-}
-
-/// An error of an open or a read beneath the root, worded for the cell.
-fn refusal(uri: &str, root: &Path, err: io::Error) -> Refused {
-    let errno = err.raw_os_error().map(Errno::from_raw);
-    match errno {
-        Some(Errno::ENOENT) => Refused::new("FileNotFoundError", format!("{uri}: no such file")),
-        Some(Errno::EXDEV) | Some(Errno::ELOOP) => Refused::new(
-            "PermissionError",
-            match beneath::resolution() {
-                Resolution::Beneath => format!(
-                    "{uri}: the path leads out of its root {} (through a symbolic link): refused",
-                    root.display()
-                ),
-                Resolution::NoSymlinks => format!(
-                    "{uri}: the path goes through a symbolic link, which is not followed beneath {} on this system: refused",
-                    root.display()
-                ),
-            },
-        ),
-        Some(Errno::ENOTDIR) => Refused::new(
-            "NotADirectoryError",
-            format!("{uri}: a part of the path is not a directory"),
-        ),
-        Some(Errno::EISDIR) => {
-            Refused::new("IsADirectoryError", format!("{uri}: is a directory"))
-        }
-        Some(Errno::EACCES) | Some(Errno::EPERM) | Some(Errno::EROFS) => {
-            Refused::new("PermissionError", format!("{uri}: {err}"))
-        }
-        _ => Refused::new("OSError", format!("{uri}: {err}")),
-    }
-}
-
-/// The file's metadata, refused unless it is a regular file with one link.
-fn check_file(uri: &str, file: &std::fs::File) -> Result<(), Refused> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = file
-        .metadata()
-        .map_err(|e| Refused::new("OSError", format!("{uri}: {e}")))?;
-    if meta.is_dir() {
-        return Err(Refused::new(
-            "IsADirectoryError",
-            format!("{uri}: is a directory"),
-        ));
-    }
-    if !meta.is_file() {
-        return Err(Refused::new(
-            "PermissionError",
-            format!("{uri}: not a regular file (a FIFO, socket or device is never opened)"),
-        ));
-    }
-    if meta.nlink() > 1 {
-        return Err(Refused::new(
-            "PermissionError",
-            format!(
-                "{uri}: the file has {} hard links, and only a file with one is read or written (a link could be another file of the host's): copy it instead",
-                meta.nlink()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Back to blocking IO, once the open (`O_NONBLOCK`, so a FIFO never holds it) is done.
-fn blocking(file: &std::fs::File) -> io::Result<()> {
-    let flags = nix::fcntl::fcntl(file.as_fd(), nix::fcntl::FcntlArg::F_GETFL)?;
-    let flags = OFlag::from_bits_truncate(flags) - OFlag::O_NONBLOCK;
-    nix::fcntl::fcntl(file.as_fd(), nix::fcntl::FcntlArg::F_SETFL(flags))?;
-    Ok(())
-}
-
-/// The text of `uri` (`rest` beneath `root`), or of its lines `first` (1-based) onwards,
-/// at most `limit` of them, each with its `\n`; undecodable bytes replaced.
-pub fn read(
-    root: &Path,
-    uri: &str,
-    rest: &str,
-    first: u64,
-    limit: Option<u64>,
-) -> Result<String, Refused> {
-    let parts = parts(uri, rest)?;
-    let fail = |e| refusal(uri, root, e);
-    let root_fd = beneath::open_root(root).map_err(|e| match e.raw_os_error() {
-        Some(code) if code == Errno::ENOENT as i32 => Refused::new(
-            "FileNotFoundError",
-            format!(
-                "{uri}: no such file (its root {} does not exist)",
-                root.display()
-            ),
-        ),
-        _ => root_refusal(uri, root, e),
-    })?;
-    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
-    let fd = beneath::open_beneath(root_fd.as_fd(), &parts, flags, Mode::empty()).map_err(fail)?;
-    let file = std::fs::File::from(fd);
-    check_file(uri, &file)?;
-    blocking(&file).map_err(fail)?;
-    let mut reader = BufReader::new(file);
-    for _ in 1..first.max(1) {
-        if reader.skip_until(b'\n').map_err(fail)? == 0 {
-            return Ok(String::new());
-        }
-    }
-    let mut bytes = Vec::new();
-    let mut lines = 0u64;
-    while limit.is_none_or(|limit| lines < limit) {
-        let room = (MAX_BYTES + 1 - bytes.len()) as u64;
-        if (&mut reader)
-            .take(room)
-            .read_until(b'\n', &mut bytes)
-            .map_err(fail)?
-            == 0
-        {
-            break;
-        }
-        if bytes.len() > MAX_BYTES {
-            return Err(Refused::new(
-                "ValueError",
-                format!(
-                    "{uri}: more than {} MiB to read, and read() returns at most that at once: read it in parts with offset and limit (lines)",
-                    MAX_BYTES >> 20
-                ),
-            ));
-        }
-        lines += 1;
-    }
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// Writes `content` to `uri` (`rest` beneath `root`), replacing the file, making it and
-/// its parent directories where missing (the root too); the host path written.
-pub fn write(root: &Path, uri: &str, rest: &str, content: &[u8]) -> Result<PathBuf, Refused> {
-    let parts = parts(uri, rest)?;
-    if content.len() > MAX_BYTES {
-        return Err(too_large_to_write(uri, content.len()));
-    }
-    let fail = |e| refusal(uri, root, e);
-    if !root.exists() {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(DIR_MODE)
-            .create(root)
-            .map_err(|e| root_refusal(uri, root, e))?;
-    }
-    let root_fd = beneath::open_root(root).map_err(|e| root_refusal(uri, root, e))?;
-    let dirs = &parts[..parts.len() - 1];
-    let dir_mode = Mode::from_bits_truncate(DIR_MODE as _);
-    beneath::make_dirs_beneath(root_fd.as_fd(), dirs, dir_mode).map_err(fail)?;
-    // Not O_TRUNC: the file is emptied only once it is known to be ours to write.
-    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
-    let fd = beneath::open_beneath(
-        root_fd.as_fd(),
-        &parts,
-        flags,
-        Mode::from_bits_truncate(FILE_MODE as _),
-    )
-    .map_err(fail)?;
-    let mut file = std::fs::File::from(fd);
-    check_file(uri, &file)?;
-    blocking(&file).map_err(fail)?;
-    file.set_len(0).map_err(fail)?;
-    file.write_all(content).map_err(fail)?;
-    Ok(parts
-        .iter()
-        .fold(root.to_path_buf(), |path, part| path.join(part)))
-}
-
-pub fn too_large_to_write(uri: &str, len: usize) -> Refused {
-    Refused::new(
-        "ValueError",
-        format!(
-            "{uri}: {len} bytes is more than write() takes at once ({} MiB): write the file in parts to several files, or save it to a local path",
-            MAX_BYTES >> 20
-        ),
-    )
-}
-
-fn root_refusal(uri: &str, root: &Path, err: io::Error) -> Refused {
-    let is_link = std::fs::symlink_metadata(root).is_ok_and(|m| m.file_type().is_symlink());
-    let why = match err.raw_os_error().map(Errno::from_raw) {
-        Some(Errno::ELOOP | Errno::ENOTDIR) if is_link => {
-            "is a symbolic link now (it was not when it was set), and is not followed".to_string()
-        }
-        Some(Errno::ENOTDIR) => "is not a directory".to_string(),
-        _ => err.to_string(),
-    };
-    Refused::new(
-        "PermissionError",
-        format!("{uri}: its root {} {why}", root.display()),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::uri_files::{read, write};
     use std::fs;
-    use std::os::unix::fs::{symlink, MetadataExt};
+    use std::os::unix::fs::symlink;
 
     #[test]
     fn scheme_names_are_checked() {
@@ -361,110 +283,110 @@ mod tests {
 
     #[test]
     fn a_request_root_takes_the_place_of_the_kernels_for_its_scheme_only() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = |name: &str| base.path().join(name);
         let kernel = UriRoots::new([
-            ("local".into(), PathBuf::from("/k/local")),
-            ("skill".into(), PathBuf::from("/k/skill")),
+            ("local".into(), dir("k-local")),
+            ("skill".into(), dir("k-skill")),
         ])
         .unwrap();
-        let request = UriRoots::new([("local".into(), PathBuf::from("/r/local"))]).unwrap();
+        let request = UriRoots::new([("local".into(), dir("r-local"))]).unwrap();
         let merged = kernel.with(Some(&request));
-        assert_eq!(merged.find("local://a"), Some((Path::new("/r/local"), "a")));
-        assert_eq!(merged.find("skill://b"), Some((Path::new("/k/skill"), "b")));
-        assert_eq!(merged.find("mcp://c"), None);
+        let found = |uri| merged.find(uri).map(|(root, rest)| (root.path(), rest));
+        let real = |name| fs::canonicalize(dir(name)).unwrap();
+        assert_eq!(found("local://a"), Some((real("r-local").as_path(), "a")));
+        assert_eq!(found("skill://b"), Some((real("k-skill").as_path(), "b")));
+        assert_eq!(found("mcp://c"), None);
         assert_eq!(kernel.with(None), kernel);
+        assert_ne!(kernel, request);
     }
 
     #[test]
-    fn paths_that_could_leave_the_root_are_refused() {
-        for (rest, why) in [
-            ("/etc/passwd", "absolute"),
-            ("../x", "'..'"),
-            ("a/../../x", "'..'"),
-            ("", "names no file"),
-            ("a/", "names no file"),
-            ("./", "names no file"),
-            ("a\0b", "NUL"),
-        ] {
-            let err = parts("local://x", rest).unwrap_err();
-            assert_eq!(err.exception, "ValueError");
-            assert!(err.message.contains(why), "{rest:?}: {}", err.message);
-        }
-        assert_eq!(parts("u", "a//./b.txt").unwrap(), ["a", "b.txt"]);
+    fn a_missing_root_is_made_when_the_option_is_read_and_a_file_in_its_way_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("a/b/root");
+        let roots = UriRoots::new([("local".into(), root.clone())]).unwrap();
+        let meta = fs::metadata(&root).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert!(meta.is_dir());
+        assert_eq!(meta.permissions().mode() & 0o777, DIR_MODE);
+        assert!(format!("{roots:?}").contains("a/b/root"), "{roots:?}");
+
+        fs::write(base.path().join("file"), "x").unwrap();
+        let err = UriRoots::new([("local".into(), base.path().join("file/sub"))]).unwrap_err();
+        assert!(err.contains("not a directory"), "{err}");
+        assert!(err.contains("name a directory"), "{err}");
+        let err = UriRoots::new([("local".into(), base.path().join("file"))]).unwrap_err();
+        assert!(err.contains("not a directory"), "{err}");
+        let err = UriRoots::new([("local".into(), base.path().join("new/../x"))]).unwrap_err();
+        assert!(err.contains("'..'"), "{err}");
+    }
+
+    /// The attack: a cell that may write the root's parent moves an ancestor of the root
+    /// away and puts a symlink to another directory in its place.
+    #[test]
+    fn an_ancestor_swapped_for_a_symlink_leads_nowhere_the_root_is_held_open() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("data/root");
+        fs::create_dir_all(&root).unwrap();
+        let victim = base.path().join("victim");
+        fs::create_dir_all(victim.join("root")).unwrap();
+        fs::write(victim.join("root/keep"), "the victim's").unwrap();
+        let roots = UriRoots::new([("local".into(), root.clone())]).unwrap();
+        let (pinned, _) = roots.find("local://x").unwrap();
+
+        fs::rename(base.path().join("data"), base.path().join("moved")).unwrap();
+        symlink(&victim, base.path().join("data")).unwrap();
+
+        write(pinned, "local://pwn.txt", "pwn.txt", b"pwned").unwrap();
+        let err = read(pinned, "local://keep", "keep", 1, None).unwrap_err();
+        assert_eq!(err.exception, "FileNotFoundError", "{}", err.message);
+        let names: Vec<_> = fs::read_dir(victim.join("root"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["keep"], "nothing made in the victim");
+        assert_eq!(
+            fs::read_to_string(victim.join("root/keep")).unwrap(),
+            "the victim's"
+        );
+        assert_eq!(
+            fs::read_to_string(base.path().join("moved/root/pwn.txt")).unwrap(),
+            "pwned",
+            "the write landed in the root the host named, where it is now"
+        );
     }
 
     #[test]
-    fn a_write_makes_its_directories_and_reads_back_by_lines() {
+    fn a_root_removed_after_the_option_is_said_to_be() {
         let base = tempfile::tempdir().unwrap();
         let root = base.path().join("root");
-        let path = write(&root, "local://a/b/c.txt", "a/b/c.txt", b"1\n2\n3\n4").unwrap();
-        assert_eq!(path, root.join("a/b/c.txt"));
-        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, FILE_MODE);
-        assert_eq!(
-            fs::metadata(root.join("a")).unwrap().mode() & 0o777,
-            DIR_MODE
-        );
-        let read = |first, limit| read(&root, "local://a/b/c.txt", "a/b/c.txt", first, limit);
-        assert_eq!(read(1, None).unwrap(), "1\n2\n3\n4");
-        assert_eq!(read(2, Some(2)).unwrap(), "2\n3\n");
-        assert_eq!(read(4, None).unwrap(), "4");
-        assert_eq!(read(9, None).unwrap(), "");
-        // A shorter write replaces it all.
-        write(&root, "local://a/b/c.txt", "a/b/c.txt", b"x").unwrap();
-        assert_eq!(read(1, None).unwrap(), "x");
-        let missing = self::read(&root, "local://nope", "nope", 1, None).unwrap_err();
-        assert_eq!(missing.exception, "FileNotFoundError");
-        let dir = self::read(&root, "local://a", "a", 1, None).unwrap_err();
-        assert_eq!(dir.exception, "IsADirectoryError");
+        let roots = UriRoots::new([("local".into(), root.clone())]).unwrap();
+        let (pinned, _) = roots.find("local://x").unwrap();
+        fs::remove_dir(&root).unwrap();
+        assert!(pinned.is_removed());
+        let err = write(pinned, "local://a/x", "a/x", b"x").unwrap_err();
+        assert!(err.message.contains("root was removed"), "{}", err.message);
+        let err = read(pinned, "local://x", "x", 1, None).unwrap_err();
+        assert!(err.message.contains("root was removed"), "{}", err.message);
+        assert!(!root.exists(), "not made again by path");
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
-    fn symlinks_out_fifos_hard_links_and_big_files_are_refused() {
-        let base = tempfile::tempdir().unwrap();
-        let root = base.path().join("root");
-        fs::create_dir(&root).unwrap();
-        let outside = base.path().join("outside");
-        fs::create_dir(&outside).unwrap();
-        fs::write(outside.join("secret"), "s").unwrap();
-        symlink(&outside, root.join("out")).unwrap();
-        symlink(outside.join("secret"), root.join("secret")).unwrap();
-        for (uri, rest) in [
-            ("local://out/secret", "out/secret"),
-            ("local://secret", "secret"),
-        ] {
-            let err = read(&root, uri, rest, 1, None).unwrap_err();
-            assert_eq!(err.exception, "PermissionError", "{uri}: {}", err.message);
-            let err = write(&root, uri, rest, b"pwned").unwrap_err();
-            assert_eq!(err.exception, "PermissionError", "{uri}: {}", err.message);
+    fn a_root_host_makes_the_missing_root_its_parents_owners() {
+        use std::os::unix::fs::MetadataExt;
+        if !nix::unistd::geteuid().is_root() {
+            return;
         }
-        let err = write(&root, "local://out/new/x", "out/new/x", b"pwned").unwrap_err();
-        assert_eq!(err.exception, "PermissionError", "{}", err.message);
-        assert_eq!(fs::read_to_string(outside.join("secret")).unwrap(), "s");
-        assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
-
-        nix::unistd::mkfifo(&root.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let err = read(&root, "local://fifo", "fifo", 1, None).unwrap_err();
-        assert!(
-            err.message.contains("not a regular file"),
-            "{}",
-            err.message
-        );
-
-        fs::hard_link(outside.join("secret"), root.join("linked")).unwrap();
-        let err = read(&root, "local://linked", "linked", 1, None).unwrap_err();
-        assert!(err.message.contains("2 hard links"), "{}", err.message);
-        let err = write(&root, "local://linked", "linked", b"pwned").unwrap_err();
-        assert!(err.message.contains("2 hard links"), "{}", err.message);
-        assert_eq!(fs::read_to_string(outside.join("secret")).unwrap(), "s");
-
-        fs::write(root.join("big"), vec![b'x'; MAX_BYTES + 1]).unwrap();
-        let err = read(&root, "local://big", "big", 1, None).unwrap_err();
-        assert!(err.message.contains("offset and limit"), "{}", err.message);
-        fs::write(root.join("big"), vec![b'x'; MAX_BYTES]).unwrap();
-        assert_eq!(
-            read(&root, "local://big", "big", 1, None).unwrap().len(),
-            MAX_BYTES
-        );
-        let err = write(&root, "local://w", "w", &vec![0; MAX_BYTES + 1]).unwrap_err();
-        assert_eq!(err.exception, "ValueError");
+        let base = tempfile::tempdir().unwrap();
+        let home = base.path().join("home");
+        fs::create_dir(&home).unwrap();
+        std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+        UriRoots::new([("local".into(), home.join("agent/data"))]).unwrap();
+        for dir in ["agent", "agent/data"] {
+            let meta = fs::metadata(home.join(dir)).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (65534, 65534), "{dir}");
+        }
     }
 }
