@@ -201,6 +201,9 @@ impl Kernel {
                             let call = CallFrame { call_id, name, args };
                             match self.call_limits.try_slot() {
                                 Some(slot) => ready_call = Some((call, slot)),
+                                // A cell being stopped gets no slot to wait for: the
+                                // runner fails its calls itself once the cell ends.
+                                None if escalation.is_some() => {}
                                 None => waiting_call = Some(call),
                             }
                         }
@@ -248,6 +251,10 @@ impl Kernel {
             if stop_requested {
                 collector.outcome.cancelled = true;
                 escalation = Some(Instant::now() + INTERRUPT_ESCALATION);
+                // Read on: the stopped cell's last frames are behind it, and its calls fail
+                // in the runner as the cell ends (a reply could not reach them sooner if
+                // every slot is held by replies the runner is not reading).
+                waiting_call = None;
                 self.interrupt_request(&id).await;
             }
         }
