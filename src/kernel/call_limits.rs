@@ -13,7 +13,10 @@
 //! host's memory at [`MAX_CALLS_IN_FLIGHT`] calls' worth. Refusing with an error instead
 //! would fail a cell that merely started 100 threads. The clocks and the abort still run
 //! while a call waits for a slot, so a cell whose calls never end is stopped by its
-//! timeout as any other.
+//! timeout as any other; a cell being stopped waits for no slot (its calls past the limit
+//! are dropped unanswered: the runner fails an interrupted cell's calls itself as the cell
+//! ends), so its last frames get through even when every slot is held by a reply the
+//! runner does not read.
 //!
 //! A slot is held from the frame's arrival until its reply is written: a reply the runner
 //! does not read (the cell wedged its own stdin) keeps its slot, so unread replies cannot
