@@ -94,6 +94,23 @@ test('100 threads calling at once: the host works on 64 at a time, and every cal
   assert.equal(peak, 64, 'at most 64 calls were in flight at once, and that many were')
 })
 
+test('64 calls that onCall never answers and one more: the cell still ends at its timeout and the kernel lives', async (t) => {
+  const kernel = await startKernel({ onCall: () => new Promise(() => {}) })
+  t.after(() => kernel.shutdown())
+  // The 65th call waits for a slot the hung calls never free; a cell being stopped waits
+  // for none, so its last frames get through.
+  const code = [
+    'import threading',
+    'threads = [threading.Thread(target=lambda: tool.hang(), daemon=True) for _ in range(65)]',
+    'for th in threads: th.start()',
+    'for th in threads: th.join()',
+  ].join('\n')
+  const { result } = await run(kernel, code, { timeoutMs: 1500 })
+  assert.equal(result.timedOut, true, JSON.stringify(result))
+  assert.equal(result.kernelDied, false, `the kernel was not killed: ${JSON.stringify(result.error)}`)
+  assert.equal((await run(kernel, '1 + 1')).result.result['text/plain'], '2')
+})
+
 test('the watchdog pauses while a call to another model (agent, completion) is in flight', async (t) => {
   const kernel = await startKernel({ onCall: async () => (await sleep(2000), 'slow answer') })
   t.after(() => kernel.shutdown())
