@@ -68,6 +68,49 @@ test('calls from many threads run at once and each gets its own answer', async (
   assert.equal(peak, 8, 'all eight calls were in flight at once')
 })
 
+test('100 threads calling at once: the host works on 64 at a time, and every call is answered', async (t) => {
+  let inFlight = 0
+  let peak = 0
+  const kernel = await startKernel({
+    onCall: async (c) => {
+      inFlight++
+      peak = Math.max(peak, inFlight)
+      await sleep(300)
+      inFlight--
+      return c.args.i * 10
+    },
+  })
+  t.after(() => kernel.shutdown())
+  // The calls past the 64th wait for a slot (backpressure), none fails.
+  const code = [
+    'from concurrent.futures import ThreadPoolExecutor',
+    'with ThreadPoolExecutor(100) as ex:',
+    `    out = list(ex.map(lambda i: __pykernel__.bridge_call('f', {'i': i}), range(100)))`,
+    'out == [i * 10 for i in range(100)]',
+  ].join('\n')
+  const { result } = await run(kernel, code)
+  assert.equal(result.status, 'ok', JSON.stringify(result.error))
+  assert.equal(result.result['text/plain'], 'True')
+  assert.equal(peak, 64, 'at most 64 calls were in flight at once, and that many were')
+})
+
+test('64 calls that onCall never answers and one more: the cell still ends at its timeout and the kernel lives', async (t) => {
+  const kernel = await startKernel({ onCall: () => new Promise(() => {}) })
+  t.after(() => kernel.shutdown())
+  // The 65th call waits for a slot the hung calls never free; a cell being stopped waits
+  // for none, so its last frames get through.
+  const code = [
+    'import threading',
+    'threads = [threading.Thread(target=lambda: tool.hang(), daemon=True) for _ in range(65)]',
+    'for th in threads: th.start()',
+    'for th in threads: th.join()',
+  ].join('\n')
+  const { result } = await run(kernel, code, { timeoutMs: 1500 })
+  assert.equal(result.timedOut, true, JSON.stringify(result))
+  assert.equal(result.kernelDied, false, `the kernel was not killed: ${JSON.stringify(result.error)}`)
+  assert.equal((await run(kernel, '1 + 1')).result.result['text/plain'], '2')
+})
+
 test('the watchdog pauses while a call to another model (agent, completion) is in flight', async (t) => {
   const kernel = await startKernel({ onCall: async () => (await sleep(2000), 'slow answer') })
   t.after(() => kernel.shutdown())

@@ -98,7 +98,10 @@ pub(super) struct FrameWriter {
 }
 
 impl FrameWriter {
+    /// Encoded only once the writer is ours: frames waiting for a slow pipe (replies to
+    /// many bridge calls) wait as their values, not each as a second, encoded copy.
     pub(super) async fn send(&self, frame: &HostFrame) -> std::io::Result<()> {
+        let mut stdin = self.stdin.lock().await;
         let line = frame.encode();
         if self.trace {
             eprint!(
@@ -107,24 +110,27 @@ impl FrameWriter {
                 String::from_utf8_lossy(&line)
             );
         }
-        self.send_bytes(&line).await
+        write_line(&mut stdin, &line).await
     }
 
     /// Bytes as they are: a frame's line, or the runner sent ahead of a launched
     /// kernel's protocol.
     pub(super) async fn send_bytes(&self, bytes: &[u8]) -> std::io::Result<()> {
-        let mut stdin = self.stdin.lock().await;
-        let pipe = stdin
-            .as_mut()
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
-        pipe.write_all(bytes).await?;
-        pipe.flush().await
+        write_line(&mut *self.stdin.lock().await, bytes).await
     }
 
     /// EOF on the runner's protocol stdin: the runner's other exit signal.
     pub(super) async fn close(&self) {
         self.stdin.lock().await.take();
     }
+}
+
+async fn write_line(stdin: &mut Option<ChildStdin>, bytes: &[u8]) -> std::io::Result<()> {
+    let pipe = stdin
+        .as_mut()
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+    pipe.write_all(bytes).await?;
+    pipe.flush().await
 }
 
 /// The pipes of a started kernel process, as tokio's.

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, timeout, Instant};
 
+use super::call_limits::CallSlot;
 use super::config::{
     AbortHandle, CallOrigin, Caller, ExecuteRequest, DEFAULT_SHUTDOWN_GRACE, INTERRUPT_ESCALATION,
 };
@@ -142,7 +143,13 @@ impl Kernel {
         let mut killed = false;
         // A frame taken from `rx` while folding text that did not fold: the next one to handle.
         let mut carried: Option<RunnerFrame> = None;
+        // A call frame that found every slot taken (see `call_limits`): no frame is read
+        // past it until a reply frees a slot, so a flood of calls waits in the runner's
+        // pipe, not in the host's memory. The kernel's end lets it go unanswered.
+        let mut waiting_call: Option<CallFrame> = None;
+        let mut exit = self.exit.clone();
         loop {
+            let mut ready_call: Option<(CallFrame, CallSlot)> = None;
             // The clocks and the abort come before the frames: a consumer that sets the pace
             // (an async `onEvent`) keeps a frame always waiting, and frames first would then
             // never let a timeout, a deadline or an abort through.
@@ -175,35 +182,30 @@ impl Kernel {
                     self.terminate(DEFAULT_SHUTDOWN_GRACE).await;
                     false
                 }
+                slot = self.call_limits.slot(), if waiting_call.is_some() => {
+                    ready_call = waiting_call.take().map(|call| (call, slot));
+                    false
+                }
+                _ = async { drop(exit.wait_for(Option::is_some).await) }, if waiting_call.is_some() => {
+                    // No reply can reach a dead kernel: read on to the end of its frames.
+                    waiting_call = None;
+                    false
+                }
                 frame = async {
                     match carried.take() {
                         Some(frame) => Some(frame),
                         None => rx.recv().await,
                     }
-                } => {
+                }, if waiting_call.is_none() => {
                     match frame {
                         Some(RunnerFrame::Call { call_id, name, args, .. }) => {
-                            if escalation.is_some() {
-                                // The cell is being stopped: no new work for the host.
-                                self.refuse_call(call_id, &name);
-                            } else {
-                                // Only waiting on another model stops the clock.
-                                let pauses = crate::kernel::watchdog::pauses_for(&name);
-                                if pauses && watchdog.pause(std::time::Instant::now()) {
-                                    on_event(collector.host_status(crate::kernel::watchdog::paused_status(&name)));
-                                }
-                                let done = pauses.then(|| call_done_tx.clone());
-                                let caller = request.caller.clone().unwrap_or_else(|| Caller {
-                                    session_id: self.session_id.clone(),
-                                    ..Caller::default()
-                                });
-                                let origin = CallOrigin {
-                                    run_id: id.clone(),
-                                    session_id: caller.session_id,
-                                    owner: caller.owner,
-                                    request_id: caller.request_id,
-                                };
-                                self.answer_call(origin, call_id, name, args, done, uri_roots.clone());
+                            let call = CallFrame { call_id, name, args };
+                            match self.call_limits.try_slot() {
+                                Some(slot) => ready_call = Some((call, slot)),
+                                // A cell being stopped gets no slot to wait for: the
+                                // runner fails its calls itself once the cell ends.
+                                None if escalation.is_some() => {}
+                                None => waiting_call = Some(call),
                             }
                         }
                         Some(frame) => {
@@ -220,9 +222,40 @@ impl Kernel {
                     false
                 }
             };
+            if let Some((call, slot)) = ready_call {
+                if escalation.is_some() {
+                    // The cell is being stopped: no new work for the host.
+                    self.refuse_call(call.call_id, &call.name, slot);
+                } else {
+                    // Only waiting on another model stops the clock.
+                    let pauses = crate::kernel::watchdog::pauses_for(&call.name);
+                    if pauses && watchdog.pause(std::time::Instant::now()) {
+                        on_event(
+                            collector
+                                .host_status(crate::kernel::watchdog::paused_status(&call.name)),
+                        );
+                    }
+                    let done = pauses.then(|| call_done_tx.clone());
+                    let caller = request.caller.clone().unwrap_or_else(|| Caller {
+                        session_id: self.session_id.clone(),
+                        ..Caller::default()
+                    });
+                    let origin = CallOrigin {
+                        run_id: id.clone(),
+                        session_id: caller.session_id,
+                        owner: caller.owner,
+                        request_id: caller.request_id,
+                    };
+                    self.answer_call(origin, call, done, uri_roots.clone(), slot);
+                }
+            }
             if stop_requested {
                 collector.outcome.cancelled = true;
                 escalation = Some(Instant::now() + INTERRUPT_ESCALATION);
+                // Read on: the stopped cell's last frames are behind it, and its calls fail
+                // in the runner as the cell ends (a reply could not reach them sooner if
+                // every slot is held by replies the runner is not reading).
+                waiting_call = None;
                 self.interrupt_request(&id).await;
             }
         }
@@ -401,15 +434,21 @@ impl Kernel {
     }
 
     /// Runs a bridge call on the host and replies; `done` is told when the reply is sent.
-    pub(super) fn answer_call(
+    /// `slot` is held until then.
+    fn answer_call(
         &self,
         origin: CallOrigin,
-        call_id: String,
-        name: String,
-        args: Value,
+        call: CallFrame,
         done: Option<mpsc::UnboundedSender<()>>,
         uri_roots: Arc<UriRoots>,
+        slot: CallSlot,
     ) {
+        let CallFrame {
+            call_id,
+            name,
+            args,
+        } = call;
+        let limits = self.call_limits.clone();
         let bridge = self.bridge.clone();
         let artifacts_dir = self.artifacts_dir.clone();
         let kv_home = self.kv_home.lock().unwrap().clone();
@@ -417,17 +456,19 @@ impl Kernel {
             async move {
                 if name == KV_CALL {
                     let answer = match kv_home {
-                        Some(home) => tokio::task::spawn_blocking(move || kv_call(&home, &args))
+                        Some(home) => limits
+                            .blocking(move || kv_call(&home, &args))
                             .await
-                            .unwrap_or_else(|e| Err(e.to_string())),
+                            .unwrap_or_else(Err),
                         None => Err("the kv store needs artifactsDir and sessionId on the kernel (none was given, so there is no store)".into()),
                     };
                     return reply_frame(call_id, answer);
                 }
                 if name == WRITE_CALL {
-                    let answer = tokio::task::spawn_blocking(move || uri_write(&uri_roots, &args))
+                    let answer = limits
+                        .blocking(move || uri_write(&uri_roots, &args))
                         .await
-                        .unwrap_or_else(|e| Err(e.to_string()));
+                        .unwrap_or_else(Err);
                     return reply_frame(call_id, answer);
                 }
                 // The prelude's `read()` of a `scheme://` path: answered from a mapped root,
@@ -438,11 +479,10 @@ impl Kernel {
                         Err(error) => return reply_frame(call_id, Err(error)),
                     };
                     if uri_roots.find(&read.path).is_some() {
-                        let answer = tokio::task::spawn_blocking(move || {
-                            read.answer(&uri_roots).ok_or("no root".to_string())
-                        })
-                        .await
-                        .unwrap_or_else(|e| Err(e.to_string()));
+                        let answer = limits
+                            .blocking(move || read.answer(&uri_roots).ok_or("no root".to_string()))
+                            .await
+                            .unwrap_or_else(Err);
                         return reply_frame(call_id, answer);
                     }
                     ("read".to_string(), read.host_call(), true)
@@ -456,11 +496,10 @@ impl Kernel {
                     crate::output::artifact_read_call(&name, &args),
                     artifacts_dir,
                 ) {
-                    (Some(uri), Some(dir)) => tokio::task::spawn_blocking(move || {
-                        crate::output::read_artifact(&dir, &uri)
-                    })
-                    .await
-                    .ok(),
+                    (Some(uri), Some(dir)) => limits
+                        .blocking(move || crate::output::read_artifact(&dir, &uri))
+                        .await
+                        .ok(),
                     _ => None,
                 };
                 let answer = match (local, bridge) {
@@ -478,10 +517,11 @@ impl Kernel {
                 reply_frame(call_id, answer)
             },
             done,
+            slot,
         );
     }
 
-    pub(super) fn refuse_call(&self, call_id: String, name: &str) {
+    fn refuse_call(&self, call_id: String, name: &str, slot: CallSlot) {
         let reply = HostFrame::Reply {
             call_id,
             ok: false,
@@ -490,15 +530,17 @@ impl Kernel {
                 "bridge call '{name}' aborted: eval cell was interrupted"
             )),
         };
-        self.spawn_reply(async move { reply }, None);
+        self.spawn_reply(async move { reply }, None, slot);
     }
 
     /// Replies are written from their own task so a slow call never holds up the cell's
-    /// frames, and many calls can be in flight at once.
-    pub(super) fn spawn_reply(
+    /// frames, and many calls can be in flight at once (as many as `call_limits` allows:
+    /// the slot is given back once the reply is written, or cannot be).
+    fn spawn_reply(
         &self,
         reply: impl std::future::Future<Output = HostFrame> + Send + 'static,
         done: Option<mpsc::UnboundedSender<()>>,
+        slot: CallSlot,
     ) {
         let writer = self.writer.clone();
         tokio::spawn(async move {
@@ -509,8 +551,16 @@ impl Kernel {
             }
             // The kernel may have died meanwhile; its death is reported by the execute.
             let _ = writer.send(&frame).await;
+            drop(slot);
         });
     }
+}
+
+/// A `call` frame of the running request, answered once it has a slot.
+struct CallFrame {
+    call_id: String,
+    name: String,
+    args: Value,
 }
 
 /// The reply to call `call_id`: its value, or the error the cell raises as a RuntimeError.

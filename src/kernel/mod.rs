@@ -10,12 +10,14 @@
 //! forked from a zygote, or launched), `start` (those steps in order, the connection
 //! opened over the process, the `init` handshake), `connection` (the frame writer and
 //! reader over the pipes), `execute` (a cell, its budget, its bridge calls, interrupts),
+//! `call_limits` (how many bridge calls the host works on at once for one kernel),
 //! `end_cause` (what ended a kernel, set once where it happens), `ending` (shutdown,
 //! and the report of a kernel that died), `far_side` (a launched kernel's signals and
 //! link), `host_calls` (the kv store answered by the host), `egress` (what a cell hears
 //! of its kernel's proxy), `watchdog` (a cell's time budget) and `fifo` (executes in
 //! arrival order).
 
+mod call_limits;
 mod config;
 mod connection;
 mod egress;
@@ -84,6 +86,8 @@ pub struct Kernel {
     /// The `init` frame the runner last answered with `ready`.
     initialized: Mutex<Option<Vec<u8>>>,
     bridge: Option<Arc<dyn Bridge>>,
+    /// The bounds on the bridge calls the host works on at once for this kernel.
+    call_limits: Arc<call_limits::CallLimits>,
     /// The `session_id` it was started with: the bridge's caller when a request names none.
     session_id: Option<String>,
     /// Frames dropped, and whether the kernel was killed for an oversized one.

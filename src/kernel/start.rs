@@ -302,6 +302,7 @@ impl Kernel {
             running: Mutex::new(None),
             initialized: Mutex::new(None),
             bridge: config.bridge.clone(),
+            call_limits: super::call_limits::CallLimits::new(),
             session_id: config.session_id.clone(),
             ending,
             stream_report,
