@@ -6,8 +6,10 @@ The host starts ``<launcher> python3 -u -c <bootstrap> <sha256> <memory> <grace>
 there has the sha256 the host passed; otherwise it asks the host for them (its
 first line says which, ``farPayload``), reads them from stdin and checks their
 hash.  Then it runs this with ``FILES`` (alternating names and contents, as
-bytes), ``CACHE`` (the cache's directory or None) and ``BODY`` (what was sent,
-to be cached; None when it came from the cache).  Nothing on the far side is
+bytes), ``SOURCE`` (this file's text), ``CACHE`` (the cache's directory or
+None), ``BODY`` (what was sent, to be cached; None when it came from the cache)
+and ``BYTECODE`` (the cached bytecode, when its sha256 is the one the host
+passed; this script's code came from it then).  Nothing on the far side is
 assumed: no shared filesystem, no pykernel install.
 
 The runner's bytecode is cached too, but only used when the host vouches for
@@ -62,7 +64,6 @@ COMPILE_WAIT = 30.0
 def main():
     payload_sha, memory_limit = sys.argv[1], sys.argv[2]
     grace = float(sys.argv[3]) / 1000
-    vouched = sys.argv[4] if len(sys.argv) > 4 else "-"
     # A local launcher (bwrap, unshare) passes the host's environment on; the
     # agent's ssh socket was the launcher's to use, never the kernel's.
     os.environ.pop("SSH_AUTH_SOCK", None)
@@ -81,8 +82,7 @@ def main():
     # vouch for the entry there if it is what the compile makes.
     bytecode, compile_it = None, False
     if cache.directory is not None and BODY is None:  # noqa: F821
-        if vouched != "-":
-            bytecode = cache.load(cache.bytecode_name, vouched)
+        bytecode = BYTECODE  # noqa: F821 (the bootstrap checked it against the host's hash)
         compile_it = bytecode is None and (
             os.access(cache.directory, os.W_OK)
             or os.path.exists(os.path.join(cache.directory, cache.bytecode_name)))
@@ -99,7 +99,7 @@ def main():
     os.close(to_kernel_r)
     os.close(from_kernel_w)
     del bytecode
-    compiler = start_compiler(cache, FILES) if compile_it else None  # noqa: F821
+    compiler = start_compiler(cache, SOURCE, FILES) if compile_it else None  # noqa: F821
     status = Supervisor(kernel, to_kernel_w, from_kernel_r, grace, compiler).run()
     remove_tree(directory)
     os._exit(status)
@@ -117,31 +117,6 @@ class Cache:
         self.runner_name = "runner-" + payload_sha
         magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex()
         self.bytecode_name = "bytecode-%s-%s" % (payload_sha, magic)
-
-    def load(self, name, sha256):
-        """The entry's bytes if their sha256 is ``sha256``, else None."""
-        import hashlib
-        try:
-            fd = os.open(os.path.join(self.directory, name),
-                         os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            return None
-        try:
-            import stat
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            chunks = []
-            while True:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        data = b"".join(chunks)
-        return data if hashlib.sha256(data).hexdigest() == sha256 else None
 
     def store(self, name, data):
         """Replaces the entry at once (a temporary file of our own, renamed over it):
@@ -161,14 +136,17 @@ class Cache:
                 pass
 
 
-def compile_runner(files):
+def compile_runner(source, files):
     """The runner's bytecode as runner.py reads it: a header line (the magic number
     in hex, then each module's name, offset and length) and the marshalled code
     objects.  Their file names are placeholders: runner.py gives each code object
-    the path its module is loaded from."""
+    the path its module is loaded from.  This script's own code comes first, as
+    ``pykernel_far``, for the bootstrap (compiling it costs a start ~7 ms)."""
     import marshal
     ext = sys.modules["_frozen_importlib_external"]
-    header, blobs, offset = [ext.MAGIC_NUMBER.hex()], [], 0
+    blob = marshal.dumps(compile(source, "pykernel_far.py", "exec", dont_inherit=True))
+    header = [ext.MAGIC_NUMBER.hex(), "pykernel_far", "0", str(len(blob))]
+    blobs, offset = [blob], len(blob)
     for name, text in zip(files[::2], files[1::2]):
         name = name.decode()
         if name == "runner.py":
@@ -188,7 +166,7 @@ def compile_runner(files):
     return " ".join(header).encode() + b"\n" + b"".join(blobs)
 
 
-def start_compiler(cache, files):
+def start_compiler(cache, source, files):
     """Compiles the runner in a child of its own, beside the kernel (which compiles
     what it imports from source meanwhile), stores it, and says its sha256 on the
     returned pipe: the hash of the bytes it made, not of what the cache holds
@@ -212,7 +190,7 @@ def start_compiler(cache, files):
             os.closerange(write_end + 1, 1 << 16)
             os.nice(10)
             import hashlib
-            data = compile_runner(files)
+            data = compile_runner(source, files)
             cache.store(cache.bytecode_name, data)
             os.write(write_end, hashlib.sha256(data).hexdigest().encode())
         finally:

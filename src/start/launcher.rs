@@ -36,8 +36,10 @@ const FAR_PY: &str = include_str!("../../runner/pykernel_far.py");
 /// `/tmp/pykernel-cache-<uid>` (then `/var/tmp`, `/dev/shm`) that exists or can be made
 /// (mode 0700) is the one; it is used only if it is a directory (not a symlink) of the
 /// far user's that nobody else may write, and otherwise there is no cache (a planted one
-/// turns caching off, it never leads elsewhere). An entry is opened without following a
-/// symlink or blocking on a FIFO and used only if its sha256 is the one passed.
+/// turns caching off, it never leads elsewhere). `g()` reads an entry without following a
+/// symlink or blocking on a FIFO and returns it only if its sha256 is the one passed. The
+/// cached bytecode holds the supervisor script's own code too (`pykernel_far`), run in
+/// place of compiling the script when the host vouched for it.
 const BOOTSTRAP: &str = r#"import os,sys
 if sys.version_info<(3,8):sys.exit("pykernel: the far side's Python is %d.%d; pykernel needs 3.8 or newer"%sys.version_info[:2])
 def r(n):
@@ -58,23 +60,29 @@ def k():
   except OSError:return
   return c if s.st_uid==u and s.st_mode&0o170022==0o40000 else None
 import hashlib
-h=sys.argv[1];c=k();d=None
-if c:
+def g(n,s):
  try:
-  f=os.open(c+"/runner-"+h,os.O_RDONLY|os.O_NOFOLLOW|os.O_NONBLOCK)
+  f=os.open(c+"/"+n,os.O_RDONLY|os.O_NOFOLLOW|os.O_NONBLOCK)
   try:d=os.read(f,1<<26)
   finally:os.close(f)
- except OSError:pass
- if d is not None and hashlib.sha256(d).hexdigest()!=h:d=None
+ except OSError:return
+ if hashlib.sha256(d).hexdigest()==s:return d
+h=sys.argv[1];c=k();d=c and g("runner-"+h,h)
 os.write(1,b'{"type":"farPayload","need":%s}\n'%(b"false"if d else b"true"))
-w=d is None
+w=not d
 if w:
  n=b""
  while n[-1:]!=b"\n":n+=r(1)
  d=r(int(n))
  if hashlib.sha256(d).hexdigest()!=h:sys.exit("pykernel: the runner arrived damaged (its sha256 differs)")
-p=d.split(b"\0")
-exec(compile(p[0],"pykernel_far.py","exec"),{"__name__":"pykernel_far","FILES":p[1:],"CACHE":c,"BODY":d if w else None})
+p=d.split(b"\0");b=x=None;v=sys.argv[4]
+if not w and v!="-":b=g("bytecode-%s-%s"%(h,sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex()),v)
+if b:
+ import marshal
+ e=b.index(b"\n");x=b[:e].split()
+ if b"pykernel_far"in x:i=x.index(b"pykernel_far");o=e+1+int(x[i+1]);x=marshal.loads(b[o:o+int(x[i+2])])
+ else:x=None
+exec(x or compile(p[0],"pykernel_far.py","exec"),{"__name__":"pykernel_far","FILES":p[1:],"CACHE":c,"BODY":d if w else None,"BYTECODE":b,"SOURCE":p[0]})
 "#;
 
 /// The bytes sent ahead of the protocol, and the sha256 the bootstrap checks them against.
