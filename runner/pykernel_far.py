@@ -1,9 +1,22 @@
 """The far side of a launcher (``docker exec -i``, ``ssh``, ``bwrap``, ...).
 
-The host starts ``<launcher> python3 -u -c <bootstrap> <sha256> <memory> <grace>``;
-the bootstrap reads this file and the runner's files from stdin, checks their
-hash and runs this with ``FILES`` (alternating names and contents, as bytes).
-Nothing on the far side is assumed: no shared filesystem, no pykernel install.
+The host starts ``<launcher> python3 -u -c <bootstrap> <sha256> <memory> <grace>
+<bytecode sha256 or ->``.  The bootstrap finds the far user's cache (see
+``Cache``) and takes this file and the runner's files from it when an entry
+there has the sha256 the host passed; otherwise it asks the host for them (its
+first line says which, ``farPayload``), reads them from stdin and checks their
+hash.  Then it runs this with ``FILES`` (alternating names and contents, as
+bytes), ``SOURCE`` (this file's text), ``CACHE`` (the cache's directory or
+None), ``BODY`` (what was sent, to be cached; None when it came from the cache)
+and ``BYTECODE`` (the cached bytecode, when its sha256 is the one the host
+passed; this script's code came from it then).  Nothing on the far side is
+assumed: no shared filesystem, no pykernel install.
+
+The runner's bytecode is cached too, but only used when the host vouches for
+it: the host passes the sha256 it was told (``farBytecode``) by an earlier
+start's compile.  A cell runs as the cache's owner and can rewrite any entry;
+the hashes the host passes make that harmless (a changed entry is never run:
+the runner is asked for again, the bytecode compiled again).
 
 Standalone, outside the runner's package, on purpose: it runs before the
 runner exists on the far side (it writes it there), from bytes the bootstrap
@@ -44,10 +57,13 @@ import sys
 SIGNALS = {b"SIGINT": 2, b"SIGTERM": 15, b"SIGKILL": 9}
 # How much of the kernel's output is held for a host that is not reading.
 HELD_FOR_HOST = 4 << 20
+# How long the runner's compile may keep the far side up after its kernel ended.
+COMPILE_WAIT = 30.0
 
 
 def main():
-    memory_limit, grace = sys.argv[2], float(sys.argv[3]) / 1000
+    payload_sha, memory_limit = sys.argv[1], sys.argv[2]
+    grace = float(sys.argv[3]) / 1000
     # A local launcher (bwrap, unshare) passes the host's environment on; the
     # agent's ssh socket was the launcher's to use, never the kernel's.
     os.environ.pop("SSH_AUTH_SOCK", None)
@@ -55,7 +71,21 @@ def main():
         sys.stderr.write("pykernel: this far side cannot adopt the kernel's orphans (no "
                          "PR_SET_CHILD_SUBREAPER): a process a cell starts in a session "
                          "of its own (setsid) outlives the kernel\n")
+    cache = Cache(CACHE, payload_sha)  # noqa: F821 (given by the bootstrap)
+    if BODY is not None:  # noqa: F821 (the runner was sent: keep it for the next start)
+        cache.store(cache.runner_name, BODY)  # noqa: F821
     directory = write_runner(FILES)  # noqa: F821 (given by the bootstrap)
+    # Bytecode only from a cache that kept the runner from an earlier start (one that
+    # is wiped with each kernel would only cost a compile per start), and only what the
+    # host vouches for; anything else is compiled again, away from the kernel: to be
+    # stored, or, in a cache we may only read (a sandbox's read-only view of it), to
+    # vouch for the entry there if it is what the compile makes.
+    bytecode, compile_it = None, False
+    if cache.directory is not None and BODY is None:  # noqa: F821
+        bytecode = BYTECODE  # noqa: F821 (the bootstrap checked it against the host's hash)
+        compile_it = bytecode is None and (
+            os.access(cache.directory, os.W_OK)
+            or os.path.exists(os.path.join(cache.directory, cache.bytecode_name)))
     to_kernel_r, to_kernel_w = os.pipe()
     from_kernel_r, from_kernel_w = os.pipe()
     supervisor = os.getpid()
@@ -65,12 +95,108 @@ def main():
         os.dup2(from_kernel_w, 1)
         for fd in (to_kernel_r, to_kernel_w, from_kernel_r, from_kernel_w):
             os.close(fd)
-        run_kernel(directory, memory_limit, supervisor)
+        run_kernel(directory, memory_limit, supervisor, bytecode)
     os.close(to_kernel_r)
     os.close(from_kernel_w)
-    status = Supervisor(kernel, to_kernel_w, from_kernel_r, grace).run()
+    del bytecode
+    compiler = start_compiler(cache, SOURCE, FILES) if compile_it else None  # noqa: F821
+    status = Supervisor(kernel, to_kernel_w, from_kernel_r, grace, compiler).run()
     remove_tree(directory)
     os._exit(status)
+
+
+class Cache:
+    """The far user's cache of what the host sends: the runner (``runner-<sha256>``,
+    the bytes the bootstrap checked) and its bytecode (``bytecode-<sha256>-<magic>``).
+    The bootstrap found the directory (private: the user's own, a real directory,
+    nobody else may write it) or None.  What is read from it is checked against a
+    hash the host passed: a cell of the same user can change any of it."""
+
+    def __init__(self, directory, payload_sha):
+        self.directory = directory
+        self.runner_name = "runner-" + payload_sha
+        magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex()
+        self.bytecode_name = "bytecode-%s-%s" % (payload_sha, magic)
+
+    def store(self, name, data):
+        """Replaces the entry at once (a temporary file of our own, renamed over it):
+        a start that reads it meanwhile sees the old bytes or the new, never part."""
+        if self.directory is None:
+            return
+        temp = os.path.join(self.directory, ".tmp-" + os.urandom(8).hex())
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with open(fd, "wb") as f:
+                f.write(data)
+            os.rename(temp, os.path.join(self.directory, name))
+        except OSError:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+
+
+def compile_runner(source, files):
+    """The runner's bytecode as runner.py reads it: a header line (the magic number
+    in hex, then each module's name, offset and length) and the marshalled code
+    objects.  Their file names are placeholders: runner.py gives each code object
+    the path its module is loaded from.  This script's own code comes first, as
+    ``pykernel_far``, for the bootstrap (compiling it costs a start ~7 ms)."""
+    import marshal
+    ext = sys.modules["_frozen_importlib_external"]
+    blob = marshal.dumps(compile(source, "pykernel_far.py", "exec", dont_inherit=True))
+    header = [ext.MAGIC_NUMBER.hex(), "pykernel_far", "0", str(len(blob))]
+    blobs, offset = [blob], len(blob)
+    for name, text in zip(files[::2], files[1::2]):
+        name = name.decode()
+        if name == "runner.py":
+            continue
+        if name == "prelude.py":
+            module = "pykernel_prelude"
+        else:
+            module = name[:-len(".py")]
+            if module.endswith("/__init__"):
+                module = module[:-len("/__init__")]
+            module = module.replace("/", ".")
+        blob = marshal.dumps(compile(text, "/pykernel-far/" + name, "exec",
+                                     dont_inherit=True))
+        header += [module, str(offset), str(len(blob))]
+        blobs.append(blob)
+        offset += len(blob)
+    return " ".join(header).encode() + b"\n" + b"".join(blobs)
+
+
+def start_compiler(cache, source, files):
+    """Compiles the runner in a child of its own, beside the kernel (which compiles
+    what it imports from source meanwhile), stores it, and says its sha256 on the
+    returned pipe: the hash of the bytes it made, not of what the cache holds
+    afterwards, so what a cell writes there is never vouched for.  Its pid and the
+    pipe's read end, or None."""
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    if pid == 0:
+        try:
+            # Nothing of the link's or the kernel's pipes: the kernel must see its
+            # stdin end when the supervisor closes it, not when the compile does.
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 0)
+            os.dup2(null, 1)
+            os.closerange(3, write_end)
+            os.closerange(write_end + 1, 1 << 16)
+            os.nice(10)
+            import hashlib
+            data = compile_runner(source, files)
+            cache.store(cache.bytecode_name, data)
+            os.write(write_end, hashlib.sha256(data).hexdigest().encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    return pid, read_end
 
 
 def write_runner(files):
@@ -99,11 +225,14 @@ def write_runner(files):
              % "; ".join(errors))
 
 
-def run_kernel(directory, memory_limit, supervisor):
+def run_kernel(directory, memory_limit, supervisor, bytecode):
     """Become the kernel: runner.py as ``__main__``, in this interpreter (a
-    second one would double the start-up)."""
+    second one would double the start-up), with the runner's bytecode when the
+    cache had it."""
     os.setsid()     # its own group: in-band signals reach it and its children
     die_with(supervisor)
+    if bytecode is not None:
+        hand_over(bytecode, directory)
     if memory_limit != "-":
         import resource
         limit = int(memory_limit)
@@ -127,6 +256,28 @@ def run_kernel(directory, memory_limit, supervisor):
         traceback.print_exc()
         os._exit(1)
     os._exit(0)
+
+
+def hand_over(bytecode, directory):
+    """The bytecode for runner.py (``PYKERNEL_BYTECODE=fd:<n>``), in sealed memory
+    (or a file in the kernel's private directory, unlinked once open): checked
+    already, so nothing may change it between here and the kernel's read."""
+    try:
+        fd = os.memfd_create("pykernel-bytecode", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except (AttributeError, OSError):
+        path = os.path.join(directory, ".bytecode")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        os.unlink(path)
+    view = memoryview(bytecode)
+    while view:
+        view = view[os.write(fd, view):]
+    try:
+        import fcntl
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
+                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+    except (AttributeError, OSError):
+        pass
+    os.environ["PYKERNEL_BYTECODE"] = "fd:%d" % fd
 
 
 def die_with(supervisor):
@@ -156,7 +307,7 @@ def adopt_orphans():
         return False
 
 
-def end_descendants(within=5.0):
+def end_descendants(within=5.0, spare=None):
     """SIGKILL every process below this one, as Linux's /proc lists them
     (elsewhere it finds none), for at most ``within`` seconds.
 
@@ -174,7 +325,8 @@ def end_descendants(within=5.0):
         parents = [os.getpid()]
         while parents:
             batch = [pid for pid in _children(parents.pop())
-                     if pid not in found and _state(pid) not in (None, "Z", "X")]
+                     if pid not in found and pid != spare
+                     and _state(pid) not in (None, "Z", "X")]
             for pid in batch:
                 try:
                     os.kill(pid, signal.SIGSTOP)
@@ -189,21 +341,22 @@ def end_descendants(within=5.0):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        if not _reap_ended() or time.monotonic() >= deadline:
+        if not _reap_ended(spare) or time.monotonic() >= deadline:
             return
         if not found:
             time.sleep(0.001)   # children still dying, or missed: look again
 
 
-def _reap_ended():
-    """Reap every child that has ended; whether any child is left."""
+def _reap_ended(spare=None):
+    """Reap every child that has ended; whether any child but ``spare`` is left
+    (one that /proc does not list yet then goes to the supervisor's last sweep)."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return False
         if pid == 0:
-            return True
+            return spare is None or any(c != spare for c in _children(os.getpid()))
 
 
 def _children(pid):
@@ -278,19 +431,32 @@ def remove_tree(directory):
 
 
 class Supervisor:
-    def __init__(self, kernel, to_kernel, from_kernel, grace):
+    def __init__(self, kernel, to_kernel, from_kernel, grace, compiler=None):
+        import time
         self.kernel = kernel
         self.to_kernel = to_kernel          # None once closed
         self.from_kernel = from_kernel      # None at its end
         self.grace = grace
         self.status = None                  # the kernel's wait status, once reaped
         self.link_open = True
+        # The host still reads what we write: its stdin to us may have ended (a
+        # shutdown closes it after `exit`) while it waits for our end.
+        self.output_open = True
         self.kill_at = None                 # when the kernel's group is killed
         self.from_host = bytearray()        # an incomplete line of the host's
         self.for_kernel = bytearray()
         self.for_host = bytearray()
         self.mid_line = False               # the kernel's last byte was not "\n"
         self.own = []                       # our frames, waiting for a line end
+        # The runner's compile (start_compiler): its pid, the pipe it says its hash on
+        # (None at its end), how long it may take, and what it said.
+        self.compiler, self.compiled_out = compiler or (None, None)
+        self.compile_until = time.monotonic() + COMPILE_WAIT
+        self.compiled = b""
+        self.compiled_frame = b""           # for report() when the link has closed
+        # The host's nonce for this link (a farNonce line): our farBytecode frame
+        # carries it, so the host can tell it from one a cell writes.
+        self.nonce = None
 
     def run(self):
         import select
@@ -299,6 +465,8 @@ class Supervisor:
         wake_r, wake_w = os.pipe()
         for fd in (wake_r, wake_w, self.to_kernel, 1):
             os.set_blocking(fd, False)
+        if self.compiled_out is not None:
+            os.set_blocking(self.compiled_out, False)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         # A terminal's Ctrl-C is the kernel's business, the launcher's hang-up
@@ -309,16 +477,21 @@ class Supervisor:
             signal.signal(sig, lambda *_: ended.append(True))
         while True:
             self.reap()
-            if self.status is not None and self.from_kernel is None:
-                break
             now = time.monotonic()
+            compiling = self.compiling(now)
+            if self.status is not None and self.from_kernel is None and not compiling:
+                break
             if ended:
+                self.output_open = False
                 self.link_closed(now)
             if self.kill_at is not None and now >= self.kill_at:
                 if self.status is not None:
-                    break   # its output is still held open by something that escaped
-                self.signal_kernel(9)
-                self.kill_at = now + 1
+                    if not compiling:
+                        break   # its output is still held open by something that escaped
+                    self.kill_at = now + 0.1    # look again once the compile is done
+                else:
+                    self.signal_kernel(9)
+                    self.kill_at = now + 1
             poller = select.poll()
             poller.register(wake_r, select.POLLIN)
             if self.link_open:
@@ -329,7 +502,11 @@ class Supervisor:
                 poller.register(1, select.POLLOUT)
             if self.for_kernel and self.to_kernel is not None:
                 poller.register(self.to_kernel, select.POLLOUT)
+            if compiling:
+                poller.register(self.compiled_out, select.POLLIN)
             wait = None if self.kill_at is None else max(0, self.kill_at - now)
+            if compiling:
+                wait = max(0, min(self.compile_until - now, 1e9 if wait is None else wait))
             for fd, event in poller.poll(None if wait is None else wait * 1000):
                 if fd == wake_r:
                     os.read(wake_r, 512)
@@ -341,6 +518,8 @@ class Supervisor:
                     self.write_host()
                 elif fd == self.to_kernel:
                     self.write_kernel()
+                elif fd == self.compiled_out:
+                    self.read_compiler()
         # A second sweep, for what the first one ran out of time for.
         end_descendants()
         return self.report()
@@ -358,9 +537,10 @@ class Supervisor:
             if pid == self.kernel:
                 self.status = status
                 # What it started ends with it, as when a local kernel is shut down,
-                # also what left its group (adopted by this subreaper meanwhile).
+                # also what left its group (adopted by this subreaper meanwhile); the
+                # compile is let finish while the host listens.
                 self.signal_kernel(9)
-                end_descendants()
+                end_descendants(spare=self.compiler if self.output_open else None)
                 import time
                 self.kill_at = time.monotonic() + 2
 
@@ -398,6 +578,11 @@ class Supervisor:
                     self.signal_kernel(SIGNALS[name])
             elif line.startswith(b'{"type":"heartbeat"'):
                 self.send_own(line)
+            elif line.startswith(b'{"type":"farNonce"'):
+                nonce = line.partition(b'"nonce":"')[2].partition(b'"')[0]
+                if self.nonce is None and nonce.isalnum():
+                    self.nonce = nonce
+                    self.report_compiled()
             else:
                 self.for_kernel += line
         self.write_kernel()
@@ -423,6 +608,7 @@ class Supervisor:
             return
         except OSError:
             import time
+            self.output_open = False
             self.link_closed(time.monotonic())
             return
         del self.for_host[:written]
@@ -432,6 +618,46 @@ class Supervisor:
             self.own.append(line)
         else:
             self.for_host += line
+
+    # the runner's compile
+
+    def compiling(self, now):
+        """Whether the compile is still to be waited for: it has not said its hash,
+        the host can still hear it, and it has time left."""
+        if self.compiled_out is None:
+            return False
+        if self.output_open and now < self.compile_until:
+            return True
+        os.close(self.compiled_out)
+        self.compiled_out = None
+        return False
+
+    def read_compiler(self):
+        try:
+            data = os.read(self.compiled_out, 128)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self.compiled += data
+            return
+        os.close(self.compiled_out)
+        self.compiled_out = None
+        self.report_compiled()
+
+    def report_compiled(self):
+        """Tell the host the hash of the bytecode the compile made and stored, once
+        it and the host's nonce are both known."""
+        if (self.compiled_out is None and len(self.compiled) == 64 and self.compiled.isalnum()
+                and self.nonce is not None):
+            frame = (b'{"type":"farBytecode","sha256":"%s","nonce":"%s"}\n'
+                     % (self.compiled, self.nonce))
+            self.compiled = b""
+            if self.link_open:
+                self.send_own(frame)
+            else:
+                self.compiled_frame = frame
 
     # the kernel's side
 
@@ -483,6 +709,13 @@ class Supervisor:
 
     def report(self):
         """Tell the host how the kernel ended, and end the same way."""
+        if self.compiled_frame and self.output_open:
+            # The host closed its side (a shutdown) but reads on until we end.
+            try:
+                os.set_blocking(1, True)
+                os.write(1, (b"\n" if self.mid_line else b"") + self.compiled_frame)
+            except OSError:
+                pass
         status = self.status
         if os.WIFSIGNALED(status):
             code, signal, exit_code = "null", os.WTERMSIG(status), 128 + os.WTERMSIG(status)
@@ -493,7 +726,8 @@ class Supervisor:
             frame = ('{"type":"kernelExit","code":%s,"signal":%s}\n'
                      % (code, signal)).encode()
             if self.mid_line:
-                frame = b"\n" + frame
+                # Our frames that waited for the kernel's line end go first.
+                frame = b"\n" + b"".join(self.own) + frame
             self.for_host += frame
             os.set_blocking(1, True)
             try:

@@ -72,6 +72,7 @@ def _runner_bytecode():
     prelude) from the host's sealed bytecode, never from ``__pycache__``; compile
     from source when there is none (the host's first kernel for this interpreter,
     or one that cannot run the compile step) or an entry is missing or unusable."""
+    import _imp
     import marshal
 
     given = os.environ.pop("PYKERNEL_BYTECODE", "")
@@ -99,6 +100,10 @@ def _runner_bytecode():
         if at:
             try:
                 code = marshal.loads(memoryview(data)[at[0]:at[0] + at[1]])
+                # Its file name, as a .pyc's is: a launched kernel's bytecode was
+                # compiled for another directory (tracebacks and the runner's own
+                # frame filter go by it).
+                _imp._fix_co_filename(code, path)
                 origins[name] = "host"
                 return code
             except (ValueError, EOFError, TypeError):

@@ -5,8 +5,9 @@
 // (docs/protocol.md#launched-kernels); with `pykernel/testing`'s launcher that is
 // `node stand-in.js <socket> <python> -u -c ...`. The words after the socket are ignored.
 //
-// What this process does itself: it skips the runner the host sends ahead of the
-// protocol (`<length>\n` and that many bytes), echoes the link's heartbeats, writes the
+// What this process does itself: its first line tells the host it has the runner
+// already (`farPayload`, as a far side whose cache holds it), so the host sends none; it
+// drops the link's nonce (`farNonce`), echoes the link's heartbeats, writes the
 // controller's frames to the host and ends as the controller tells it to. Every other
 // host frame goes to the controller, which answers it (testing.js). So a test decides
 // everything but these, and the host sees a kernel process as it would any launched one.
@@ -31,29 +32,15 @@ let ending = false
 /** The protocol output was closed on purpose: the process runs on, saying nothing. */
 let silenced = false
 
-/** Skips the runner the host sends first, then splits the rest into NDJSON lines. */
+/** Splits what the host sends into NDJSON lines (no runner comes: the hello said so). */
 class HostReader {
   constructor(onLine) {
     this.onLine = onLine
-    this.lengthLine = []
-    this.skip = null
     this.pending = []
   }
 
   push(chunk) {
-    let at = 0
-    while (this.skip === null && at < chunk.length) {
-      const byte = chunk[at++]
-      if (byte === 0x0a) this.skip = Number(Buffer.from(this.lengthLine).toString('latin1')) || 0
-      else this.lengthLine.push(byte)
-    }
-    if (this.skip > 0) {
-      const skipped = Math.min(this.skip, chunk.length - at)
-      this.skip -= skipped
-      at += skipped
-    }
-    if (this.skip !== 0 || at >= chunk.length) return
-    let rest = chunk.subarray(at)
+    let rest = chunk
     for (let nl = rest.indexOf(0x0a); nl !== -1; nl = rest.indexOf(0x0a)) {
       this.pending.push(rest.subarray(0, nl))
       this.onLine(Buffer.concat(this.pending).toString('utf8'))
@@ -101,6 +88,8 @@ function main() {
     process.exit(2)
   }
   process.stdout.on('error', () => end({ code: 0 }))
+  // First on the link, before anything else, as the far side's bootstrap writes it.
+  toHost({ type: 'farPayload', need: false })
   const controller = net.createConnection(socketPath)
   const toController = (message) => {
     if (!controller.destroyed) controller.write(`${JSON.stringify(message)}\n`)
@@ -163,6 +152,7 @@ function main() {
       if (answerHeartbeats) toHost({ type: 'heartbeat' })
       return
     }
+    if (type === 'farNonce') return
     toController({ op: 'frame', line })
   })
   process.stdin.on('data', (chunk) => reader.push(chunk))

@@ -579,12 +579,16 @@ describe('launcher edge cases (env as the launcher)', { skip: ONLY !== null && '
   })
 
   test('a runner altered in transit is refused, not run', async () => {
-    // The launcher changes one word of what crosses it, as a tampering relay would.
-    const relay = ['sh', '-c', 'sed -u "0,/import os/s//import oz/" | "$@"', 'relay']
+    // The launcher changes one word of what crosses it, as a tampering relay would; the
+    // far side's cache is empty, so the runner crosses.
+    const cache = fs.mkdtempSync(path.join(os.tmpdir(), 'pk-relay-cache-'))
+    const relay = ['sh', '-c', 'sed -u "0,/import os/s//import oz/" | "$@"', 'relay', 'env', `XDG_CACHE_HOME=${cache}`]
     await assert.rejects(Kernel.start({ launcher: relay, interpreter: python }), {
       code: 'ERR_KERNEL_START_FAILED',
       message: /the runner arrived damaged/,
     })
+    assert.deepEqual(fs.readdirSync(path.join(cache, 'pykernel')), [], 'the damaged runner was cached')
+    fs.rmSync(cache, { recursive: true, force: true })
   })
 
   test("the host's secrets and ssh agent reach neither a launched kernel nor its supervisor's environ; only ssh gets the agent", async () => {

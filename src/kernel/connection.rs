@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::end_cause::{EndCause, Ending};
+use super::far_reports::FarReports;
 use crate::error::{KernelError, Result};
 use crate::process::exit::ExitInfo;
 use crate::process::reaper::KernelProcess;
@@ -222,6 +223,8 @@ pub(super) const PIPE_BYTES: i32 = 256 * 1024;
 /// What the frame reader learnt about the runner's protocol stream.
 #[derive(Default)]
 pub(super) struct StreamReport {
+    /// A launched kernel's far side's reports about its cache.
+    pub(super) far: Option<FarReports>,
     /// A launched kernel's link; `None` for a local kernel, whose reader keeps no clock.
     pub(super) link: Option<LinkClock>,
     /// Lines that reached no request: frames for an unknown or finished request id (a
@@ -308,6 +311,13 @@ pub(super) async fn read_frames(
         let delivered = match (decode_line(text), &report.link) {
             // The supervisor's frames; from a local kernel they are forgeries, dropped.
             (Ok(RunnerFrame::Heartbeat), Some(_)) => true,
+            (Ok(RunnerFrame::FarPayload { need }), Some(_)) => {
+                report.far.as_ref().is_some_and(|far| far.said_hello(need))
+            }
+            (Ok(RunnerFrame::FarBytecode { sha256, nonce }), Some(_)) => report
+                .far
+                .as_ref()
+                .is_some_and(|far| far.compiled(&sha256, &nonce)),
             (Ok(RunnerFrame::KernelExit { code, signal }), Some(_)) => {
                 // The last one counts: the supervisor's comes after all the kernel sent.
                 *report.far_exit.lock().unwrap() = Some(ExitInfo { code, signal });
@@ -331,6 +341,9 @@ pub(super) async fn read_frames(
         if !delivered {
             report.dropped_frames.fetch_add(1, Ordering::Relaxed);
         }
+    }
+    if let Some(far) = &report.far {
+        far.closed();
     }
     let mut router = routes.lock().unwrap();
     router.closed = true;

@@ -24,6 +24,7 @@ mod egress;
 mod end_cause;
 mod ending;
 mod execute;
+mod far_reports;
 mod far_side;
 pub mod fifo;
 mod host_calls;

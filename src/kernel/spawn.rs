@@ -280,10 +280,12 @@ pub(super) fn launch(config: &KernelConfig, launcher: &Launcher) -> Result<Parts
         .interpreter
         .clone()
         .unwrap_or_else(|| "python3".into());
+    let vouched = crate::start::far_cache::vouched(launcher, &interpreter);
     let mut command = launcher.command(
         &interpreter,
         config.memory_limit_bytes,
         DEFAULT_SHUTDOWN_GRACE,
+        vouched.as_deref(),
         &env,
     );
     let mut child = command.spawn().map_err(|e| KernelError::Launcher {

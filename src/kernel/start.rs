@@ -17,6 +17,7 @@ use super::connection::{
     drain_stderr, open_route, read_frames, widen_pipe, FrameWriter, LinkClock, Pipes, Routes,
     StreamReport,
 };
+use super::far_reports::{FarHello, FarReports};
 use super::far_side::{signal_far_side, watch_link, FarSide};
 use super::host_calls::KvHome;
 use super::prepare;
@@ -165,19 +166,29 @@ impl Kernel {
     }
 
     /// A launched kernel's runner, sent ahead of the protocol by its first `initialize`
-    /// (where an abort or a deadline of the start can cut it short), and from then on its
-    /// link watched. A far side that is not there (no Python, a refused login) stops
-    /// reading; the init that follows then reports its stderr.
+    /// (where an abort or a deadline of the start can cut it short) when the far side
+    /// asks for it, then the link's nonce; from then on its link is watched. A far side
+    /// that is not there (no Python, a refused login) closes the link or never answers;
+    /// the init that follows then reports its stderr.
     pub(super) async fn ship_runner(&self, config: &KernelConfig) {
         let Some(far) = &self.far else { return };
         if far.shipped.swap(true, Ordering::SeqCst) {
             return;
         }
-        let _ = timeout(
-            config.startup_timeout,
-            self.writer.send_bytes(&PAYLOAD.bytes),
-        )
-        .await;
+        if let Some(reports) = &self.stream_report.far {
+            let mut hello = reports.hello.subscribe();
+            let said = timeout(
+                config.startup_timeout,
+                hello.wait_for(|h| *h != FarHello::Waiting),
+            )
+            .await
+            .ok()
+            .and_then(|said| said.ok().map(|h| *h));
+            let bytes = first_bytes(said, &reports.nonce);
+            if !bytes.is_empty() {
+                let _ = timeout(config.startup_timeout, self.writer.send_bytes(&bytes)).await;
+            }
+        }
         // The link is judged from now: connecting and sending the runner took their time.
         if let Some(link) = &self.stream_report.link {
             link.heard();
@@ -240,6 +251,9 @@ impl Kernel {
         let routes: Routes = Arc::default();
         let stream_report = Arc::new(StreamReport {
             link: far.is_some().then(LinkClock::new),
+            far: far.as_ref().map(|launcher| {
+                FarReports::new(launcher.clone(), resolved.path.display().to_string())
+            }),
             ..StreamReport::default()
         });
         tokio::spawn(read_frames(
@@ -412,6 +426,25 @@ impl Kernel {
     }
 }
 
+/// What the host sends a far side after its hello: the runner when it asked for it, then
+/// the link's nonce; nothing when it never said hello (the link closed, or the wait ran
+/// out), as the init that follows finds out.
+fn first_bytes(said: Option<FarHello>, nonce: &str) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    match said {
+        Some(FarHello::Need) => bytes.extend_from_slice(&PAYLOAD.bytes),
+        Some(FarHello::Cached) => {}
+        Some(FarHello::Waiting | FarHello::Closed) | None => return bytes,
+    }
+    bytes.extend(
+        HostFrame::FarNonce {
+            nonce: nonce.to_string(),
+        }
+        .encode(),
+    );
+    bytes
+}
+
 /// Serves a kernel's proxy on the listener its set-up sent, until the kernel is reaped;
 /// returns where its refusals arrive (each cell reports those made while it ran).
 fn serve_proxy(
@@ -435,4 +468,25 @@ fn serve_proxy(
         Err(e) => tracing::warn!("the kernel's proxy cannot be served: {e}"),
     }
     tokio::sync::Mutex::new(denials)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runner_goes_only_to_a_far_side_that_asked_and_the_nonce_to_any_that_said_hello() {
+        let nonce_line = HostFrame::FarNonce { nonce: "n1".into() }.encode();
+        let mut asked = PAYLOAD.bytes.clone();
+        asked.extend_from_slice(&nonce_line);
+        assert_eq!(first_bytes(Some(FarHello::Need), "n1"), asked);
+        assert_eq!(first_bytes(Some(FarHello::Cached), "n1"), nonce_line);
+        for silent in [Some(FarHello::Closed), Some(FarHello::Waiting), None] {
+            assert!(first_bytes(silent, "n1").is_empty());
+        }
+        assert_eq!(
+            String::from_utf8(nonce_line).unwrap(),
+            "{\"type\":\"farNonce\",\"nonce\":\"n1\"}\n"
+        );
+    }
 }

@@ -2,11 +2,14 @@
 //! somewhere else (`docker exec -i box`, `kubectl exec -i pod --`, `ssh -T host`, `bwrap ...`).
 //!
 //! Nothing is assumed of the far side but a Python 3.8+: the command is
-//! `<launcher> <python> -u -c <BOOTSTRAP> <sha256> <memory limit> <grace ms>`, and the
-//! bootstrap reads the runner from its stdin (a length line, then the bytes), checks the
-//! bytes against the hash it was given and runs `runner/pykernel_far.py`, which writes the
-//! runner to a private directory there and supervises it (see that file). Protocol frames
-//! follow on the same pipe.
+//! `<launcher> <python> -u -c <BOOTSTRAP> <sha256> <memory limit> <grace ms> <bytecode>`.
+//! The bootstrap takes the runner from the far user's cache when an entry there has that
+//! sha256; otherwise it asks for it (its first line, `farPayload`, says which), reads it
+//! from its stdin (a length line, then the bytes) and checks it against the hash. Then it
+//! runs `runner/pykernel_far.py`, which caches what was sent, writes the runner to a
+//! private directory there and supervises it (see that file). `<bytecode>` is the sha256
+//! of the cached bytecode the host vouches for (`start/far_cache.rs`), or `-`. Protocol
+//! frames follow on the same pipe.
 //!
 //! `ssh` joins its words into one line for the far side's shell; `docker`, `kubectl`,
 //! `bwrap` and the like pass them on as they are. So the words after the launcher are
@@ -25,9 +28,18 @@ use crate::error::{KernelError, Result};
 /// The far side's supervisor and loader.
 const FAR_PY: &str = include_str!("../../runner/pykernel_far.py");
 
-/// What `python -c` runs. Valid Python 2 up to the version check, so an old interpreter
-/// says what is wrong instead of failing on syntax. It reads with `os.read`: a buffered
-/// reader would swallow the protocol frames that follow the runner on the same pipe.
+/// What `python -c` runs. Valid Python 2 syntax throughout, so an old interpreter says
+/// what is wrong instead of failing on syntax. It reads with `os.read`: a buffered reader
+/// would swallow the protocol frames that follow the runner on the same pipe.
+///
+/// `k()` finds the cache: the first of `$XDG_CACHE_HOME/pykernel`, `~/.cache/pykernel`,
+/// `/tmp/pykernel-cache-<uid>` (then `/var/tmp`, `/dev/shm`) that exists or can be made
+/// (mode 0700) is the one; it is used only if it is a directory (not a symlink) of the
+/// far user's that nobody else may write, and otherwise there is no cache (a planted one
+/// turns caching off, it never leads elsewhere). `g()` reads an entry without following a
+/// symlink or blocking on a FIFO and returns it only if its sha256 is the one passed. The
+/// cached bytecode holds the supervisor script's own code too (`pykernel_far`), run in
+/// place of compiling the script when the host vouched for it.
 const BOOTSTRAP: &str = r#"import os,sys
 if sys.version_info<(3,8):sys.exit("pykernel: the far side's Python is %d.%d; pykernel needs 3.8 or newer"%sys.version_info[:2])
 def r(n):
@@ -37,13 +49,40 @@ def r(n):
   if not c:sys.exit("pykernel: the link closed while the runner was being sent")
   b+=c
  return b
-n=b""
-while n[-1:]!=b"\n":n+=r(1)
-d=r(int(n))
+def k():
+ u=os.getuid();x=os.environ.get("XDG_CACHE_HOME","");h=os.path.expanduser("~")
+ for p,c in[(x,x+"/pykernel"),(h,h+"/.cache/pykernel")]+[(t,t+"/pykernel-cache-%d"%u)for t in("/tmp","/var/tmp","/dev/shm")]:
+  if p[:1]!="/":continue
+  try:os.makedirs(os.path.dirname(c),0o700,True);os.mkdir(c,0o700)
+  except FileExistsError:pass
+  except OSError:continue
+  try:s=os.lstat(c)
+  except OSError:return
+  return c if s.st_uid==u and s.st_mode&0o170022==0o40000 else None
 import hashlib
-if hashlib.sha256(d).hexdigest()!=sys.argv[1]:sys.exit("pykernel: the runner arrived damaged (its sha256 differs)")
-p=d.split(b"\0")
-exec(compile(p[0],"pykernel_far.py","exec"),{"__name__":"pykernel_far","FILES":p[1:]})
+def g(n,s):
+ try:
+  f=os.open(c+"/"+n,os.O_RDONLY|os.O_NOFOLLOW|os.O_NONBLOCK)
+  try:d=os.read(f,1<<26)
+  finally:os.close(f)
+ except OSError:return
+ if hashlib.sha256(d).hexdigest()==s:return d
+h=sys.argv[1];c=k();d=c and g("runner-"+h,h)
+os.write(1,b'{"type":"farPayload","need":%s}\n'%(b"false"if d else b"true"))
+w=not d
+if w:
+ n=b""
+ while n[-1:]!=b"\n":n+=r(1)
+ d=r(int(n))
+ if hashlib.sha256(d).hexdigest()!=h:sys.exit("pykernel: the runner arrived damaged (its sha256 differs)")
+p=d.split(b"\0");b=x=None;v=sys.argv[4]
+if not w and v!="-":b=g("bytecode-%s-%s"%(h,sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex()),v)
+if b:
+ import marshal
+ e=b.index(b"\n");x=b[:e].split()
+ if b"pykernel_far"in x:i=x.index(b"pykernel_far");o=e+1+int(x[i+1]);x=marshal.loads(b[o:o+int(x[i+2])])
+ else:x=None
+exec(x or compile(p[0],"pykernel_far.py","exec"),{"__name__":"pykernel_far","FILES":p[1:],"CACHE":c,"BODY":d if w else None,"BYTECODE":b,"SOURCE":p[0]})
 "#;
 
 /// The bytes sent ahead of the protocol, and the sha256 the bootstrap checks them against.
@@ -115,6 +154,7 @@ impl Launcher {
         interpreter: &str,
         memory_limit_bytes: Option<u64>,
         grace: Duration,
+        bytecode: Option<&str>,
         env: &BTreeMap<String, String>,
     ) -> Command {
         let words = [
@@ -125,6 +165,7 @@ impl Launcher {
             PAYLOAD.sha256.clone(),
             memory_limit_bytes.map_or("-".into(), |n| n.to_string()),
             grace.as_millis().to_string(),
+            bytecode.unwrap_or("-").to_string(),
         ];
         let mut cmd = Command::new(&self.argv[0]);
         cmd.args(&self.argv[1..]);

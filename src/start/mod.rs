@@ -5,6 +5,7 @@
 pub mod bytecode;
 pub mod command;
 pub mod env;
+pub mod far_cache;
 pub mod host_dir;
 pub mod launcher;
 pub mod python;

@@ -482,6 +482,8 @@ impl Collector {
             | RunnerFrame::Completeness { .. }
             | RunnerFrame::KernelExit { .. }
             | RunnerFrame::Heartbeat
+            | RunnerFrame::FarPayload { .. }
+            | RunnerFrame::FarBytecode { .. }
             | RunnerFrame::Unknown => None,
         }
     }

@@ -88,6 +88,11 @@ pub enum HostFrame {
     },
     /// Echoed by the far side's supervisor: the link is alive.
     Heartbeat,
+    /// To the far side's supervisor, first after the runner (or in its place): the
+    /// secret its `farBytecode` frame must carry, which no kernel ever sees.
+    FarNonce {
+        nonce: String,
+    },
 }
 
 /// What a kernel's sandbox lets it reach (`docs/protocol.md#init`), with paths as the
@@ -211,6 +216,17 @@ pub enum RunnerFrame {
     },
     /// The far side's supervisor echoing a heartbeat.
     Heartbeat,
+    /// The far side's bootstrap, first on the link: whether the host must send the
+    /// runner (`need`), or its cache had it.
+    FarPayload {
+        need: bool,
+    },
+    /// The far side's supervisor: the sha256 of the runner's bytecode it compiled and
+    /// cached, with the host's nonce for the link.
+    FarBytecode {
+        sha256: String,
+        nonce: String,
+    },
     Call {
         id: Option<String>,
         call_id: String,
@@ -297,7 +313,11 @@ impl RunnerFrame {
             | RunnerFrame::Preloaded { id, .. }
             | RunnerFrame::Completeness { id, .. }
             | RunnerFrame::Done { id, .. } => id.as_deref(),
-            RunnerFrame::KernelExit { .. } | RunnerFrame::Heartbeat | RunnerFrame::Unknown => None,
+            RunnerFrame::KernelExit { .. }
+            | RunnerFrame::Heartbeat
+            | RunnerFrame::FarPayload { .. }
+            | RunnerFrame::FarBytecode { .. }
+            | RunnerFrame::Unknown => None,
         }
     }
 }
