@@ -71,10 +71,19 @@ test('calls from many threads run at once and each gets its own answer', async (
 test('100 threads calling at once: the host works on 64 at a time, and every call is answered', async (t) => {
   let inFlight = 0
   let peak = 0
+  // The first calls are held until 64 are in flight (or 10 s pass, however slow the
+  // machine), then a while longer, so a 65th would be seen if the host let one through.
+  let full
+  const filled = new Promise((resolve) => {
+    full = resolve
+    setTimeout(resolve, 10_000).unref()
+  })
   const kernel = await startKernel({
     onCall: async (c) => {
       inFlight++
       peak = Math.max(peak, inFlight)
+      if (inFlight >= 64) full()
+      await filled
       await sleep(300)
       inFlight--
       return c.args.i * 10
