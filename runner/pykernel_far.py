@@ -439,6 +439,9 @@ class Supervisor:
         self.grace = grace
         self.status = None                  # the kernel's wait status, once reaped
         self.link_open = True
+        # Whether the host has sent anything: a link whose input ends before that is a
+        # launcher that gave us no stdin, which the host is told in words.
+        self.heard_host = False
         # The host still reads what we write: its stdin to us may have ended (a
         # shutdown closes it after `exit`) while it waits for our end.
         self.output_open = True
@@ -561,8 +564,13 @@ class Supervisor:
         except OSError:
             data = b""
         if not data:
+            if not self.heard_host:
+                sys.stderr.write("pykernel: the link closed before the host sent anything: "
+                                 "the launcher gives the far side no stdin (docker, podman "
+                                 "and kubectl exec need -i)\n")
             self.link_closed(time.monotonic())
             return
+        self.heard_host = True
         start = len(self.from_host)
         self.from_host += data
         end = self.from_host.rfind(b"\n", start)
