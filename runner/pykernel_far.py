@@ -53,6 +53,9 @@ host is not reading.
 
 import os
 import sys
+# The C module (the interpreter loaded it already): the `signal` wrapper imports enum,
+# functools and collections, ~8 ms of CPU taken from the kernel starting beside us.
+from _signal import SIGKILL, SIGSTOP
 
 SIGNALS = {b"SIGINT": 2, b"SIGTERM": 15, b"SIGKILL": 9}
 # How much of the kernel's output is held for a host that is not reading.
@@ -286,8 +289,7 @@ def die_with(supervisor):
     if not sys.platform.startswith("linux"):
         return
     try:
-        import ctypes
-        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)     # PR_SET_PDEATHSIG, SIGKILL
+        prctl(1, 9)     # PR_SET_PDEATHSIG, SIGKILL
     except Exception:
         return
     if os.getppid() != supervisor:      # it ended before the call
@@ -301,10 +303,39 @@ def adopt_orphans():
     if not sys.platform.startswith("linux"):
         return False
     try:
-        import ctypes
-        return ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
+        return prctl(36, 1) == 0    # PR_SET_CHILD_SUBREAPER
     except Exception:
         return False
+
+
+_prctl = None
+
+
+def prctl(option, arg):
+    """prctl(2) with one argument; raises when it cannot be called.  Through the
+    C module ``_ctypes`` alone: the ``ctypes`` package around it costs a start
+    ~3 ms to import, before the fork.  The kernel, forked after the supervisor's
+    call, finds the function made."""
+    global _prctl
+    if _prctl is None:
+        try:
+            import _ctypes
+
+            class Int(_ctypes._SimpleCData):
+                _type_ = "i"
+
+            class Function(_ctypes.CFuncPtr):
+                _flags_ = _ctypes.FUNCFLAG_CDECL
+                _restype_ = Int
+
+            class Library:
+                _handle = _ctypes.dlopen(None, 0)
+
+            _prctl = Function(("prctl", Library))
+        except Exception:     # another interpreter's _ctypes: the package, then
+            import ctypes
+            _prctl = ctypes.CDLL(None).prctl
+    return _prctl(option, arg, 0, 0, 0)
 
 
 def end_descendants(within=5.0, spare=None):
@@ -317,7 +348,6 @@ def end_descendants(within=5.0, spare=None):
     until this process has no child left: a child list read from /proc can miss
     a process that moves while it is read (a subreaper's new orphan), waitpid
     cannot."""
-    import signal
     import time
     deadline = time.monotonic() + within
     while True:
@@ -329,7 +359,7 @@ def end_descendants(within=5.0, spare=None):
                      and _state(pid) not in (None, "Z", "X")]
             for pid in batch:
                 try:
-                    os.kill(pid, signal.SIGSTOP)
+                    os.kill(pid, SIGSTOP)
                 except OSError:
                     pass
             for pid in batch:
@@ -338,7 +368,7 @@ def end_descendants(within=5.0, spare=None):
             parents.extend(batch)
         for pid in found:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, SIGKILL)
             except OSError:
                 pass
         if not _reap_ended(spare) or time.monotonic() >= deadline:
@@ -463,8 +493,8 @@ class Supervisor:
 
     def run(self):
         import select
-        import signal
         import time
+        import _signal as signal
         wake_r, wake_w = os.pipe()
         for fd in (wake_r, wake_w, self.to_kernel, 1):
             os.set_blocking(fd, False)
