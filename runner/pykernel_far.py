@@ -144,7 +144,9 @@ def compile_runner(source, files):
     in hex, then each module's name, offset and length) and the marshalled code
     objects.  Their file names are placeholders: runner.py gives each code object
     the path its module is loaded from.  This script's own code comes first, as
-    ``pykernel_far``, for the bootstrap (compiling it costs a start ~7 ms)."""
+    ``pykernel_far``, for the bootstrap (compiling it costs a start ~7 ms), and
+    runner.py's is ``__main__``, for ``run_kernel`` (~3 ms); no module has either
+    name, so runner.py's loader never takes them for one."""
     import marshal
     ext = sys.modules["_frozen_importlib_external"]
     blob = marshal.dumps(compile(source, "pykernel_far.py", "exec", dont_inherit=True))
@@ -153,8 +155,8 @@ def compile_runner(source, files):
     for name, text in zip(files[::2], files[1::2]):
         name = name.decode()
         if name == "runner.py":
-            continue
-        if name == "prelude.py":
+            module = "__main__"
+        elif name == "prelude.py":
             module = "pykernel_prelude"
         else:
             module = name[:-len(".py")]
@@ -249,8 +251,10 @@ def run_kernel(directory, memory_limit, supervisor, bytecode):
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
     try:
-        with open(runner, "rb") as f:
-            code = compile(f.read(), runner, "exec", dont_inherit=True)
+        code = bytecode is not None and main_code(bytecode, runner)
+        if not code:
+            with open(runner, "rb") as f:
+                code = compile(f.read(), runner, "exec", dont_inherit=True)
         exec(code, main.__dict__)
     except SystemExit as exc:
         os._exit(exc.code if isinstance(exc.code, int) else 1)
@@ -259,6 +263,23 @@ def run_kernel(directory, memory_limit, supervisor, bytecode):
         traceback.print_exc()
         os._exit(1)
     os._exit(0)
+
+
+def main_code(bytecode, path):
+    """runner.py's code in the checked bytecode (``__main__``), named ``path`` as
+    runner.py names its modules' code; None when it is not there."""
+    import _imp
+    import marshal
+    try:
+        end = bytecode.index(b"\n")
+        words = bytecode[:end].split()
+        at = words.index(b"__main__", 1)
+        offset = end + 1 + int(words[at + 1])
+        code = marshal.loads(memoryview(bytecode)[offset:offset + int(words[at + 2])])
+        _imp._fix_co_filename(code, path)
+        return code
+    except (ValueError, IndexError, EOFError, TypeError):
+        return None
 
 
 def hand_over(bytecode, directory):
