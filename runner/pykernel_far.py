@@ -236,8 +236,6 @@ def run_kernel(directory, memory_limit, supervisor, bytecode):
     cache had it."""
     os.setsid()     # its own group: in-band signals reach it and its children
     die_with(supervisor)
-    if bytecode is not None:
-        hand_over(bytecode, directory)
     if memory_limit != "-":
         import resource
         limit = int(memory_limit)
@@ -249,6 +247,10 @@ def run_kernel(directory, memory_limit, supervisor, bytecode):
     main.__file__ = runner
     import builtins
     main.__builtins__ = builtins
+    # The checked bytecode, for runner.py to load its modules from: handed over in
+    # this process (bytes: nothing can change them), not through a sealed memfd as a
+    # local kernel gets it, which would copy it twice (~1 ms).
+    main.__pykernel_bytecode__ = bytecode
     sys.modules["__main__"] = main
     try:
         code = bytecode is not None and main_code(bytecode, runner)
@@ -280,28 +282,6 @@ def main_code(bytecode, path):
         return code
     except (ValueError, IndexError, EOFError, TypeError):
         return None
-
-
-def hand_over(bytecode, directory):
-    """The bytecode for runner.py (``PYKERNEL_BYTECODE=fd:<n>``), in sealed memory
-    (or a file in the kernel's private directory, unlinked once open): checked
-    already, so nothing may change it between here and the kernel's read."""
-    try:
-        fd = os.memfd_create("pykernel-bytecode", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    except (AttributeError, OSError):
-        path = os.path.join(directory, ".bytecode")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        os.unlink(path)
-    view = memoryview(bytecode)
-    while view:
-        view = view[os.write(fd, view):]
-    try:
-        import fcntl
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
-                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
-    except (AttributeError, OSError):
-        pass
-    os.environ["PYKERNEL_BYTECODE"] = "fd:%d" % fd
 
 
 def die_with(supervisor):
