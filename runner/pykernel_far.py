@@ -53,6 +53,9 @@ host is not reading.
 
 import os
 import sys
+# The C module (the interpreter loaded it already): the `signal` wrapper imports enum,
+# functools and collections, ~8 ms of CPU taken from the kernel starting beside us.
+from _signal import SIGKILL, SIGSTOP
 
 SIGNALS = {b"SIGINT": 2, b"SIGTERM": 15, b"SIGKILL": 9}
 # How much of the kernel's output is held for a host that is not reading.
@@ -141,7 +144,9 @@ def compile_runner(source, files):
     in hex, then each module's name, offset and length) and the marshalled code
     objects.  Their file names are placeholders: runner.py gives each code object
     the path its module is loaded from.  This script's own code comes first, as
-    ``pykernel_far``, for the bootstrap (compiling it costs a start ~7 ms)."""
+    ``pykernel_far``, for the bootstrap (compiling it costs a start ~7 ms), and
+    runner.py's is ``__main__``, for ``run_kernel`` (~3 ms); no module has either
+    name, so runner.py's loader never takes them for one."""
     import marshal
     ext = sys.modules["_frozen_importlib_external"]
     blob = marshal.dumps(compile(source, "pykernel_far.py", "exec", dont_inherit=True))
@@ -150,8 +155,8 @@ def compile_runner(source, files):
     for name, text in zip(files[::2], files[1::2]):
         name = name.decode()
         if name == "runner.py":
-            continue
-        if name == "prelude.py":
+            module = "__main__"
+        elif name == "prelude.py":
             module = "pykernel_prelude"
         else:
             module = name[:-len(".py")]
@@ -231,8 +236,6 @@ def run_kernel(directory, memory_limit, supervisor, bytecode):
     cache had it."""
     os.setsid()     # its own group: in-band signals reach it and its children
     die_with(supervisor)
-    if bytecode is not None:
-        hand_over(bytecode, directory)
     if memory_limit != "-":
         import resource
         limit = int(memory_limit)
@@ -244,10 +247,16 @@ def run_kernel(directory, memory_limit, supervisor, bytecode):
     main.__file__ = runner
     import builtins
     main.__builtins__ = builtins
+    # The checked bytecode, for runner.py to load its modules from: handed over in
+    # this process (bytes: nothing can change them), not through a sealed memfd as a
+    # local kernel gets it, which would copy it twice (~1 ms).
+    main.__pykernel_bytecode__ = bytecode
     sys.modules["__main__"] = main
     try:
-        with open(runner, "rb") as f:
-            code = compile(f.read(), runner, "exec", dont_inherit=True)
+        code = bytecode is not None and main_code(bytecode, runner)
+        if not code:
+            with open(runner, "rb") as f:
+                code = compile(f.read(), runner, "exec", dont_inherit=True)
         exec(code, main.__dict__)
     except SystemExit as exc:
         os._exit(exc.code if isinstance(exc.code, int) else 1)
@@ -258,26 +267,21 @@ def run_kernel(directory, memory_limit, supervisor, bytecode):
     os._exit(0)
 
 
-def hand_over(bytecode, directory):
-    """The bytecode for runner.py (``PYKERNEL_BYTECODE=fd:<n>``), in sealed memory
-    (or a file in the kernel's private directory, unlinked once open): checked
-    already, so nothing may change it between here and the kernel's read."""
+def main_code(bytecode, path):
+    """runner.py's code in the checked bytecode (``__main__``), named ``path`` as
+    runner.py names its modules' code; None when it is not there."""
+    import _imp
+    import marshal
     try:
-        fd = os.memfd_create("pykernel-bytecode", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    except (AttributeError, OSError):
-        path = os.path.join(directory, ".bytecode")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        os.unlink(path)
-    view = memoryview(bytecode)
-    while view:
-        view = view[os.write(fd, view):]
-    try:
-        import fcntl
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
-                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
-    except (AttributeError, OSError):
-        pass
-    os.environ["PYKERNEL_BYTECODE"] = "fd:%d" % fd
+        end = bytecode.index(b"\n")
+        words = bytecode[:end].split()
+        at = words.index(b"__main__", 1)
+        offset = end + 1 + int(words[at + 1])
+        code = marshal.loads(memoryview(bytecode)[offset:offset + int(words[at + 2])])
+        _imp._fix_co_filename(code, path)
+        return code
+    except (ValueError, IndexError, EOFError, TypeError):
+        return None
 
 
 def die_with(supervisor):
@@ -286,8 +290,7 @@ def die_with(supervisor):
     if not sys.platform.startswith("linux"):
         return
     try:
-        import ctypes
-        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)     # PR_SET_PDEATHSIG, SIGKILL
+        prctl(1, 9)     # PR_SET_PDEATHSIG, SIGKILL
     except Exception:
         return
     if os.getppid() != supervisor:      # it ended before the call
@@ -301,10 +304,39 @@ def adopt_orphans():
     if not sys.platform.startswith("linux"):
         return False
     try:
-        import ctypes
-        return ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0   # PR_SET_CHILD_SUBREAPER
+        return prctl(36, 1) == 0    # PR_SET_CHILD_SUBREAPER
     except Exception:
         return False
+
+
+_prctl = None
+
+
+def prctl(option, arg):
+    """prctl(2) with one argument; raises when it cannot be called.  Through the
+    C module ``_ctypes`` alone: the ``ctypes`` package around it costs a start
+    ~3 ms to import, before the fork.  The kernel, forked after the supervisor's
+    call, finds the function made."""
+    global _prctl
+    if _prctl is None:
+        try:
+            import _ctypes
+
+            class Int(_ctypes._SimpleCData):
+                _type_ = "i"
+
+            class Function(_ctypes.CFuncPtr):
+                _flags_ = _ctypes.FUNCFLAG_CDECL
+                _restype_ = Int
+
+            class Library:
+                _handle = _ctypes.dlopen(None, 0)
+
+            _prctl = Function(("prctl", Library))
+        except Exception:     # another interpreter's _ctypes: the package, then
+            import ctypes
+            _prctl = ctypes.CDLL(None).prctl
+    return _prctl(option, arg, 0, 0, 0)
 
 
 def end_descendants(within=5.0, spare=None):
@@ -317,7 +349,6 @@ def end_descendants(within=5.0, spare=None):
     until this process has no child left: a child list read from /proc can miss
     a process that moves while it is read (a subreaper's new orphan), waitpid
     cannot."""
-    import signal
     import time
     deadline = time.monotonic() + within
     while True:
@@ -329,7 +360,7 @@ def end_descendants(within=5.0, spare=None):
                      and _state(pid) not in (None, "Z", "X")]
             for pid in batch:
                 try:
-                    os.kill(pid, signal.SIGSTOP)
+                    os.kill(pid, SIGSTOP)
                 except OSError:
                     pass
             for pid in batch:
@@ -338,7 +369,7 @@ def end_descendants(within=5.0, spare=None):
             parents.extend(batch)
         for pid in found:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, SIGKILL)
             except OSError:
                 pass
         if not _reap_ended(spare) or time.monotonic() >= deadline:
@@ -463,8 +494,8 @@ class Supervisor:
 
     def run(self):
         import select
-        import signal
         import time
+        import _signal as signal
         wake_r, wake_w = os.pipe()
         for fd in (wake_r, wake_w, self.to_kernel, 1):
             os.set_blocking(fd, False)

@@ -7,7 +7,8 @@ sealed memfd (``PYKERNEL_BYTECODE=fd:<n>``) that nothing can change: a script ru
 ``__main__`` is compiled again on every start, and compiling the runner would cost more
 than the rest of a kernel's start-up.  Nothing on disk is read for it, Python's own
 ``__pycache__`` included, so bytecode a cell planted anywhere never runs in a later
-kernel.
+kernel.  A launched kernel gets it from the far side's supervisor, which forked it with
+the bytecode checked and in hand (``__pykernel_bytecode__`` in this module's globals).
 """
 
 import os
@@ -76,15 +77,21 @@ def _runner_bytecode():
     import marshal
 
     given = os.environ.pop("PYKERNEL_BYTECODE", "")
+    # A launched kernel's: the far side's supervisor checked it and forked this
+    # process with it in hand (runner/pykernel_far.py); nothing else sets it.
+    handed = globals().pop("__pykernel_bytecode__", None)
     ext = sys.modules["_frozen_importlib_external"]
     index, data = {}, b""
-    if given.startswith("fd:"):
+    if handed is not None or given.startswith("fd:"):
         try:
-            fd = int(given[3:])
-            try:
-                data = os.pread(fd, os.fstat(fd).st_size, 0)
-            finally:
-                os.close(fd)
+            if handed is not None:
+                data = handed
+            else:
+                fd = int(given[3:])
+                try:
+                    data = os.pread(fd, os.fstat(fd).st_size, 0)
+                finally:
+                    os.close(fd)
             # "<magic> <name> <offset> <length> ...", then the code objects.
             header, _, data = data.partition(b"\n")
             words = header.decode().split()

@@ -104,6 +104,27 @@ describe('the far side caches the runner and its bytecode (env as the launcher)'
     assert.equal(vouched.origins, "['host']", 'the cached bytecode the host vouched for is used')
   })
 
+  test("a vouched start runs runner.py's code from the bytecode, named by its file there, and loads neither ctypes nor hashlib", async () => {
+    // The host vouched for the bytecode in the test before. runner.py's functions carry
+    // the path of the kernel's own runner.py (the bytecode was compiled for a placeholder);
+    // ctypes and hashlib cost a start ~4 ms of imports the far side does without.
+    const kernel = await Kernel.start({ interpreter: python, ...opts })
+    try {
+      const r = await kernel.execute(`import gc, sys, types
+origins = sorted(set(o for f in sys.meta_path if hasattr(f, 'origins') for o in f.origins.values()))
+names = sorted({f.__code__.co_filename for f in gc.get_objects()
+                if isinstance(f, types.FunctionType) and f.__code__.co_filename.endswith('runner.py')})
+import json; print(json.dumps([origins, names, [m for m in ('ctypes', 'hashlib') if m in sys.modules]]))`)
+      assert.equal(r.status, 'ok', JSON.stringify(r.error))
+      const [origins, names, loaded] = JSON.parse(r.stdout)
+      // One comparison, so a failure shows every part that differs.
+      const named = names.map((n) => /\/pykernel-far-[0-9a-f]{16}\/runner\.py$/.test(n) || n)
+      assert.deepEqual({ origins, named, loaded }, { origins: ['host'], named: [true], loaded: [] })
+    } finally {
+      await kernel.shutdown()
+    }
+  })
+
   test('a tampered cached runner is detected and replaced, never run', async () => {
     const file = entry(cache, 'runner-')
     const original = fs.readFileSync(file)
