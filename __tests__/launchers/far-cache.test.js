@@ -163,6 +163,72 @@ import json; print(json.dumps([origins, names, [m for m in ('ctypes', 'hashlib')
   })
 })
 
+/** Python, a cell's attack on the far side's cache: it plants its own code in the cached
+ *  bytecode (CACHE, MARKER), then forges the compile's report of that bytecode's sha256
+ *  on the protocol pipe, guessing at the nonce, so the host would vouch for it. */
+const FORGE_REPORT_PY = (cache, marker) => `import gc, glob, hashlib, json, os, subprocess, sys
+entry = glob.glob(os.path.join(${JSON.stringify(cache)}, "bytecode-*"))[0]
+source = sys.modules["pykernel_runner"].__file__
+subprocess.run([sys.executable, "-c", ${JSON.stringify(PLANT_BYTECODE_PY)}, entry, ${JSON.stringify(marker)}, source], check=True)
+sha = hashlib.sha256(open(entry, "rb").read()).hexdigest()
+channel = next(o for o in gc.get_objects() if type(o).__name__ == "Channel" and hasattr(o, "fd"))
+for nonce in ["0" * 32, "", "x"]:
+    os.write(channel.fd, json.dumps({"type": "farBytecode", "sha256": sha, "nonce": nonce}).encode() + b"\\n")
+print("forged")`
+
+describe("a cell that plants bytecode in the cache and forges the compile's report", () => {
+  const dir = tmp('pk-far-cache-forge-')
+  after(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+  /** Warms a cache up to vouched bytecode, attacks it from a cell, and checks that the
+   *  next start neither runs the planted code nor takes it as vouched for. */
+  async function attack(home, prefix = [], interpreter = python) {
+    const cache = path.join(home, 'xdg', 'pykernel')
+    const marker = path.join(home, 'planted')
+    const opts = { launcher: [...prefix, 'env', `XDG_CACHE_HOME=${path.join(home, 'xdg')}`], interpreter }
+    await startOnce(opts)
+    await startOnce(opts)
+    assert.equal((await startOnce(opts)).origins, "['host']", 'the cache did not warm up')
+    const kernel = await Kernel.start(opts)
+    try {
+      const r = await kernel.execute(FORGE_REPORT_PY(cache, marker))
+      assert.equal(r.status, 'ok', JSON.stringify(r.error))
+      assert.equal(r.stdout, 'forged\n')
+    } finally {
+      await kernel.shutdown()
+    }
+    const next = await startOnce(opts)
+    assert.equal(next.out, '42\n')
+    assert.ok(!fs.existsSync(marker), 'the planted bytecode ran')
+    assert.equal(next.origins, "['source']", 'the planted bytecode was vouched for')
+    assert.equal((await startOnce(opts)).origins, "['host']", 'the real compile is vouched for again')
+    assert.ok(!fs.existsSync(marker), 'the planted bytecode ran')
+  }
+
+  test('as root (the host\'s user)', async () => {
+    const home = path.join(dir, 'host')
+    fs.mkdirSync(home)
+    await attack(home)
+  })
+
+  test('as an ordinary user (useradd)', async (t) => {
+    const user = launchers.ensureTestUser()
+    if (!user) {
+      assert.ok(!process.env.CI || process.getuid() !== 0, 'useradd is missing, but CI is set')
+      t.skip(process.getuid() === 0 ? 'useradd is not installed: the ordinary user was NOT tested' : 'needs root to make a user')
+      return
+    }
+    const asUser = launchers.asUser(user)
+    const interpreter = launchers.pythonThrough(['sh', '-c', 'cd / && exec "$@"', 'sh', ...asUser], ['/usr/bin/python3', 'python3', python])
+    assert.ok(interpreter, `no Python 3.8+ runs as ${user.name}`)
+    fs.chmodSync(dir, 0o755)
+    const home = path.join(dir, 'user')
+    fs.mkdirSync(home, { mode: 0o700 })
+    fs.chownSync(home, user.uid, user.gid)
+    await attack(home, asUser, interpreter)
+  })
+})
+
 describe('a cache directory that is not private is not used', () => {
   const dir = tmp('pk-far-cache-bad-')
   after(() => fs.rmSync(dir, { recursive: true, force: true }))
