@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use nix::errno::Errno;
-use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
 use super::beneath;
@@ -95,10 +94,10 @@ impl fmt::Debug for Root {
     }
 }
 
-/// A missing root made beneath its nearest existing ancestor: each missing name made with
-/// `mkdirat` on its parent's descriptor and opened with `O_NOFOLLOW`, so no name on the
-/// way is looked up twice. The new directories belong to the ancestor's owner when the
-/// host runs as root (see [`owner_for_new`]).
+/// A missing root made beneath its nearest existing ancestor, opened once: the missing
+/// names made as a write makes its directories ([`beneath::make_dirs_beneath`]), so no
+/// name on the way is looked up twice. The new directories belong to the ancestor's
+/// owner when the host runs as root (see [`owner_for_new`]).
 fn make_root(root: &Path) -> io::Result<(PathBuf, OwnedFd)> {
     let not_plain = || {
         io::Error::new(
@@ -108,7 +107,7 @@ fn make_root(root: &Path) -> io::Result<(PathBuf, OwnedFd)> {
     };
     let mut missing = Vec::new();
     let mut at = root;
-    let (base, mut fd) = loop {
+    let (base, fd) = loop {
         missing.push(at.file_name().ok_or_else(not_plain)?);
         at = at.parent().ok_or_else(not_plain)?;
         match std::fs::canonicalize(at) {
@@ -120,34 +119,16 @@ fn make_root(root: &Path) -> io::Result<(PathBuf, OwnedFd)> {
             Err(e) => return Err(e),
         }
     };
+    let names = missing
+        .iter()
+        .rev()
+        .map(|name| name.to_str().filter(|n| *n != "." && *n != ".."))
+        .collect::<Option<Vec<&str>>>()
+        .ok_or_else(not_plain)?;
     let owner = owner_for_new(fd.as_fd())?;
-    let mut path = base;
-    for name in missing.iter().rev() {
-        let Some(name) = name.to_str().filter(|n| *n != "." && *n != "..") else {
-            return Err(not_plain());
-        };
-        let made = match nix::sys::stat::mkdirat(
-            fd.as_fd(),
-            name,
-            Mode::from_bits_truncate(DIR_MODE as _),
-        ) {
-            Ok(()) => true,
-            Err(Errno::EEXIST) => false,
-            Err(e) => return Err(e.into()),
-        };
-        let next = nix::fcntl::openat(
-            fd.as_fd(),
-            name,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )?;
-        if made {
-            give(next.as_fd(), owner)?;
-        }
-        fd = next;
-        path.push(name);
-    }
-    Ok((path, fd))
+    let mode = Mode::from_bits_truncate(DIR_MODE as _);
+    let made = beneath::make_dirs_beneath(fd.as_fd(), &names, mode, owner)?;
+    Ok((names.iter().fold(base, |path, name| path.join(name)), made))
 }
 
 /// Who what the host makes in `dir` should belong to: `dir`'s owner, when the host runs
