@@ -927,6 +927,17 @@ export interface KernelOptions {
    */
   linkTimeoutMs?: number | undefined
   /**
+   * Keep a launched kernel when its link drops (an ssh client killed, an exec stream
+   * reset, a link silent past `linkTimeoutMs`): the far side holds the kernel and its
+   * output (up to 4 MiB, then the kernel waits) for `graceMs`, while the host brings a
+   * new link through the same launcher; a cell that ran through the drop completes
+   * with its output whole and in order. Only the host that started the kernel can
+   * attach (a secret token, one per link). No new link within `graceMs` ends the
+   * kernel, and its cell's `KernelDied` error says so. Only with `launcher`.
+   * @default off
+   */
+  reattach?: ReattachOptions | undefined
+  /**
    * Modules the kernel has imported before its first cell (e.g. `['pandas',
    * 'matplotlib.pyplot']`), by the runner, outside the user's namespace (no name is
    * defined). On Linux the kernel is forked from a zygote: a process of this
@@ -1159,6 +1170,12 @@ export declare function readArtifact(uri: string, options: ReadArtifactOptions):
 export interface ReadArtifactOptions {
   /** The artifactsDir the output was cut under. */
   artifactsDir: string
+}
+
+/** How a launched kernel outlives a dropped link (`KernelOptions.reattach`). */
+export interface ReattachOptions {
+  /** How long the far side keeps the kernel for a new link. From 100 to 3,600,000. */
+  graceMs: number
 }
 
 /** Renders a MIME bundle (or a Jupyter `{ data: bundle }` envelope) for an agent. */

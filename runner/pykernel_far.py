@@ -67,6 +67,9 @@ COMPILE_WAIT = 30.0
 def main():
     payload_sha, memory_limit = sys.argv[1], sys.argv[2]
     grace = float(sys.argv[3]) / 1000
+    # How long a dropped link may stay away before the kernel is ended; "-": not at all.
+    reattach = sys.argv[5] if len(sys.argv) > 5 else "-"
+    reattach = float(reattach) / 1000 if reattach != "-" else None
     # A local launcher (bwrap, unshare) passes the host's environment on; the
     # agent's ssh socket was the launcher's to use, never the kernel's.
     os.environ.pop("SSH_AUTH_SOCK", None)
@@ -91,19 +94,39 @@ def main():
             or os.path.exists(os.path.join(cache.directory, cache.bytecode_name)))
     to_kernel_r, to_kernel_w = os.pipe()
     from_kernel_r, from_kernel_w = os.pipe()
+    # A kernel that may outlive its link writes its stderr to us, not to the launcher's
+    # pipe: a later link's is the one it must reach.
+    errors_r, errors_w = os.pipe() if reattach else (None, None)
+    listener = attach_listener(directory) if reattach else None
     supervisor = os.getpid()
     kernel = os.fork()
     if kernel == 0:
         os.dup2(to_kernel_r, 0)
         os.dup2(from_kernel_w, 1)
-        for fd in (to_kernel_r, to_kernel_w, from_kernel_r, from_kernel_w):
-            os.close(fd)
+        if errors_w is not None:
+            os.dup2(errors_w, 2)
+        for fd in (to_kernel_r, to_kernel_w, from_kernel_r, from_kernel_w, errors_r, errors_w):
+            if fd is not None:
+                os.close(fd)
+        if listener is not None:
+            listener.close()
         run_kernel(directory, memory_limit, supervisor, bytecode)
     os.close(to_kernel_r)
     os.close(from_kernel_w)
+    if errors_w is not None:
+        os.close(errors_w)
     del bytecode
     compiler = start_compiler(cache, SOURCE, FILES) if compile_it else None  # noqa: F821
-    status = Supervisor(kernel, to_kernel_w, from_kernel_r, grace, compiler).run()
+    supervisor = Supervisor(kernel, to_kernel_w, from_kernel_r, grace, compiler)
+    # What the bootstrap read and wrote on the link before us: the link's byte counts,
+    # by which a later link resumes both streams, start after them.
+    supervisor.received = 0 if BODY is None else len(b"%d\n" % len(BODY)) + len(BODY)  # noqa: F821
+    supervisor.sent = supervisor.acked = len(b'{"type":"farPayload","need":%s}\n' % (
+        b"false" if BODY is None else b"true"))  # noqa: F821
+    if reattach:
+        supervisor.keep_for_reattach(reattach, listener, errors_r,
+                                     os.path.join(directory, "attach"))
+    status = supervisor.run()
     remove_tree(directory)
     os._exit(status)
 
@@ -228,6 +251,31 @@ def write_runner(files):
         return directory
     sys.exit("pykernel: no directory on the far side can hold the runner (%s)"
              % "; ".join(errors))
+
+
+def attach_listener(directory):
+    """The socket a later link reaches this supervisor through (``ATTACH`` in
+    ``src/start/launcher.rs`` connects to it): in the runner's private directory, so
+    only the far user can, and only the host that holds the token is let in.  Bound
+    from within the directory, so a long $TMPDIR does not exceed a socket path's
+    limit.  None, said on stderr, when it cannot be made (the link is then not
+    kept)."""
+    import socket
+    here = os.open(".", os.O_RDONLY)
+    try:
+        os.chdir(directory)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind("attach")
+        listener.listen(4)
+        listener.setblocking(False)
+        return listener
+    except OSError as exc:
+        sys.stderr.write("pykernel: the far side cannot take a later link (%s): a dropped "
+                         "link ends the kernel\n" % exc)
+        return None
+    finally:
+        os.fchdir(here)
+        os.close(here)
 
 
 def run_kernel(directory, memory_limit, supervisor, bytecode):
@@ -470,6 +518,8 @@ class Supervisor:
         self.grace = grace
         self.status = None                  # the kernel's wait status, once reaped
         self.link_open = True
+        # The link is gone for good: the kernel has read its stdin's end, or will.
+        self.link_ended = False
         # Whether the host has sent anything: a link whose input ends before that is a
         # launcher that gave us no stdin, which the host is told in words.
         self.heard_host = False
@@ -491,6 +541,31 @@ class Supervisor:
         # The host's nonce for this link (a farNonce line): our farBytecode frame
         # carries it, so the host can tell it from one a cell writes.
         self.nonce = None
+        # The link's byte counts (main() sets where they start): what we read from the
+        # host, what we wrote to it, and how much of that the host said it has.
+        self.received = self.sent = self.acked = 0
+        # A kept link (keep_for_reattach): off unless the host asked for it.
+        self.reattach = None
+        self.errors = None                  # the kernel's stderr, when it comes to us
+
+    def keep_for_reattach(self, grace, listener, errors, path):
+        """A link that drops is waited for ``grace`` seconds: the kernel runs on, its
+        output is held (up to HELD_FOR_HOST, then it blocks on its pipe), and a later
+        link that brings the host's token takes the dropped one's place and resumes both
+        streams where the host and we left them.  What we wrote is kept until the
+        host says it has it (``farAck``), since a dropped link loses what it carried."""
+        self.reattach = grace if listener is not None else None
+        self.listener = listener
+        self.listener_path = os.fsencode(path)
+        self.token = None                   # the host's secret for the next link
+        self.detached_until = None          # while the link is away: when to give up
+        self.closing = False                # the host said farClose: its end is final
+        self.unacked = bytearray()          # written to the host, not yet acknowledged
+        self.acked_to_host = self.received  # what our last farAck told the host
+        self.uncounted = 0                  # leading bytes of for_host outside the counts
+        self.attaching = {}                 # fd -> a connection whose request is awaited
+        self.attached = None                # the connection of the link's attach process
+        self.errors = errors
 
     def run(self):
         import select
@@ -501,26 +576,40 @@ class Supervisor:
             os.set_blocking(fd, False)
         if self.compiled_out is not None:
             os.set_blocking(self.compiled_out, False)
+        if self.errors is not None:
+            os.set_blocking(2, False)
+            os.set_blocking(self.errors, False)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         # A terminal's Ctrl-C is the kernel's business, the launcher's hang-up
-        # or termination is the link's end.
+        # or termination is the link's end (a hang-up only its drop when it is kept).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        ended = []
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, lambda *_: ended.append(True))
+        ended, hung_up = [], []
+        signal.signal(signal.SIGTERM, lambda *_: ended.append(True))
+        signal.signal(signal.SIGHUP, lambda *_: hung_up.append(True))
         while True:
             self.reap()
             now = time.monotonic()
             compiling = self.compiling(now)
-            if self.status is not None and self.from_kernel is None and not compiling:
-                break
+            if hung_up:
+                del hung_up[:]
+                if self.reattach:
+                    self.link_dropped(now)
+                else:
+                    ended.append(True)
             if ended:
                 self.output_open = False
                 self.link_closed(now)
+            if self.reattach and self.detached_until is not None and now >= self.detached_until:
+                self.detached_until = None
+                self.link_closed(now)
+            waiting = self.reattach and self.detached_until is not None
+            if (self.status is not None and self.from_kernel is None and not compiling
+                    and not waiting):
+                break
             if self.kill_at is not None and now >= self.kill_at:
                 if self.status is not None:
-                    if not compiling:
+                    if not compiling and not waiting:
                         break   # its output is still held open by something that escaped
                     self.kill_at = now + 0.1    # look again once the compile is done
                 else:
@@ -530,7 +619,7 @@ class Supervisor:
             poller.register(wake_r, select.POLLIN)
             if self.link_open:
                 poller.register(0, select.POLLIN)
-            if self.from_kernel is not None and len(self.for_host) < HELD_FOR_HOST:
+            if self.from_kernel is not None and self.held() < HELD_FOR_HOST:
                 poller.register(self.from_kernel, select.POLLIN)
             if self.for_host and self.link_open:
                 poller.register(1, select.POLLOUT)
@@ -538,9 +627,19 @@ class Supervisor:
                 poller.register(self.to_kernel, select.POLLOUT)
             if compiling:
                 poller.register(self.compiled_out, select.POLLIN)
+            if self.reattach:
+                if not self.link_ended:
+                    poller.register(self.listener, select.POLLIN)
+                for fd in self.attaching:
+                    poller.register(fd, select.POLLIN)
+            if self.errors is not None:
+                poller.register(self.errors, select.POLLIN)
             wait = None if self.kill_at is None else max(0, self.kill_at - now)
             if compiling:
                 wait = max(0, min(self.compile_until - now, 1e9 if wait is None else wait))
+            if waiting:
+                until = max(0, self.detached_until - now)
+                wait = until if wait is None else min(wait, until)
             for fd, event in poller.poll(None if wait is None else wait * 1000):
                 if fd == wake_r:
                     os.read(wake_r, 512)
@@ -554,9 +653,22 @@ class Supervisor:
                     self.write_kernel()
                 elif fd == self.compiled_out:
                     self.read_compiler()
+                elif fd == self.errors:
+                    self.relay_errors()
+                elif not self.reattach:
+                    pass
+                elif fd == self.listener.fileno():
+                    self.accept_attach()
+                elif fd in self.attaching:
+                    self.read_attach(fd)
         # A second sweep, for what the first one ran out of time for.
         end_descendants()
         return self.report()
+
+    def held(self):
+        """The kernel's output we hold: not yet written, and (a kept link) written
+        but not yet acknowledged."""
+        return len(self.for_host) + (len(self.unacked) if self.reattach else 0)
 
     def reap(self):
         # Orphans of the kernel's are ours to reap too when we are a PID
@@ -599,9 +711,10 @@ class Supervisor:
                 sys.stderr.write("pykernel: the link closed before the host sent anything: "
                                  "the launcher gives the far side no stdin (docker, podman "
                                  "and kubectl exec need -i)\n")
-            self.link_closed(time.monotonic())
+            self.link_dropped(time.monotonic())
             return
         self.heard_host = True
+        self.received += len(data)
         start = len(self.from_host)
         self.from_host += data
         end = self.from_host.rfind(b"\n", start)
@@ -609,6 +722,7 @@ class Supervisor:
             return
         lines = self.from_host[:end + 1]
         del self.from_host[:end + 1]
+        heartbeat = False
         for line in bytes(lines).split(b"\n")[:-1]:
             line += b"\n"
             if line.startswith(b'{"type":"signal"'):
@@ -617,24 +731,69 @@ class Supervisor:
                     self.signal_kernel(SIGNALS[name])
             elif line.startswith(b'{"type":"heartbeat"'):
                 self.send_own(line)
+                heartbeat = True
             elif line.startswith(b'{"type":"farNonce"'):
                 nonce = line.partition(b'"nonce":"')[2].partition(b'"')[0]
                 if self.nonce is None and nonce.isalnum():
                     self.nonce = nonce
                     self.report_compiled()
+                    token = line.partition(b'"token":"')[2].partition(b'"')[0]
+                    if self.reattach and len(token) >= 32 and token.isalnum():
+                        self.token = token
+                        # Where a later link finds us, in hex: a path may hold anything.
+                        self.send_own(b'{"type":"farAttach","path":"%s","nonce":"%s"}\n'
+                                      % (self.listener_path.hex().encode(), self.nonce))
+            elif line.startswith(b'{"type":"farAck"'):
+                if self.reattach:
+                    self.host_has(line)
+            elif line.startswith(b'{"type":"farClose"'):
+                if self.reattach:
+                    self.closing = True
             else:
                 self.for_kernel += line
+        if self.reattach and self.nonce is not None and (
+                heartbeat or self.received - self.acked_to_host >= 1 << 16):
+            self.acked_to_host = self.received
+            self.send_own(b'{"type":"farAck","received":%d,"nonce":"%s"}\n'
+                          % (self.received, self.nonce))
         self.write_kernel()
+
+    def link_dropped(self, now):
+        """The link ended: for good, unless it is kept (see keep_for_reattach) and
+        the host did not say it is closing it."""
+        if (not self.reattach or self.closing or self.token is None or self.link_ended):
+            self.link_closed(now)
+            return
+        if not self.link_open:
+            return
+        self.link_open = False
+        self.output_open = False
+        self.detached_until = now + self.reattach
+        # Let go of the dropped link's pipes, so what carried it can end.
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        os.set_blocking(1, False)
+        if self.attached is not None:
+            self.attached.close()
+            self.attached = None
 
     def link_closed(self, now):
         """The host is gone: the kernel reads the end of its stdin (and ends,
         as a local kernel does) and gets the grace to do so before its group
         is killed."""
-        if not self.link_open:
+        if self.link_ended:
             return
+        self.link_ended = True
         self.link_open = False
         self.for_host.clear()
         self.own.clear()
+        if self.reattach:
+            self.detached_until = None
+            self.unacked.clear()
+            for fd in list(self.attaching):
+                self.attaching.pop(fd).close()
         if not self.for_kernel:
             self.close_to_kernel()
         if self.kill_at is None or self.kill_at > now + self.grace:
@@ -648,8 +807,13 @@ class Supervisor:
         except OSError:
             import time
             self.output_open = False
-            self.link_closed(time.monotonic())
+            self.link_dropped(time.monotonic())
             return
+        if self.reattach:
+            uncounted = min(written, self.uncounted)
+            self.uncounted -= uncounted
+            self.unacked += self.for_host[uncounted:written]
+            self.sent += written - uncounted
         del self.for_host[:written]
 
     def send_own(self, line):
@@ -657,6 +821,127 @@ class Supervisor:
             self.own.append(line)
         else:
             self.for_host += line
+
+    # a kept link (keep_for_reattach)
+
+    def host_has(self, line):
+        """A farAck: the host has our bytes up to ``received``; we need not keep them."""
+        try:
+            received = int(line.partition(b'"received":')[2].partition(b"}")[0])
+        except ValueError:
+            return
+        if self.acked <= received <= self.sent:
+            del self.unacked[:received - self.acked]
+            self.acked = received
+
+    def accept_attach(self):
+        try:
+            connection, _ = self.listener.accept()
+        except OSError:
+            return
+        connection.setblocking(False)
+        # A few at a time: a cell of the far user can connect too, and must not
+        # make us hold descriptors without end.
+        while len(self.attaching) >= 4:
+            oldest = next(iter(self.attaching))
+            self.attaching.pop(oldest).close()
+        self.attaching[connection.fileno()] = connection
+
+    def read_attach(self, fd):
+        """An attach process's request (``{"type":"farAttach","token":...,"next":...,
+        "received":...}``, the host's line) with its stdin, stdout and stderr: the
+        new link.  Taken when the token is the host's; then the next one is
+        ``next``, so a token serves one link (a repeated one is refused)."""
+        import socket
+        connection = self.attaching.pop(fd)
+        fds = []
+        try:
+            request, ancillary, _, _ = connection.recvmsg(
+                4096, socket.CMSG_SPACE(3 * 4))
+            for level, kind, data in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    import array
+                    given = array.array("i")
+                    given.frombytes(data[:len(data) - len(data) % given.itemsize])
+                    fds.extend(given)
+        except OSError:
+            request = b""
+        reason = self.refusal(request, fds)
+        if reason is not None:
+            if len(fds) >= 2:
+                try:
+                    os.write(fds[1], b'{"type":"farRefused","reason":"%s"}\n' % reason)
+                except OSError:
+                    pass
+            for given in fds:
+                os.close(given)
+            connection.close()
+            return
+        received = int(request.partition(b'"received":')[2].partition(b"}")[0])
+        self.token = request.partition(b'"next":"')[2].partition(b'"')[0]
+        for given, fd in zip(fds, (0, 1, 2)):
+            os.dup2(given, fd)
+        for given in fds:
+            os.close(given)
+        for fd in (0, 1, 2):
+            os.set_blocking(fd, False)
+        if self.uncounted:      # an earlier answer not yet written: this one replaces it
+            del self.for_host[:self.uncounted]
+        if self.attached is not None:
+            self.attached.close()
+        self.attached = connection      # its process waits for us to let it go
+        # Resume our stream where the host's copy ends: what it did not get is sent
+        # again, after the answer, which is outside the counts as the request is.
+        again = self.unacked[received - self.acked:]
+        self.unacked = bytearray()
+        self.sent = self.acked = received
+        answer = b'{"type":"farAttached","received":%d}\n' % self.received
+        self.for_host = bytearray(answer) + again + self.for_host
+        self.uncounted = len(answer)
+        self.acked_to_host = self.received
+        self.link_open = self.output_open = True
+        self.detached_until = None
+        self.write_host()
+
+    def refusal(self, request, fds):
+        """Why an attach request is refused (a word for the host), or None."""
+        from _operator import _compare_digest
+        if len(fds) != 3 or not request.startswith(b'{"type":"farAttach"'):
+            return b"request"
+        if self.link_ended:
+            return b"gone"
+        token = request.partition(b'"token":"')[2].partition(b'"')[0]
+        following = request.partition(b'"next":"')[2].partition(b'"')[0]
+        if self.token is None or not _compare_digest(token, self.token):
+            return b"token"
+        if len(following) < 32 or not following.isalnum() or following == token:
+            return b"request"
+        try:
+            received = int(request.partition(b'"received":')[2].partition(b"}")[0])
+        except ValueError:
+            return b"request"
+        if not self.acked <= received <= self.sent:
+            return b"range"
+        return None
+
+    def relay_errors(self):
+        """The kernel's stderr, to the link's stderr when there is one (diagnostics:
+        dropped when nobody can take them)."""
+        try:
+            data = os.read(self.errors, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            os.close(self.errors)
+            self.errors = None
+            return
+        if self.link_open:
+            try:
+                os.write(2, data)
+            except OSError:
+                pass
 
     # the runner's compile
 
@@ -709,7 +994,7 @@ class Supervisor:
             os.close(self.from_kernel)
             self.from_kernel = None
             return
-        if not self.link_open:
+        if self.link_ended:
             return      # nobody to tell; read on so the kernel is not stuck
         if self.own and self.mid_line:
             end = data.find(b"\n")
@@ -723,7 +1008,8 @@ class Supervisor:
         if data:
             self.for_host += data
             self.mid_line = not data.endswith(b"\n")
-        self.write_host()
+        if self.link_open:
+            self.write_host()
 
     def write_kernel(self):
         if self.to_kernel is None:
@@ -738,7 +1024,7 @@ class Supervisor:
             self.close_to_kernel()
             return
         del self.for_kernel[:written]
-        if not self.for_kernel and not self.link_open:
+        if not self.for_kernel and self.link_ended:
             self.close_to_kernel()
 
     def close_to_kernel(self):

@@ -61,6 +61,8 @@ pub struct KernelConfig {
     /// A launched kernel whose link stays silent this long, heartbeats unanswered, is
     /// taken for lost and its launcher killed.
     pub link_timeout: Duration,
+    /// A launched kernel's link is kept this long when it drops (see `far_link.rs`).
+    pub reattach: Option<Duration>,
     /// Modules the kernel has imported before its first cell (outside the user's
     /// namespace): forked from a zygote that imported them once, else imported after
     /// the start.
@@ -129,6 +131,7 @@ impl KernelConfig {
             sandbox: SandboxConfig::default(),
             launcher: None,
             link_timeout: DEFAULT_LINK_TIMEOUT,
+            reattach: None,
             preload: Vec::new(),
             zygote: true,
             session_dir: None,

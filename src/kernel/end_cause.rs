@@ -18,6 +18,12 @@ pub(super) enum EndCause {
     OversizedFrame,
     /// A launched kernel's link stayed silent past its timeout.
     LinkLost { launcher: String, timeout: Duration },
+    /// A kept link dropped and no new one could be brought within its grace.
+    LinkNotResumed {
+        launcher: String,
+        grace: Duration,
+        reason: String,
+    },
     /// A stopped cell ignored the interrupt, so the kernel was killed.
     InterruptIgnored,
     /// The host shut it down (`shutdown`, a pool's disposal).
@@ -55,6 +61,14 @@ impl EndCause {
             EndCause::LinkLost { launcher, timeout } => format!(
                 "the link to the kernel was lost: nothing came back through `{launcher}` for over {} ms, heartbeats included; the launcher was killed, and the far side ends the kernel when its link closes",
                 timeout.as_millis()
+            ),
+            EndCause::LinkNotResumed {
+                launcher,
+                grace,
+                reason,
+            } => format!(
+                "the link to the kernel was lost and not resumed: {reason} (through `{launcher}`, reattach grace {} ms); the far side ends the kernel once its grace is over",
+                grace.as_millis()
             ),
             EndCause::InterruptIgnored => {
                 "the kernel did not respond to the interrupt and was killed".to_string()

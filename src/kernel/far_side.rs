@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::timeout;
 
 use super::connection::{FrameWriter, LinkClock, StreamReport, FRAME_WRITE_WAIT};
+use super::far_link::FarLink;
 use crate::process::exit::ExitInfo;
 use crate::process::reaper::KernelProcess;
 use crate::start::launcher::Launcher;
@@ -27,6 +28,8 @@ pub(super) struct FarSide {
     pub(super) ready: std::sync::OnceLock<(String, String)>,
     /// The runner was sent (see [`Kernel::ship_runner`]).
     pub(super) shipped: AtomicBool,
+    /// Its kept link (`reattach`), which a drop does not end.
+    pub(super) link: Option<Arc<FarLink>>,
 }
 
 /// Writes each signal asked for as a `signal` frame. SIGKILL ends the kernel whatever the
@@ -60,7 +63,9 @@ pub(super) const LINK_CUT_WAIT: Duration = Duration::from_millis(1_000);
 /// Heartbeats a launched kernel's link, and cuts it when nothing came back for
 /// `link_timeout`: a frozen launcher or a dead network would otherwise leave every call
 /// waiting. Time the host itself spends not reading (a slow consumer holding the reader
-/// back) does not count against the link.
+/// back) does not count against the link. A kept link that goes silent is replaced
+/// instead (`far_link.rs`), and is not judged while it is away.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn watch_link(
     writer: Arc<FrameWriter>,
     report: Arc<StreamReport>,
@@ -69,18 +74,41 @@ pub(super) async fn watch_link(
     process: Arc<KernelProcess>,
     mut exit: watch::Receiver<Option<ExitInfo>>,
     link_timeout: Duration,
+    kept: Option<Arc<FarLink>>,
 ) {
     let every = (link_timeout / 4).max(Duration::from_millis(10));
+    let mut generations = kept.as_ref().map(|link| link.generations());
     loop {
         tokio::select! {
             _ = exit.wait_for(|e| e.is_some()) => return,
             _ = tokio::time::sleep(every) => {}
         }
+        if let (Some(link), Some(generations)) = (&kept, &mut generations) {
+            if generations.has_changed().unwrap_or(false) {
+                // A new link: judged from when it was taken.
+                generations.borrow_and_update();
+                if let Some(clock) = &report.link {
+                    clock.heard();
+                }
+            }
+            if !link.is_current() {
+                continue;
+            }
+        }
+        // Unbounded for a kept link: its relay holds what the link cannot take yet.
         let _ = timeout(FRAME_WRITE_WAIT, writer.send(&HostFrame::Heartbeat)).await;
         let silent = report
             .link
             .as_ref()
             .map_or(Duration::ZERO, LinkClock::silent_for);
+        if let (Some(link), true) = (&kept, silent > link_timeout) {
+            tracing::warn!(pid = process.pid(), "a kept link went silent; replacing it");
+            link.silent();
+            if let Some(clock) = &report.link {
+                clock.heard();
+            }
+            continue;
+        }
         if silent > link_timeout {
             tracing::warn!(pid = process.pid(), "the link to a launched kernel is lost");
             ending.set(EndCause::LinkLost {

@@ -13,7 +13,7 @@
 //! `call_limits` (how many bridge calls the host works on at once for one kernel),
 //! `end_cause` (what ended a kernel, set once where it happens), `ending` (shutdown,
 //! and the report of a kernel that died), `far_side` (a launched kernel's signals and
-//! link), `host_calls` (the kv store answered by the host), `egress` (what a cell hears
+//! link), `far_link` (a launched kernel's link kept across a drop), `host_calls` (the kv store answered by the host), `egress` (what a cell hears
 //! of its kernel's proxy), `watchdog` (a cell's time budget) and `fifo` (executes in
 //! arrival order).
 
@@ -24,6 +24,7 @@ mod egress;
 mod end_cause;
 mod ending;
 mod execute;
+mod far_link;
 mod far_reports;
 mod far_side;
 pub mod fifo;

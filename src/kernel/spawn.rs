@@ -61,6 +61,8 @@ pub(super) struct Parts {
     pub(super) prelude: PathBuf,
     /// The launcher, for a kernel started through one.
     pub(super) far: Option<Launcher>,
+    /// Its kept link, when it has one (`reattach`).
+    pub(super) far_link: Option<Arc<super::far_link::FarLink>>,
 }
 
 impl Parts {
@@ -82,6 +84,7 @@ impl Parts {
             resolved: prepared.resolved,
             prelude: prepared.files.prelude,
             far: None,
+            far_link: None,
         }
     }
 }
@@ -286,6 +289,7 @@ pub(super) fn launch(config: &KernelConfig, launcher: &Launcher) -> Result<Parts
         config.memory_limit_bytes,
         DEFAULT_SHUTDOWN_GRACE,
         vouched.as_deref(),
+        config.reattach,
         &env,
     );
     let mut child = command.spawn().map_err(|e| KernelError::Launcher {
@@ -295,14 +299,33 @@ pub(super) fn launch(config: &KernelConfig, launcher: &Launcher) -> Result<Parts
     let pid = child.id();
     let pipes = Pipes::take(&mut child);
     drop(child); // reaped by the watcher below
-    let (process, exit) = KernelProcess::watch(pid, false);
-    let pipes = pipes.open(&process)?;
+    let ending = Arc::<Ending>::default();
+    let (process, exit, pipes, far_link) = match config.reattach {
+        None => {
+            let (process, exit) = KernelProcess::watch(pid, false);
+            let pipes = pipes.open(&process)?;
+            (process, exit, pipes, None)
+        }
+        Some(grace) => {
+            let (link, process, exit, pipes) = super::far_link::FarLink::start(
+                launcher.clone(),
+                interpreter.clone(),
+                env,
+                grace,
+                pid,
+                pipes,
+                ending.clone(),
+                trace,
+            )?;
+            (process, exit, pipes, Some(link))
+        }
+    };
     Ok(Parts {
         started: Started {
             process,
             exit,
             pipes,
-            ending: Arc::default(),
+            ending,
             start_mode: StartMode::Launcher,
             preloaded: Vec::new(),
         },
@@ -325,5 +348,6 @@ pub(super) fn launch(config: &KernelConfig, launcher: &Launcher) -> Result<Parts
         // Relative: the runner's directory on the far side is its own.
         prelude: PathBuf::from("prelude.py"),
         far: Some(launcher.clone()),
+        far_link,
     })
 }

@@ -184,7 +184,8 @@ impl Kernel {
             .await
             .ok()
             .and_then(|said| said.ok().map(|h| *h));
-            let bytes = first_bytes(said, &reports.nonce);
+            let token = far.link.as_ref().map(|link| link.first_token());
+            let bytes = first_bytes(said, &reports.nonce, token);
             if !bytes.is_empty() {
                 let _ = timeout(config.startup_timeout, self.writer.send_bytes(&bytes)).await;
             }
@@ -201,6 +202,7 @@ impl Kernel {
             self.process.clone(),
             self.exit.clone(),
             far.link_timeout,
+            far.link.clone(),
         ));
     }
 
@@ -227,6 +229,7 @@ impl Kernel {
             resolved,
             prelude,
             far,
+            far_link,
         } = parts;
         let pid = process.pid();
         let tmp_removed = private_tmp.map(|tmp| tmp.remove_when_reaped(exit.clone()));
@@ -256,6 +259,9 @@ impl Kernel {
             }),
             ..StreamReport::default()
         });
+        if let (Some(link), Some(reports)) = (&far_link, &stream_report.far) {
+            link.set_nonce(&reports.nonce);
+        }
         tokio::spawn(read_frames(
             stdout,
             routes.clone(),
@@ -292,6 +298,7 @@ impl Kernel {
                 signals,
                 ready: std::sync::OnceLock::new(),
                 shipped: AtomicBool::new(false),
+                link: far_link,
             }
         });
         Arc::new(Kernel {
@@ -428,8 +435,8 @@ impl Kernel {
 
 /// What the host sends a far side after its hello: the runner when it asked for it, then
 /// the link's nonce; nothing when it never said hello (the link closed, or the wait ran
-/// out), as the init that follows finds out.
-fn first_bytes(said: Option<FarHello>, nonce: &str) -> Vec<u8> {
+/// out), as the init that follows finds out. `token`: a kept link's first token.
+fn first_bytes(said: Option<FarHello>, nonce: &str, token: Option<String>) -> Vec<u8> {
     let mut bytes = Vec::new();
     match said {
         Some(FarHello::Need) => bytes.extend_from_slice(&PAYLOAD.bytes),
@@ -439,6 +446,7 @@ fn first_bytes(said: Option<FarHello>, nonce: &str) -> Vec<u8> {
     bytes.extend(
         HostFrame::FarNonce {
             nonce: nonce.to_string(),
+            token,
         }
         .encode(),
     );
@@ -476,17 +484,26 @@ mod tests {
 
     #[test]
     fn the_runner_goes_only_to_a_far_side_that_asked_and_the_nonce_to_any_that_said_hello() {
-        let nonce_line = HostFrame::FarNonce { nonce: "n1".into() }.encode();
+        let nonce_line = HostFrame::FarNonce {
+            nonce: "n1".into(),
+            token: None,
+        }
+        .encode();
         let mut asked = PAYLOAD.bytes.clone();
         asked.extend_from_slice(&nonce_line);
-        assert_eq!(first_bytes(Some(FarHello::Need), "n1"), asked);
-        assert_eq!(first_bytes(Some(FarHello::Cached), "n1"), nonce_line);
+        assert_eq!(first_bytes(Some(FarHello::Need), "n1", None), asked);
+        assert_eq!(first_bytes(Some(FarHello::Cached), "n1", None), nonce_line);
         for silent in [Some(FarHello::Closed), Some(FarHello::Waiting), None] {
-            assert!(first_bytes(silent, "n1").is_empty());
+            assert!(first_bytes(silent, "n1", Some("t".into())).is_empty());
         }
         assert_eq!(
             String::from_utf8(nonce_line).unwrap(),
             "{\"type\":\"farNonce\",\"nonce\":\"n1\"}\n"
+        );
+        assert_eq!(
+            String::from_utf8(first_bytes(Some(FarHello::Cached), "n1", Some("t1".into())))
+                .unwrap(),
+            "{\"type\":\"farNonce\",\"nonce\":\"n1\",\"token\":\"t1\"}\n"
         );
     }
 }

@@ -85,6 +85,15 @@ pub struct KernelOptions {
     /// taken for lost: its launcher is killed and its cell ends with a `KernelDied` error
     /// that says so. From 100 to 3,600,000. @default 10000
     pub link_timeout_ms: Option<f64>,
+    /// Keep a launched kernel when its link drops (an ssh client killed, an exec stream
+    /// reset, a link silent past `linkTimeoutMs`): the far side holds the kernel and its
+    /// output (up to 4 MiB, then the kernel waits) for `graceMs`, while the host brings a
+    /// new link through the same launcher; a cell that ran through the drop completes
+    /// with its output whole and in order. Only the host that started the kernel can
+    /// attach (a secret token, one per link). No new link within `graceMs` ends the
+    /// kernel, and its cell's `KernelDied` error says so. Only with `launcher`.
+    /// @default off
+    pub reattach: Option<ReattachOptions>,
     /// Modules the kernel has imported before its first cell (e.g. `['pandas',
     /// 'matplotlib.pyplot']`), by the runner, outside the user's namespace (no name is
     /// defined). On Linux the kernel is forked from a zygote: a process of this
@@ -113,6 +122,14 @@ pub struct KernelOptions {
     pub uri_roots: Option<HashMap<String, String>>,
 }
 
+/// How a launched kernel outlives a dropped link (`KernelOptions.reattach`).
+#[napi(object, object_to_js = false)]
+#[derive(Default)]
+pub struct ReattachOptions {
+    /// How long the far side keeps the kernel for a new link. From 100 to 3,600,000.
+    pub grace_ms: f64,
+}
+
 impl KernelOptions {
     /// Call on the JavaScript thread: the bridge callback is bound to it here.
     pub(super) fn into_config(self, env: &Env) -> std::result::Result<KernelConfig, KernelError> {
@@ -137,6 +154,12 @@ impl KernelOptions {
             (100, bounds::MAX_WAIT_MS),
             DEFAULT_LINK_TIMEOUT,
         )?;
+        config.reattach = self
+            .reattach
+            .map(|r| {
+                super::options::millis_in("reattach.graceMs", r.grace_ms, 100, bounds::MAX_WAIT_MS)
+            })
+            .transpose()?;
         if let Some(on_call) = self.on_call {
             config.bridge = Some(JsBridge::shared(env, &on_call).map_err(|e| {
                 KernelError::InvalidArgument {
@@ -223,6 +246,12 @@ impl JsKernel {
         let parsed = (|| {
             let kernel_options: Option<KernelOptions> = convert_optional("options", options)?;
             let config = kernel_options.unwrap_or_default().into_config(env)?;
+            if config.reattach.is_some() && config.launcher.is_none() {
+                return Err(KernelError::InvalidArgument {
+                    name: "reattach",
+                    reason: "keeps a launched kernel's link; give `launcher` too".into(),
+                });
+            }
             let deadline = reader.timeout_millis("deadlineMs", bounds::MAX_WAIT_MS)?;
             Ok::<_, KernelError>((config, deadline, reader.signal()?))
         })();

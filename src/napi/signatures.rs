@@ -330,6 +330,7 @@ pub static KERNEL_OPTIONS: Interface = Interface {
         Field { key: "launcher", ty: Ty::Array(&Ty::String), optional: true },
         Field { key: "launcherShell", ty: Ty::Boolean, optional: true },
         Field { key: "linkTimeoutMs", ty: Ty::Number, optional: true },
+        Field { key: "reattach", ty: Ty::Interface(&REATTACH_OPTIONS), optional: true },
         Field { key: "preload", ty: Ty::Array(&Ty::String), optional: true },
         Field { key: "zygote", ty: Ty::Boolean, optional: true },
         Field { key: "defaultAgent", ty: Ty::String, optional: true },
@@ -357,6 +358,7 @@ pub static KERNEL_START_OPTIONS: Interface = Interface {
         Field { key: "launcher", ty: Ty::Array(&Ty::String), optional: true },
         Field { key: "launcherShell", ty: Ty::Boolean, optional: true },
         Field { key: "linkTimeoutMs", ty: Ty::Number, optional: true },
+        Field { key: "reattach", ty: Ty::Interface(&REATTACH_OPTIONS), optional: true },
         Field { key: "preload", ty: Ty::Array(&Ty::String), optional: true },
         Field { key: "zygote", ty: Ty::Boolean, optional: true },
         Field { key: "defaultAgent", ty: Ty::String, optional: true },
@@ -419,6 +421,13 @@ pub static READ_ARTIFACT_OPTIONS: Interface = Interface {
     name: "ReadArtifactOptions",
     fields: &[
         Field { key: "artifactsDir", ty: Ty::String, optional: false },
+    ],
+};
+
+pub static REATTACH_OPTIONS: Interface = Interface {
+    name: "ReattachOptions",
+    fields: &[
+        Field { key: "graceMs", ty: Ty::Number, optional: false },
     ],
 };
 

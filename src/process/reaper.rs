@@ -18,11 +18,17 @@ use tokio::sync::watch;
 
 use crate::process::exit::ExitInfo;
 
+/// Signals for a kernel reached only through a link that outlives its processes (a
+/// launched kernel whose link is kept): the link's keeper decides what each means.
+pub type LinkedSignals = Box<dyn Fn(Signal) -> bool + Send + Sync>;
+
 /// The kernel process, while it may be signalled.
 pub struct KernelProcess {
     pid: u32,
     /// True once reaped: from then on the pid is not ours.
     reaped: Mutex<bool>,
+    /// Set for a kernel behind a kept link: signals go to its keeper, not to `pid`.
+    linked: Option<LinkedSignals>,
 }
 
 impl KernelProcess {
@@ -54,14 +60,42 @@ impl KernelProcess {
         })
     }
 
+    /// A kernel behind a link that may be replaced (`far_link.rs`): `pid` is the first
+    /// launcher's, for what is shown; `signals` receives every signal meant for the
+    /// kernel while it lives, and `exited` brings its end once the link is gone for good.
+    pub fn watch_linked(
+        pid: u32,
+        signals: LinkedSignals,
+        exited: std::sync::mpsc::Receiver<ExitInfo>,
+    ) -> (Arc<KernelProcess>, watch::Receiver<Option<ExitInfo>>) {
+        KernelProcess::waited_by_with(pid, false, Some(signals), move |process| {
+            let info = exited.recv().unwrap_or(ExitInfo {
+                code: None,
+                signal: None,
+            });
+            *process.reaped.lock().unwrap() = true;
+            info
+        })
+    }
+
     fn waited_by(
         pid: u32,
         init: bool,
         wait: impl FnOnce(&KernelProcess) -> ExitInfo + Send + 'static,
     ) -> (Arc<KernelProcess>, watch::Receiver<Option<ExitInfo>>) {
+        KernelProcess::waited_by_with(pid, init, None, wait)
+    }
+
+    fn waited_by_with(
+        pid: u32,
+        init: bool,
+        linked: Option<LinkedSignals>,
+        wait: impl FnOnce(&KernelProcess) -> ExitInfo + Send + 'static,
+    ) -> (Arc<KernelProcess>, watch::Receiver<Option<ExitInfo>>) {
         let process = Arc::new(KernelProcess {
             pid,
             reaped: Mutex::new(false),
+            linked,
         });
         let (tx, rx) = watch::channel(None);
         let waiter = process.clone();
@@ -96,7 +130,20 @@ impl KernelProcess {
         if *reaped || self.pid == 0 {
             return None;
         }
+        if let Some(linked) = &self.linked {
+            return Some(linked(signal));
+        }
         Some(killpg(Pid::from_raw(self.pid as i32), signal).is_ok())
+    }
+
+    /// Signals the process alone (not its group), under the same guard as
+    /// [`KernelProcess::signal_group`].
+    pub fn signal_process(&self, signal: Signal) -> Option<bool> {
+        let reaped = self.reaped.lock().unwrap();
+        if *reaped || self.pid == 0 || self.linked.is_some() {
+            return None;
+        }
+        Some(nix::sys::signal::kill(Pid::from_raw(self.pid as i32), signal).is_ok())
     }
 
     fn wait(&self) -> ExitInfo {

@@ -88,6 +88,30 @@ if b:
 exec(x or compile(p[0],"pykernel_far.py","exec"),{"__name__":"pykernel_far","FILES":p[1:],"CACHE":c,"BODY":d if w else None,"BYTECODE":b,"SOURCE":p[0]})
 "#;
 
+/// What `python -c` runs to bring a new link to a far side whose link dropped (a kept
+/// link, see `kernel/far_link.rs`): it reads the host's request line (the token) from
+/// its stdin, and hands that line and its stdin, stdout and stderr to the supervisor
+/// over the socket the supervisor named (in hex, the argument); the supervisor answers
+/// on the stdout it got (`farAttached`, or `farRefused` with a reason) and from then on
+/// the link is this process's pipes. It waits until the supervisor lets it go, so the
+/// tool that runs it (sshd, `docker exec`) keeps the pipes open. A supervisor that is
+/// gone is refused here (`gone`).
+const ATTACH: &str = r#"import os,sys,socket,array
+l=b""
+while l[-1:]!=b"\n":
+ c=os.read(0,1)
+ if not c:sys.exit(0)
+ l+=c
+d,n=os.path.split(bytes.fromhex(sys.argv[1]))
+s=socket.socket(socket.AF_UNIX)
+try:os.chdir(d);s.connect(n)
+except OSError:os.write(1,b'{"type":"farRefused","reason":"gone"}\n');sys.exit(1)
+s.sendmsg([l],[(socket.SOL_SOCKET,socket.SCM_RIGHTS,array.array("i",[0,1,2]).tobytes())])
+z=os.open(os.devnull,os.O_RDWR)
+for f in(0,1,2):os.dup2(z,f)
+s.recv(1)
+"#;
+
 /// The bytes sent ahead of the protocol, and the sha256 the bootstrap checks them against.
 pub struct Payload {
     /// `<length>\n` and the body: the far side's script, then each runner file's name and
@@ -152,24 +176,54 @@ impl Launcher {
     /// session of its own (the terminal's Ctrl-C aimed at the host does not reach it) with
     /// `env`, the host's variables filtered as for a local kernel: a local launcher
     /// (bwrap, unshare) passes them on to the kernel.
+    /// `reattach`: how long the far side keeps the kernel for a later link when its link
+    /// drops (none: it ends the kernel then).
     pub fn command(
         &self,
         interpreter: &str,
         memory_limit_bytes: Option<u64>,
         grace: Duration,
         bytecode: Option<&str>,
+        reattach: Option<Duration>,
         env: &BTreeMap<String, String>,
     ) -> Command {
-        let words = [
-            interpreter.to_string(),
-            "-u".into(),
-            "-c".into(),
-            BOOTSTRAP.into(),
-            PAYLOAD.sha256.clone(),
-            memory_limit_bytes.map_or("-".into(), |n| n.to_string()),
-            grace.as_millis().to_string(),
-            bytecode.unwrap_or("-").to_string(),
-        ];
+        self.far_command(
+            &[
+                interpreter.to_string(),
+                "-u".into(),
+                "-c".into(),
+                BOOTSTRAP.into(),
+                PAYLOAD.sha256.clone(),
+                memory_limit_bytes.map_or("-".into(), |n| n.to_string()),
+                grace.as_millis().to_string(),
+                bytecode.unwrap_or("-").to_string(),
+                reattach.map_or("-".into(), |d| d.as_millis().to_string()),
+            ],
+            env,
+        )
+    }
+
+    /// The command that brings a new link to the supervisor listening at `socket` (its
+    /// path, as the far side reported it, in hex): see [`ATTACH`].
+    pub fn attach_command(
+        &self,
+        interpreter: &str,
+        socket: &str,
+        env: &BTreeMap<String, String>,
+    ) -> Command {
+        self.far_command(
+            &[
+                interpreter.to_string(),
+                "-u".into(),
+                "-c".into(),
+                ATTACH.into(),
+                socket.to_string(),
+            ],
+            env,
+        )
+    }
+
+    fn far_command(&self, words: &[String], env: &BTreeMap<String, String>) -> Command {
         let mut cmd = Command::new(&self.argv[0]);
         cmd.args(&self.argv[1..]);
         if self.shell {

@@ -89,9 +89,12 @@ pub enum HostFrame {
     /// Echoed by the far side's supervisor: the link is alive.
     Heartbeat,
     /// To the far side's supervisor, first after the runner (or in its place): the
-    /// secret its `farBytecode` frame must carry, which no kernel ever sees.
+    /// secret its `farBytecode` frame must carry, which no kernel ever sees; with a kept
+    /// link, also the token the first later link must bring (see `kernel/far_link.rs`).
     FarNonce {
         nonce: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        token: Option<String>,
     },
 }
 
