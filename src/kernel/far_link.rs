@@ -166,20 +166,39 @@ enum ToReader {
     Take(BufReader<ChildStdout>, u64),
 }
 
+/// How later links are brought: the launcher and what it ran, for the attach bootstrap.
+pub(super) struct LinkSpec {
+    pub(super) launcher: Launcher,
+    pub(super) interpreter: String,
+    pub(super) env: BTreeMap<String, String>,
+    pub(super) grace: Duration,
+}
+
+/// A kernel behind a kept link, as the connection takes it.
+pub(super) struct Kept {
+    pub(super) link: Arc<FarLink>,
+    pub(super) process: Arc<KernelProcess>,
+    pub(super) exit: watch::Receiver<Option<ExitInfo>>,
+    pub(super) pipes: Pipes,
+}
+
 impl FarLink {
-    /// The relay over the first launcher's `pipes`: the kernel's process and pipes as the
-    /// connection takes them. `ending` gets the cause when no later link could be taken.
+    /// The relay over the first launcher's `pipes` (its process `pid`): the kernel's
+    /// process and pipes as the connection takes them. `ending` gets the cause when no
+    /// later link could be taken.
     pub(super) fn start(
-        launcher: Launcher,
-        interpreter: String,
-        env: BTreeMap<String, String>,
-        grace: Duration,
+        spec: LinkSpec,
         pid: u32,
         pipes: StdPipes,
         ending: Arc<Ending>,
         trace: bool,
-    ) -> Result<(Arc<FarLink>, Arc<KernelProcess>, watch::Receiver<Option<ExitInfo>>, Pipes)>
-    {
+    ) -> Result<Kept> {
+        let LinkSpec {
+            launcher,
+            interpreter,
+            env,
+            grace,
+        } = spec;
         let (first_process, first_exit) = KernelProcess::watch(pid, false);
         let first = pipes.open(&first_process)?;
         let io = |e| KernelError::io("making the pipes of a kept link", e);
@@ -236,7 +255,12 @@ impl FarLink {
             tokio::spawn(read_host(link.clone(), up_read)),
             tokio::spawn(write_link(link.clone(), stdin, writer_rx)),
         ];
-        tokio::spawn(read_link(link.clone(), BufReader::new(stdout), reader_rx, chunks));
+        tokio::spawn(read_link(
+            link.clone(),
+            BufReader::new(stdout),
+            reader_rx,
+            chunks,
+        ));
         tokio::spawn(forward_errors(stderr, host_errors.clone()));
         tokio::spawn(write_host(host_down, chunks_rx));
         let relay = Relay {
@@ -257,7 +281,12 @@ impl FarLink {
             token: link.first_token.clone(),
         };
         tokio::spawn(relay.run(exited_tx));
-        Ok((link, process, exit, host_pipes))
+        Ok(Kept {
+            link,
+            process,
+            exit,
+            pipes: host_pipes,
+        })
     }
 
     /// The token the host sends with its nonce: the first later link must bring it.
@@ -721,10 +750,7 @@ impl Relay {
             if left.is_zero() {
                 return Brought::Not(format!("no new link within the grace ({last})"));
             }
-            let next = self
-                .next_token
-                .clone()
-                .unwrap_or_else(far_cache::nonce);
+            let next = self.next_token.clone().unwrap_or_else(far_cache::nonce);
             // Not cut short by the host's orders: an attempt under way is let finish (or
             // time out), so no launcher it started is left behind.
             let outcome = self.attempt(&socket, &next, left.min(ATTEMPT_WAIT)).await;
@@ -829,10 +855,7 @@ impl Relay {
             }
             Err(_) => {
                 process.signal_group(Signal::SIGKILL);
-                return Attempt::Unanswered(format!(
-                    "no answer within {} ms",
-                    wait.as_millis()
-                ));
+                return Attempt::Unanswered(format!("no answer within {} ms", wait.as_millis()));
             }
         };
         let frame: serde_json::Value = serde_json::from_slice(&line).unwrap_or_default();
@@ -889,7 +912,10 @@ impl Relay {
         }
         let mut exit = self.current.exit.clone();
         let ended = timeout(Duration::from_secs(5), async {
-            exit.wait_for(Option::is_some).await.ok().and_then(|info| *info)
+            exit.wait_for(Option::is_some)
+                .await
+                .ok()
+                .and_then(|info| *info)
         })
         .await;
         let info = match ended {
@@ -981,6 +1007,9 @@ mod tests {
         assert_eq!((up.acked, up.sent), (2, 2));
         assert!(up.unacked.is_empty());
         up.acknowledged(9);
-        assert_eq!(up.acked, 2, "an acknowledgement past what was sent changes nothing");
+        assert_eq!(
+            up.acked, 2,
+            "an acknowledgement past what was sent changes nothing"
+        );
     }
 }

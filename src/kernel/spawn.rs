@@ -307,17 +307,14 @@ pub(super) fn launch(config: &KernelConfig, launcher: &Launcher) -> Result<Parts
             (process, exit, pipes, None)
         }
         Some(grace) => {
-            let (link, process, exit, pipes) = super::far_link::FarLink::start(
-                launcher.clone(),
-                interpreter.clone(),
+            let spec = super::far_link::LinkSpec {
+                launcher: launcher.clone(),
+                interpreter: interpreter.clone(),
                 env,
                 grace,
-                pid,
-                pipes,
-                ending.clone(),
-                trace,
-            )?;
-            (process, exit, pipes, Some(link))
+            };
+            let kept = super::far_link::FarLink::start(spec, pid, pipes, ending.clone(), trace)?;
+            (kept.process, kept.exit, kept.pipes, Some(kept.link))
         }
     };
     Ok(Parts {
