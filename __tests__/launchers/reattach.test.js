@@ -214,6 +214,49 @@ for i in range(400):
     }
   })
 
+  test('a link gone silent (the ssh client frozen, its connection still open) is replaced, and the far side takes the new one', async () => {
+    const kernel = await start({ linkTimeoutMs: 1000 })
+    const frozen = kernel.pid
+    try {
+      await kernel.execute('n = 0')
+      const r = kernel.execute('import time\nfor i in range(40):\n    print(i, flush=True)\n    time.sleep(0.05)')
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      // The far side sees no drop: sshd's connection stays up while the client is stopped.
+      process.kill(frozen, 'SIGSTOP')
+      const result = await r
+      assert.equal(result.status, 'ok', JSON.stringify(result.error))
+      assert.equal(result.stdout, Array.from({ length: 40 }, (_, i) => `${i}\n`).join(''))
+      assert.notEqual(currentSshClient(kernel), frozen, 'no new link was brought')
+      assert.ok(await waitFor(() => !isAlive(frozen), { timeoutMs: 5000 }), 'the silent link\'s ssh client was left running')
+    } finally {
+      try {
+        process.kill(frozen, 'SIGCONT')
+      } catch {}
+      await kernel.shutdown()
+    }
+  })
+
+  test("a pool's sessions through a launcher keep their kernel across a drop (kernel.reattach)", async () => {
+    const { KernelPool } = require('../..')
+    const pool = new KernelPool({ kernel: { launcher: plainLauncher(sshd), interpreter: sshd.pythonPath ?? python, reattach: { graceMs: 15_000 } }, prewarm: 0 })
+    try {
+      const first = await pool.execute({ sessionId: 's', cells: [{ code: 'import os; state = os.getpid(); print(os.getppid())' }] })
+      const supervisor = Number(first.output.trim())
+      const stat = fs.readFileSync(`/proc/${supervisor}/stat`, 'utf8')
+      // The ssh client is the far side's only link: kill the one that carries it (the
+      // launcher the pool started; the sshd session's peer).
+      const clients = launchers.hostPidsOfCommandLine('pykernel_far').filter((pid) => comm(pid) === 'ssh')
+      assert.equal(clients.length, 1, `ssh clients: ${clients}`)
+      assert.match(comm(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])), /^sshd/)
+      process.kill(clients[0], 'SIGKILL')
+      const again = await pool.execute({ sessionId: 's', cells: [{ code: 'import os; print(state == os.getpid())' }] })
+      assert.equal(again.output.trim(), 'True', again.output)
+      assert.equal(again.kernelRestarted, false)
+    } finally {
+      await pool.disposeAll()
+    }
+  })
+
   test('no new link within graceMs: the cell fails with the kernel reported ended, and the far side ends it', async () => {
     // A launcher that refuses every later link: sh runs ssh unless the block file exists.
     const block = path.join(dir, 'block')
