@@ -12,6 +12,11 @@
 //          cache, the bytecode vouched for by the host. Rounds 0-2 are discarded (they
 //          fill the cache, compile, and have the hash reported).
 //
+//   reattach   the warm start with `reattach: { graceMs }`: the link goes through the
+//          host's relay (byte counts, acknowledgements) and the far side keeps an attach
+//          socket. A second table: a warm cell's round trip (`1+1`, median of 20 per
+//          kernel) with and without it.
+//
 // bwrap's view of the host is read-only: its warm rows read the cache the env rows
 // wrote (the same directory, outside /tmp, which bwrap replaces).
 const fs = require('node:fs')
@@ -49,11 +54,14 @@ async function main() {
     'bwrap warm': bwrap && (() => ({ ...base, launcher: [...bwrap, 'env', warmXdg] })),
     'ssh cold': sshd && (() => ({ ...base, launcher: [...sshd.launcher, 'env', coldXdg()] })),
     'ssh warm': sshd && (() => ({ ...base, launcher: [...sshd.launcher, 'env', warmXdg] })),
+    'env warm, reattach': () => ({ ...base, launcher: ['env', warmXdg], reattach: { graceMs: 10_000 } }),
+    'ssh warm, reattach': sshd && (() => ({ ...base, launcher: [...sshd.launcher, 'env', warmXdg], reattach: { graceMs: 10_000 } })),
     'ssh noCM cold': sshd && (() => ({ ...base, launcher: [...noCm, 'env', coldXdg()] })),
     'ssh noCM warm': sshd && (() => ({ ...base, launcher: [...noCm, 'env', warmXdg] })),
   }
   const trues = sshd ? { 'ssh true': sshd.launcher, 'ssh noCM true': noCm } : {}
   const samples = Object.fromEntries([...Object.keys(variants), ...Object.keys(trues)].map((k) => [k, []]))
+  const trips = Object.fromEntries(Object.keys(variants).map((k) => [k, []]))
   try {
     for (let round = 0; round < ROUNDS + DISCARDED; round++) {
       for (const [name, argv] of Object.entries(trues)) {
@@ -68,8 +76,17 @@ async function main() {
         const ms = msSince(t0)
         const r = await kernel.execute('1+1')
         if (r.status !== 'ok') throw new Error(`${name}: ${JSON.stringify(r.error)}`)
+        const each = []
+        for (let i = 0; i < 20; i++) {
+          const t1 = now()
+          await kernel.execute('1+1')
+          each.push(msSince(t1))
+        }
         await kernel.shutdown()
-        if (round >= DISCARDED) samples[name].push(ms)
+        if (round >= DISCARDED) {
+          samples[name].push(ms)
+          trips[name].push(summarize(each).median)
+        }
       }
       process.stderr.write(`round ${round} done\n`)
     }
@@ -98,6 +115,12 @@ async function main() {
     const r = ref(name)
     const vsTrue = name.startsWith('ssh') && !name.endsWith('true') && med[r] ? (s.median / med[r].median).toFixed(2) : ''
     lines.push(`| ${name} | ${s.median.toFixed(1)} | ${s.p90.toFixed(1)} | ${vsLocal} | ${vsTrue} |`)
+  }
+  const trip = Object.fromEntries(Object.entries(trips).map(([k, v]) => [k, summarize(v)]))
+  lines.push('', `A warm cell's round trip (\`1+1\`), median over the rounds of each kernel's median of 20`, '')
+  lines.push('| kernel | median ms | p90 ms | vs local |', '|---|---:|---:|---:|')
+  for (const [name, s] of Object.entries(trip)) {
+    if (s) lines.push(`| ${name} | ${s.median.toFixed(3)} | ${s.p90.toFixed(3)} | ${(s.median / trip.local.median).toFixed(2)} |`)
   }
   process.stdout.write(lines.join('\n') + '\n')
 }

@@ -290,6 +290,28 @@ print(json.dumps({"pid": os.getpid(), "supervisor": os.getppid(),
     }
   })
 
+  test('through a kept link, crashes read as the far side saw them and interrupts reach the cell, without waiting for a new link', async () => {
+    let kernel = await start()
+    const t0 = Date.now()
+    let r = await kernel.execute('import os; os._exit(7)')
+    assert.equal(r.kernelDied, true)
+    assert.match(r.error.evalue, /died during the cell \(exit code 7\)/)
+    assert.doesNotMatch(r.error.evalue, /not resumed/)
+    assert.ok(Date.now() - t0 < 10_000, 'the host waited for a new link after the kernel ended')
+    kernel = await start()
+    try {
+      const running = kernel.execute('import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print("interrupted")')
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      await kernel.interrupt()
+      r = await running
+      assert.equal(r.stdout, 'interrupted\n')
+      r = await kernel.execute('import os, signal; os.kill(os.getpid(), signal.SIGSEGV)')
+      assert.match(r.error.evalue, /killed by signal 11 \(SIGSEGV\)/)
+    } finally {
+      await kernel.shutdown().catch(() => {})
+    }
+  })
+
   test('a shutdown ends a kept kernel at once: the far side does not wait for a new link', async () => {
     const kernel = await start()
     const where = JSON.parse((await kernel.execute('import os, json; print(json.dumps([os.getpid(), os.getppid()]))')).stdout)
