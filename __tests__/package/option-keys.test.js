@@ -107,7 +107,9 @@ function callers({ kernel, pool }) {
     resolvePython: { kind: 'async', args: [null], call: (a) => addon.resolvePython(...a) },
     pythonCandidates: { kind: 'sync', args: [null], call: (a) => addon.pythonCandidates(...a) },
     streamingPreview: { kind: 'sync', args: ['text', null], call: (a) => addon.streamingPreview(...a) },
-    'Kernel.start': { kind: 'async', args: [null], call: (a) => Kernel.start(...a) },
+    // `reattach` needs a launcher, which every key's sandbox rules out: the pool's
+    // `kernel.reattach` (applied to launched sessions only) takes it here.
+    'Kernel.start': { kind: 'async', args: [null], call: (a) => Kernel.start(...a), fill: { KernelStartOptions: { reattach: undefined } } },
     'Kernel#execute': { kind: 'async', args: ['1', null], call: (a) => kernel.execute(...a) },
     'Kernel#evaluate': { kind: 'async', args: [[{ code: '1' }], null], call: (a) => kernel.evaluate(...a) },
     // Last for the kernel: accepted, it ends it.
@@ -147,6 +149,7 @@ const REQUIRED = {
   ResolvePythonOptions: { interpreter: python },
   EvalBackendsOptions: { interpreter: python },
   NetworkAllowList: { allow: [] },
+  ReattachOptions: { graceMs: 1000 },
 }
 
 /** A valid value of `shape` with `plant` (a path of keys, the last one unknown) set. */
