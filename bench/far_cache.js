@@ -12,6 +12,8 @@
 //          cache, the bytecode vouched for by the host. Rounds 0-2 are discarded (they
 //          fill the cache, compile, and have the hash reported).
 //
+//   zygote fork   Kernel.start with a preload list: forked on demand from a warm zygote
+//          (namespaces of its own, the default sandbox), for the side-by-side.
 //   reattach   the warm start with `reattach: { graceMs }`: the link goes through the
 //          host's relay (byte counts, acknowledgements) and the far side keeps an attach
 //          socket. A second table: a warm cell's round trip (`1+1`, median of 20 per
@@ -47,6 +49,9 @@ async function main() {
   // name -> () => Kernel.start options (null: not here)
   const variants = {
     local: () => ({ ...base, sandbox: 'off' }),
+    // A kernel forked from a warm zygote when the call comes (its first start made the
+    // zygote; the discarded rounds cover it), in the default sandbox.
+    'zygote fork': () => ({ ...base, preload: ['json'] }),
     'env cold': () => ({ ...base, launcher: ['env', coldXdg()] }),
     'env warm': () => ({ ...base, launcher: ['env', warmXdg] }),
     // Under /tmp: bwrap's own empty tmpfs, where the far side can make it.
@@ -74,6 +79,7 @@ async function main() {
         const t0 = now()
         const kernel = await Kernel.start(opts())
         const ms = msSince(t0)
+        if (name === 'zygote fork' && kernel.startMode !== 'zygote') throw new Error(`zygote fork started as ${kernel.startMode}`)
         const r = await kernel.execute('1+1')
         if (r.status !== 'ok') throw new Error(`${name}: ${JSON.stringify(r.error)}`)
         const each = []
