@@ -93,7 +93,8 @@ function assertLaunched(argv, recipe, interpreter, memory = '-') {
   assert.equal(words[5], memory, 'then the memory limit')
   assert.match(words[6], /^\d+$/, 'then the shutdown grace in ms')
   assert.match(words[7], /^([0-9a-f]{64}|-)$/, "then the bytecode's sha256 the host vouches for, or -")
-  assert.equal(words.length, 8, `nothing more: ${JSON.stringify(words.slice(8))}`)
+  assert.equal(words[8], '-', 'then the reattach grace: none')
+  assert.equal(words.length, 9, `nothing more: ${JSON.stringify(words.slice(9))}`)
 }
 
 /** The far side's kernel and supervisor pids, from a cell. */
