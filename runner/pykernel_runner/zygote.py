@@ -97,6 +97,11 @@ def serve(preload, init_of_namespace):
             __import__(name)
         except BaseException as exc:        # SystemExit, KeyboardInterrupt too
             errors[name] = "%s: %s" % (type(exc).__name__, exc)
+    # What every kernel loads on its way to its first cell, loaded here once: its
+    # pages are then shared, and a zygote that started before the host's bytecode
+    # was ready does not leave each of its kernels compiling them from source.
+    from . import lazy, refusals  # noqa: F401
+    lazy.prelude_code(os.path.join(lazy.RUNNER_DIR, "prelude.py"))
     import gc
     import threading
     # What the imports made is never collected here: kept out of the collector's sight,
