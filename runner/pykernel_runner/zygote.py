@@ -189,6 +189,8 @@ class _Zygote:
         # The host made us the init of a PID namespace when the sandbox has them; then
         # every kernel gets namespaces of its own too.
         self.namespaces = os.getpid() == 1
+        # Whose ids a kernel's user namespace maps.
+        self.uid, self.gid = os.getuid(), os.getgid()
         self.children = {}          # pidfd -> (request id, pid)
         self.zombies = {}           # request id -> (pidfd, pid): reported, not reaped
         self.poller = select.poll()
@@ -346,7 +348,9 @@ class _Zygote:
             self.libc.mallopt(_M_ARENA_MAX, int(request["arenaMax"]))
         if self.namespaces:
             # The plan says whether the kernel keeps the host's network (none: off).
-            self.enter_namespaces(bool(sandbox.get("network", True)), landlock, sandbox, report_w, proxy)
+            network = bool(sandbox.get("network", True))
+            self.enter_namespaces(network, report_w)
+            self.set_up_init(network, landlock, sandbox, proxy)
         else:
             os.setsid()
             if request.get("sandbox"):      # none with the sandbox off: nothing changes
@@ -363,23 +367,28 @@ class _Zygote:
         # fork; numpy's global generator does not.
         _reseed()
 
-    def enter_namespaces(self, network, landlock, sandbox, report_w, proxy):
-        libc = self.libc
-        uid, gid = os.getuid(), os.getgid()
-        flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC
-        if not network:
-            flags |= _CLONE_NEWNET
-        self._check(libc.unshare(flags), "making the kernel's namespaces")
-        for path, text in (("/proc/self/setgroups", "deny"),
-                           ("/proc/self/uid_map", "%d %d 1\n" % (uid, uid)),
-                           ("/proc/self/gid_map", "%d %d 1\n" % (gid, gid))):
-            with open(path, "w") as f:
-                f.write(text)
+    def enter_namespaces(self, network, report_w):
+        """This forked child makes the namespaces, then forks their init, which
+        returns; this process ends once it has named the init."""
+        self._check(self.libc.unshare(_namespace_flags(network)), "making the kernel's namespaces")
+        self._map_ids()
         init = os.fork()
         if init:
             os.write(report_w, ("pid:%d\n" % init).encode())
             os._exit(0)
-        # The init of the kernel's PID namespace.
+
+    def _map_ids(self):
+        """Maps the zygote's ids, and no other, in the new user namespace."""
+        for path, text in (("/proc/self/setgroups", "deny"),
+                           ("/proc/self/uid_map", "%d %d 1\n" % (self.uid, self.uid)),
+                           ("/proc/self/gid_map", "%d %d 1\n" % (self.gid, self.gid))):
+            with open(path, "w") as f:
+                f.write(text)
+
+    def set_up_init(self, network, landlock, sandbox, proxy):
+        """In the init of the kernel's PID namespace: its session, filesystem view,
+        network and sandbox, which the kernel it forks inherits."""
+        libc = self.libc
         os.setsid()
         steps = sandbox.get("view")
         if steps:
@@ -473,6 +482,13 @@ class _Zygote:
             import ctypes
             errno = ctypes.get_errno()
             raise _Refused("%s: %s" % (what, os.strerror(errno)))
+
+
+def _namespace_flags(network):
+    flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC
+    if not network:
+        flags |= _CLONE_NEWNET
+    return flags
 
 
 class _View:
