@@ -41,7 +41,18 @@ execution_count = 1
 def prelude_code(path):
     """The prelude's code object, from the host's bytecode cache through the
     finder runner.py installed (compiling the prelude would cost more than the
-    rest of start-up's Python work), else compiled from source."""
+    rest of start-up's Python work), else compiled from source.  Kept: a
+    zygote loads it once for every kernel it forks (``zygote.serve``)."""
+    code = _prelude_codes.get(path)
+    if code is None:
+        code = _prelude_codes[path] = _load_prelude_code(path)
+    return code
+
+
+_prelude_codes = {}
+
+
+def _load_prelude_code(path):
     for finder in sys.meta_path:
         code_for = getattr(finder, "code_for", None)
         if code_for is not None:

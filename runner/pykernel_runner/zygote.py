@@ -21,12 +21,13 @@ that forks), and says in ``ready`` how many threads its imports left running.
 Isolation.  The zygote runs in the namespaces the host gave it (user, PID, mount with
 the runner read-only, IPC, and the network one when the network is off), but not under
 Landlock or seccomp: Landlock forbids mount(2), seccomp refuses new namespaces, and
-every kernel makes both.  So each kernel, forked, makes namespaces of its own beneath
-the zygote's (user, PID, mount, IPC, network when off), becomes the init of its PID
-namespace, builds the filesystem view the host decided for it (the steps of
-``src/sandbox/view.rs``, its own ``/proc`` among them), joins a fresh keyring, drops
-every capability, enters the Landlock domain the host built for it (passed with the
-request) and installs the host's seccomp filters, before any cell runs: the same
+every kernel makes both.  So each kernel gets namespaces of its own beneath the
+zygote's (user, PID, mount, IPC, network when off): the zygote clones its init straight
+into them (``_clone_into_namespaces``).  The init builds the filesystem view the host
+decided for it (the steps of ``src/sandbox/view.rs``, its own ``/proc`` among them),
+joins a fresh keyring, drops every capability, enters the Landlock domain the host
+built for it (passed with the request) and installs the host's seccomp filters, then
+forks the kernel, PID 2, which inherits all of it, before any cell runs: the same
 sandbox, step for step, as a spawned kernel's.  Kernels see neither the zygote nor each
 other.  The preload imports are the pool owner's modules, never a cell's code, and they
 run with no pid of the host or of any kernel in sight.
@@ -70,10 +71,12 @@ _O_PATH = 0o10000000
 _LANDLOCK_RULE_PATH_BENEATH = 1
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _KEYCTL_JOIN_SESSION_KEYRING = 1
-_ENOSYS = 38
+_EPERM, _ENOSYS = 1, 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _M_ARENA_MAX = -8
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+_SYS_CLONE3 = 435
+_SIGCHLD = 17
 
 
 class _Refused(Exception):
@@ -97,6 +100,11 @@ def serve(preload, init_of_namespace):
             __import__(name)
         except BaseException as exc:        # SystemExit, KeyboardInterrupt too
             errors[name] = "%s: %s" % (type(exc).__name__, exc)
+    # What every kernel loads on its way to its first cell, loaded here once: its
+    # pages are then shared, and a zygote that started before the host's bytecode
+    # was ready does not leave each of its kernels compiling them from source.
+    from . import lazy, refusals  # noqa: F401
+    lazy.prelude_code(os.path.join(lazy.RUNNER_DIR, "prelude.py"))
     import gc
     import threading
     # What the imports made is never collected here: kept out of the collector's sight,
@@ -184,6 +192,11 @@ class _Zygote:
         # The host made us the init of a PID namespace when the sandbox has them; then
         # every kernel gets namespaces of its own too.
         self.namespaces = os.getpid() == 1
+        # Whose ids a kernel's user namespace maps (its own, once in it, are unmapped
+        # until it writes its maps).
+        self.uid, self.gid = os.getuid(), os.getgid()
+        # False once clone3 was refused: the kernels are forked as before.
+        self.clone3 = self.namespaces
         self.children = {}          # pidfd -> (request id, pid)
         self.zombies = {}           # request id -> (pidfd, pid): reported, not reaped
         self.poller = select.poll()
@@ -222,8 +235,16 @@ class _Zygote:
         answers ``forked`` (with a pidfd) or ``failed`` and returns None."""
         rid = request.get("id")
         report_r, report_w = os.pipe()
+        network = bool((request.get("sandbox") or {}).get("network", True))
+        cloned = False
         try:
-            child = os.fork()
+            if self.clone3 and _single_threaded():
+                child = _clone_into_namespaces(_namespace_flags(network))
+                cloned = child is not None
+                if not cloned:
+                    self.clone3 = False
+            if not cloned:
+                child = os.fork()
         except OSError as exc:
             os.close(report_r)
             os.close(report_w)
@@ -233,7 +254,7 @@ class _Zygote:
         if child == 0:
             os.close(report_r)
             try:
-                self.become_kernel(request, fds, report_w)
+                self.become_kernel(request, fds, report_w, network, cloned)
             except BaseException as exc:
                 if not isinstance(exc, _Refused):
                     # Name the step: the line of set-up it failed at.
@@ -258,7 +279,7 @@ class _Zygote:
         lines = report.decode("utf-8", "replace").splitlines()
         pid = next((int(l[4:]) for l in lines if l.startswith("pid:")), None)
         error = next((l[6:] for l in lines if l.startswith("error:")), None)
-        if self.namespaces:
+        if self.namespaces and not cloned:
             # The first child only made the namespaces: its child, the kernel's init,
             # is ours now (we are this namespace's init).
             os.waitpid(child, 0)
@@ -307,9 +328,11 @@ class _Zygote:
 
     # ---- in the forked child -------------------------------------------------------
 
-    def become_kernel(self, request, fds, report_w):
+    def become_kernel(self, request, fds, report_w, network, cloned):
         """Turns this forked child into a kernel: its pipes, place, variables, limits,
-        namespaces and sandbox.  Returns in the kernel process."""
+        namespaces and sandbox.  Returns in the kernel process.  A `cloned` child is
+        already the init of its namespaces; `network` says whether the kernel keeps
+        the host's network (the plan's; none: off)."""
         stdin, stdout, stderr = fds[:3]
         rest = list(fds[3:])
         landlock = rest.pop(0) if request.get("landlock") and rest else -1
@@ -340,8 +363,11 @@ class _Zygote:
             # What MALLOC_ARENA_MAX does at exec, for a process that was never exec'd.
             self.libc.mallopt(_M_ARENA_MAX, int(request["arenaMax"]))
         if self.namespaces:
-            # The plan says whether the kernel keeps the host's network (none: off).
-            self.enter_namespaces(bool(sandbox.get("network", True)), landlock, sandbox, report_w, proxy)
+            if cloned:
+                self._map_ids()
+            else:
+                self.enter_namespaces(network, report_w)
+            self.set_up_init(network, landlock, sandbox, proxy)
         else:
             os.setsid()
             if request.get("sandbox"):      # none with the sandbox off: nothing changes
@@ -358,23 +384,28 @@ class _Zygote:
         # fork; numpy's global generator does not.
         _reseed()
 
-    def enter_namespaces(self, network, landlock, sandbox, report_w, proxy):
-        libc = self.libc
-        uid, gid = os.getuid(), os.getgid()
-        flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC
-        if not network:
-            flags |= _CLONE_NEWNET
-        self._check(libc.unshare(flags), "making the kernel's namespaces")
-        for path, text in (("/proc/self/setgroups", "deny"),
-                           ("/proc/self/uid_map", "%d %d 1\n" % (uid, uid)),
-                           ("/proc/self/gid_map", "%d %d 1\n" % (gid, gid))):
-            with open(path, "w") as f:
-                f.write(text)
+    def enter_namespaces(self, network, report_w):
+        """Where clone3 is refused: this forked child makes the namespaces, then forks
+        their init, which returns; this process ends once it has named the init."""
+        self._check(self.libc.unshare(_namespace_flags(network)), "making the kernel's namespaces")
+        self._map_ids()
         init = os.fork()
         if init:
             os.write(report_w, ("pid:%d\n" % init).encode())
             os._exit(0)
-        # The init of the kernel's PID namespace.
+
+    def _map_ids(self):
+        """Maps the zygote's ids, and no other, in the new user namespace."""
+        for path, text in (("/proc/self/setgroups", "deny"),
+                           ("/proc/self/uid_map", "%d %d 1\n" % (self.uid, self.uid)),
+                           ("/proc/self/gid_map", "%d %d 1\n" % (self.gid, self.gid))):
+            with open(path, "w") as f:
+                f.write(text)
+
+    def set_up_init(self, network, landlock, sandbox, proxy):
+        """In the init of the kernel's PID namespace: its session, filesystem view,
+        network and sandbox, which the kernel it forks inherits."""
+        libc = self.libc
         os.setsid()
         steps = sandbox.get("view")
         if steps:
@@ -468,6 +499,60 @@ class _Zygote:
             import ctypes
             errno = ctypes.get_errno()
             raise _Refused("%s: %s" % (what, os.strerror(errno)))
+
+
+def _namespace_flags(network):
+    flags = _CLONE_NEWUSER | _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC
+    if not network:
+        flags |= _CLONE_NEWNET
+    return flags
+
+
+def _clone_into_namespaces(flags):
+    """clone3(2) with `flags`: returns the child's pid in the zygote, 0 in the child,
+    which is the init of a PID namespace of its own; None where clone3 is refused
+    (a container's seccomp filter answers ENOSYS or EPERM; then the old way is
+    taken, which says what fails if namespaces are what is refused).
+
+    One fork of the zygote's heap, where unshare(2) takes two (a child to unshare,
+    which cannot enter the PID namespace it makes, then that namespace's init), each
+    copying the page tables of every page the preload imports wrote.  Done as os.fork
+    does it: the interpreter's own fork hooks around it, the GIL held throughout
+    (ctypes.PyDLL).  What glibc's fork adds (its fork handlers, its locks reset in the
+    child) matters only with other threads, and the zygote then forks as before (see
+    _single_threaded); the init's own fork of the kernel is glibc's."""
+    import ctypes
+    api = ctypes.pythonapi
+    syscall = ctypes.PyDLL(None, use_errno=True).syscall
+    syscall.restype = ctypes.c_long
+    # struct clone_args up to tls: flags, pidfd, child_tid, parent_tid, exit_signal,
+    # stack (none: the child goes on on a copy of this one, as after fork), stack_size, tls.
+    args = (ctypes.c_uint64 * 8)(flags, 0, 0, 0, _SIGCHLD, 0, 0, 0)
+    api.PyOS_BeforeFork()
+    pid = syscall(_SYS_CLONE3, ctypes.byref(args), ctypes.sizeof(args))
+    if pid == 0:
+        api.PyOS_AfterFork_Child()
+        return 0
+    api.PyOS_AfterFork_Parent()
+    if pid > 0:
+        return pid
+    errno = ctypes.get_errno()
+    if errno in (_ENOSYS, _EPERM):
+        return None
+    raise OSError(errno, "clone3: " + os.strerror(errno))
+
+
+def _single_threaded():
+    """Whether the zygote has no thread but this one.  Its imports may have started
+    native pools (OpenBLAS), whose fork handlers (pthread_atfork) stop them before a
+    fork; a raw clone runs no handler, so the init would inherit a pool whose threads
+    it does not have, and hang in that handler when it forks the kernel.  The first
+    fork of such a zygote is os.fork()'s, which stops the pool for good: the zygote
+    never calls into it again."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
 
 
 class _View:
