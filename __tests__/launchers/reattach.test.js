@@ -260,7 +260,7 @@ for i in range(400):
   test('no new link within graceMs: the cell fails with the kernel reported ended, and the far side ends it', async () => {
     // A launcher that refuses every later link: sh runs ssh unless the block file exists.
     const block = path.join(dir, 'block')
-    const gate = ['sh', '-c', `[ -e ${block} ] && exit 255; exec "$@"`, 'gate', ...plainLauncher(sshd)]
+    const gate = ['sh', '-c', `[ -e ${block} ] && { echo "gate: closed by the test" >&2; exit 255; }; exec "$@"`, 'gate', ...plainLauncher(sshd)]
     const kernel = await start({ launcher: gate, launcherShell: true, reattach: { graceMs: 1500 } })
     try {
       const where = JSON.parse(
@@ -278,6 +278,8 @@ print(json.dumps({"pid": os.getpid(), "supervisor": os.getppid(),
       assert.equal(r.error.ename, 'KernelDied')
       assert.match(r.error.evalue, /lost and not resumed: no new link within the grace/)
       assert.match(r.error.evalue, /reattach grace 1500 ms/)
+      // What the last attempt's launcher said, to tell a refused login from a gone host.
+      assert.match(r.error.evalue, /gate: closed by the test/)
       assert.ok(Date.now() - dropped >= 1400, 'ended before the grace was over')
       assert.equal(kernel.alive, false)
       // The far side gives up too: after the grace, the kernel gets the shutdown grace.

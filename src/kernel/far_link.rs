@@ -815,7 +815,7 @@ impl Relay {
         let Ok(Pipes {
             stdin,
             stdout,
-            stderr,
+            mut stderr,
         }) = pipes.open(&process)
         else {
             return Attempt::Failed("its pipes could not be used".into());
@@ -851,11 +851,13 @@ impl Relay {
             Ok(Ok(line)) => line,
             Ok(Err(failed)) => {
                 process.signal_group(Signal::SIGKILL);
-                return failed;
+                return failed.adding(&last_words(&mut stderr).await);
             }
             Err(_) => {
                 process.signal_group(Signal::SIGKILL);
-                return Attempt::Unanswered(format!("no answer within {} ms", wait.as_millis()));
+                let failed =
+                    Attempt::Unanswered(format!("no answer within {} ms", wait.as_millis()));
+                return failed.adding(&last_words(&mut stderr).await);
             }
         };
         let frame: serde_json::Value = serde_json::from_slice(&line).unwrap_or_default();
@@ -938,6 +940,24 @@ impl Relay {
     }
 }
 
+/// The last line a failed attempt's launcher wrote on its stderr (ssh's "Connection
+/// refused", a missing Python), for the kernel's death report; empty when none came.
+async fn last_words(stderr: &mut ChildStderr) -> String {
+    let mut said = Vec::new();
+    let _ = timeout(
+        Duration::from_millis(300),
+        (&mut *stderr).take(8192).read_to_end(&mut said),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&said);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    line.trim().chars().take(300).collect()
+}
+
 /// How one attempt at a new link went.
 enum Attempt {
     Taken(Link),
@@ -947,6 +967,20 @@ enum Attempt {
     Unanswered(String),
     /// Nothing reached the far side.
     Failed(String),
+}
+
+impl Attempt {
+    /// The attempt's failure, with what its launcher said.
+    fn adding(self, said: &str) -> Attempt {
+        if said.is_empty() {
+            return self;
+        }
+        match self {
+            Attempt::Unanswered(why) => Attempt::Unanswered(format!("{why}: {said}")),
+            Attempt::Failed(why) => Attempt::Failed(format!("{why}: {said}")),
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]
