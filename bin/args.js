@@ -16,6 +16,7 @@ const OPTIONS = {
   json: { type: 'boolean' },
   python: { type: 'string' },
   launcher: { type: 'string' },
+  reattach: { type: 'string' },
   timeout: { type: 'string' },
   'images-dir': { type: 'string' },
   'image-budget': { type: 'string' },
@@ -83,6 +84,7 @@ function parseArgs(argv) {
     version: Boolean(values.version),
     python: undefined,
     launcher: undefined,
+    reattachMs: undefined,
     timeoutMs: undefined,
     imagesDir: undefined,
     imageBudget: undefined,
@@ -93,6 +95,14 @@ function parseArgs(argv) {
     opts.python = values.python
   }
   if (values.launcher !== undefined) opts.launcher = launcherWords(values.launcher)
+  if (values.reattach !== undefined) {
+    const seconds = Number(values.reattach)
+    if (!values.reattach.trim() || !Number.isFinite(seconds) || seconds <= 0) {
+      throw new UsageError(`--reattach must be a number of seconds, got '${values.reattach}'`)
+    }
+    if (!opts.launcher) throw new UsageError('--reattach keeps a launched kernel across a dropped link: give --launcher too')
+    opts.reattachMs = Math.round(seconds * 1000)
+  }
   if (values['images-dir'] !== undefined) {
     if (!values['images-dir']) throw new UsageError('--images-dir needs a directory')
     opts.imagesDir = path.resolve(values['images-dir'])

@@ -330,7 +330,7 @@ async function serveMcp(addon, opts) {
   // in `--cwd` on the far side when given (the CLI checked it is absolute), else in the
   // far side's own directory.
   const kernel = opts.launcher
-    ? { interpreter: opts.python, launcher: opts.launcher, ...(opts.cwd ? { cwd: opts.cwd } : {}) }
+    ? { interpreter: opts.python, launcher: opts.launcher, ...(opts.reattachMs ? { reattach: { graceMs: opts.reattachMs } } : {}), ...(opts.cwd ? { cwd: opts.cwd } : {}) }
     : { cwd: opts.cwd ?? process.cwd(), interpreter: opts.python, ...(opts.writable ? { sandbox: { writable: opts.writable } } : {}) }
   // A budget the addon refuses is the command line's mistake, told before serving.
   const refusal = await addon.fitImages([], imageBudgetOf(opts.imageBudget)).then(() => undefined, (error) => error)

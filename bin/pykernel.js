@@ -21,8 +21,9 @@ const USAGE = `Usage:
                                                (Out[N]; an error does not stop it)
   pykernel check [--python <path>] [--cwd <dir>]
                                                show which Python a kernel would use
-  pykernel mcp [--python <path>] [--launcher <command>] [--timeout <seconds>]
-               [--writable <dir>] [--cwd <dir>] [--image-budget <budget>]
+  pykernel mcp [--python <path>] [--launcher <command>] [--reattach <seconds>]
+               [--timeout <seconds>] [--writable <dir>] [--cwd <dir>]
+               [--image-budget <budget>]
                                                serve the python tool (and session
                                                tools) to an MCP client over stdio
 
@@ -34,6 +35,8 @@ Options (for run, -c and -, before the file or code: what follows it is the scri
   --launcher <command> start the kernel through this command, elsewhere: words
                        ("docker exec -i box", "ssh -T gpu-1") or a JSON array;
                        --python is then the far side's (default python3)
+  --reattach <seconds> with --launcher: keep the kernel across a dropped link for
+                       this long while a new link is brought (docs/launchers.md)
   --timeout <seconds>  interrupt a cell (or script) that runs longer than this
                        (0: no limit; mcp: the default of a call that gives none)
   --writable <dir>     let the kernel write this directory too (repeatable); 'all':
@@ -99,7 +102,7 @@ function refusalLine(data) {
 function kernelOptions(opts) {
   if (opts.launcher) {
     if (opts.writable) throw new UsageError('--writable is for kernels here; a launched kernel is confined by what runs it')
-    return { interpreter: opts.python, launcher: opts.launcher, ...(opts.cwd ? { cwd: opts.cwd } : {}) }
+    return { interpreter: opts.python, launcher: opts.launcher, ...(opts.reattachMs ? { reattach: { graceMs: opts.reattachMs } } : {}), ...(opts.cwd ? { cwd: opts.cwd } : {}) }
   }
   return { cwd: opts.cwd ?? process.cwd(), interpreter: opts.python, ...(opts.writable ? { sandbox: { writable: opts.writable } } : {}) }
 }

@@ -662,6 +662,19 @@ test('--launcher starts the kernel through a command (words or a JSON array); ba
   assert.match(json.stderr, /array of strings/)
   const check = await cli(['check', '--launcher', 'env'])
   assert.match(check.stderr, /--launcher does not apply/)
+  // --reattach keeps the launched kernel's link; it needs a launcher and a duration.
+  const kept = await cli([...pythonArgs, '--launcher', 'env', '--reattach', '30', '-c', far])
+  assert.equal(kept.code, 0, kept.stderr)
+  for (const [args, said] of [
+    [['--reattach', '30', '-c', '1'], /--reattach keeps a launched kernel .*give --launcher too/],
+    [['--launcher', 'env', '--reattach', '0', '-c', '1'], /--reattach must be a number of seconds, got '0'/],
+    [['--launcher', 'env', '--reattach', 'soon', '-c', '1'], /--reattach must be a number of seconds, got 'soon'/],
+    [['--launcher', 'env', '--reattach', '99999', '-c', '1'], /reattach\.graceMs/],
+  ]) {
+    const r = await cli([...pythonArgs, ...args])
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`)
+    assert.match(r.stderr, said)
+  }
   const missing = await cli([...pythonArgs, '--launcher', 'no-such-launcher-pk', 'exec', '1'])
   assert.equal(missing.code, 2)
   assert.match(missing.stderr, /cannot run the launcher `no-such-launcher-pk`/)
