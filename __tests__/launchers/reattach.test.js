@@ -407,6 +407,62 @@ describe('who may attach to a kept kernel', () => {
   }
 })
 
+/** What a cell does to lure the host's next link: it listens on a socket of its own, and
+ *  writes the supervisor's reports on the protocol pipe (where the far side listens, and
+ *  that the host's bytes arrived, so the host would not keep them), guessing the nonce. */
+const LURE_PY = `import gc, json, os, socket, tempfile, threading
+lure_dir = tempfile.mkdtemp()
+lure = socket.socket(socket.AF_UNIX)
+lure.bind(os.path.join(lure_dir, "attach"))
+lure.listen(4)
+lured = []
+def wait_for_host():
+    while True:
+        lured.append(lure.accept())
+threading.Thread(target=wait_for_host, daemon=True).start()
+channel = next(o for o in gc.get_objects() if type(o).__name__ == "Channel" and hasattr(o, "fd"))
+path = os.path.join(lure_dir, "attach").encode().hex()
+for nonce in ["0" * 32, "", "x"]:
+    # As the supervisor writes them: compact, keys in its order.
+    compact = dict(separators=(",", ":"))
+    os.write(channel.fd, json.dumps({"type": "farAttach", "path": path, "nonce": nonce}, **compact).encode() + b"\\n")
+    os.write(channel.fd, json.dumps({"type": "farAck", "received": 1 << 40, "nonce": nonce}, **compact).encode() + b"\\n")
+print("lured")`
+
+describe("a cell that forges the supervisor's reports", () => {
+  const user = launchers.ensureTestUser()
+  for (const mode of [
+    { name: 'far side as root', prefix: [], python, skip: process.getuid() !== 0 && 'needs root' },
+    { name: 'far side as an ordinary user', prefix: user ? launchers.asUser(user) : [], python: '/usr/bin/python3', skip: !user && 'needs root and useradd' },
+  ]) {
+    test(`cannot send the host's next link to a socket of its own (${mode.name})`, { skip: mode.skip }, async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pk-attach-lure-'))
+      const log = path.join(dir, 'link.log')
+      const launcher = [python, RECORDER, log, '--', ...mode.prefix]
+      const recorders = () => launchers.hostPidsOfCommandLine(log).sort((a, b) => startedAt(b) - startedAt(a))
+      const kernel = await Kernel.start({ launcher, interpreter: mode.python, reattach: { graceMs: 15_000 }, linkTimeoutMs: 3000 })
+      try {
+        const r = await kernel.execute(LURE_PY)
+        assert.equal(r.stdout, 'lured\n', JSON.stringify(r.error))
+        // The forgeries reached the frame reader, which dropped them: the relay took none.
+        assert.ok(kernel.droppedFrames >= 6, `dropped frames: ${kernel.droppedFrames}`)
+        const first = recorders()[0]
+        const running = kernel.execute('import time\nfor i in range(30):\n    print(i, flush=True)\n    time.sleep(0.01)\nlen(lured)')
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        process.kill(first, 'SIGKILL')
+        const after = await running
+        assert.equal(after.status, 'ok', JSON.stringify(after.error))
+        assert.equal(after.stdout, Array.from({ length: 30 }, (_, i) => `${i}\n`).join(''))
+        assert.equal(after.result['text/plain'], '0', "the host's new link went to the cell's socket")
+        assert.ok(recorders().some((pid) => pid !== first), 'no new link was brought')
+      } finally {
+        await kernel.shutdown().catch(() => {})
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    })
+  }
+})
+
 test('reattach needs a launcher, and its grace is bounded', async () => {
   await assert.rejects(Kernel.start({ interpreter: python, reattach: { graceMs: 1000 } }), { code: 'ERR_INVALID_ARG', message: /reattach.*launcher/s })
   for (const graceMs of [0, 99, 3_600_001, Number.NaN]) {
