@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 
 const { Kernel, KernelPool } = require('../..')
-const { python, tempDir, isAlive, waitFor } = require('../helpers/kernel')
+const { python, tempDir, viewedDir, isAlive, waitFor } = require('../helpers/kernel')
 const { pipDistribution } = require('../helpers/pip-distribution')
 
 const PRELOAD = ['decimal', 'fractions']
@@ -257,6 +257,35 @@ test('with installs: \'shared\', a %pip upgrade of a preloaded package reaches k
   assert.equal(later.startMode, 'zygote')
   assert.notEqual(parentOf(later.pid), parentOf(first.pid), 'a new zygote')
   assert.equal(await value(later, "import sys\nsys.modules['pkzyg'].__version__"), "'2'")
+})
+
+test('a preloaded module edited in place, then replaced by a rename, retires the zygote each time: kernels forked later import the new code', async (t) => {
+  const dir = viewedDir('pk-zygote-edit-')
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'pkzygedit.py')
+  fs.writeFileSync(file, 'VALUE = 1\n')
+  // No __pycache__: Python's own check of a .pyc (the source's mtime in seconds and its
+  // size) would take an edit of the same size in the same second for no change.
+  const options = { preload: ['pkzygedit'], env: { PYTHONPATH: dir, PYTHONDONTWRITEBYTECODE: '1' } }
+  const read = "import sys\nsys.modules['pkzygedit'].VALUE"
+  const first = await start(t, options)
+  assert.equal(first.startMode, 'zygote')
+  assert.equal(await value(first, read), '1')
+  const again = await start(t, options)
+  assert.equal(parentOf(again.pid), parentOf(first.pid), 'unchanged: the same zygote')
+  // The same size, the same file: only its contents (and mtime) change.
+  fs.writeFileSync(file, 'VALUE = 2\n')
+  const edited = await start(t, options)
+  assert.equal(edited.startMode, 'zygote')
+  assert.notEqual(parentOf(edited.pid), parentOf(first.pid), 'a new zygote')
+  assert.equal(await value(edited, read), '2')
+  // What an editor's save or an installer does: a new file renamed over the old one.
+  fs.writeFileSync(file + '.new', 'VALUE = 3\n')
+  fs.renameSync(file + '.new', file)
+  const replaced = await start(t, options)
+  assert.equal(replaced.startMode, 'zygote')
+  assert.notEqual(parentOf(replaced.pid), parentOf(edited.pid), 'a new zygote again')
+  assert.equal(await value(replaced, read), '3')
 })
 
 test('a zygote that dies takes its kernels with it; the next kernel gets a new zygote', async (t) => {

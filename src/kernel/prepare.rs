@@ -111,37 +111,43 @@ pub(super) async fn prepare(config: &KernelConfig) -> Result<Prepared> {
             format!("fd:{}", bundle.fd()),
         );
     }
-    let private_tmp = if config.sandbox.is_off() {
-        None
-    } else {
-        Some(
-            tokio::task::spawn_blocking(|| HostDir::create(PRIVATE_TMP))
-                .await
-                .map_err(|e| {
-                    KernelError::io("making the kernel's private tmp", std::io::Error::other(e))
-                })?
-                .map_err(|e| KernelError::io("making the kernel's private tmp", e))?,
-        )
-    };
     let environment = environment_of(&resolved);
     let homes = homes(&env);
     let overlay = config.sandbox.session_installs() && crate::sandbox::support().overlay.is_ok();
-    let session_dir = match &config.session_dir {
-        _ if !(overlay || config.sandbox.confines_writes()) => None,
-        Some(dir) => Some(dir.clone()),
-        None => {
-            let (environment, homes) = (environment.clone(), homes.clone());
-            let made = tokio::task::spawn_blocking(move || {
-                SessionDir::create(environment.as_deref(), &homes)
-            })
+    // The private tmp and the session's directory are made side by side: each is a trip
+    // to the blocking pool and a few directories made, on every sandboxed start.
+    let private_tmp = async {
+        if config.sandbox.is_off() {
+            return Ok(None);
+        }
+        let made = tokio::task::spawn_blocking(|| HostDir::create(PRIVATE_TMP))
             .await
             .map_err(|e| {
-                KernelError::io("making the session's directory", std::io::Error::other(e))
+                KernelError::io("making the kernel's private tmp", std::io::Error::other(e))
             })?
-            .map_err(|e| KernelError::io("making the session's directory", e))?;
-            Some(Arc::new(made))
+            .map_err(|e| KernelError::io("making the kernel's private tmp", e))?;
+        Ok::<_, KernelError>(Some(made))
+    };
+    let session_dir = async {
+        match &config.session_dir {
+            _ if !(overlay || config.sandbox.confines_writes()) => Ok::<_, KernelError>(None),
+            Some(dir) => Ok(Some(dir.clone())),
+            None => {
+                let (environment, homes) = (environment.clone(), homes.clone());
+                let made = tokio::task::spawn_blocking(move || {
+                    SessionDir::create(environment.as_deref(), &homes)
+                })
+                .await
+                .map_err(|e| {
+                    KernelError::io("making the session's directory", std::io::Error::other(e))
+                })?
+                .map_err(|e| KernelError::io("making the session's directory", e))?;
+                Ok(Some(Arc::new(made)))
+            }
         }
     };
+    let (private_tmp, session_dir) = tokio::join!(private_tmp, session_dir);
+    let (private_tmp, session_dir) = (private_tmp?, session_dir?);
     if let (Some(dir), true) = (&session_dir, config.sandbox.confines_writes()) {
         // The home directory's caches are read-only to the kernel: matplotlib would warn
         // and rebuild its font list in a temporary directory at every import, pip would

@@ -13,3 +13,5 @@ pub mod runner_files;
 pub mod session_dir;
 #[cfg(target_os = "linux")]
 pub mod zygote;
+#[cfg(target_os = "linux")]
+pub mod zygote_imports;

@@ -40,6 +40,7 @@ use crate::process::exit::ExitInfo;
 use crate::process::reaper::KernelProcess;
 use crate::sandbox::{Network, Plan, Policy, SandboxConfig, Target};
 use crate::start::command::{build_command, LaunchSpec};
+use crate::start::zygote_imports::Imports;
 use crate::wire::zygote::{ForkedSandbox, FromZygote, ToZygote};
 
 /// Variables that may differ between kernels of one zygote: each fork sets its own.
@@ -118,7 +119,7 @@ pub struct Ready {
     pub python_threads: u64,
     /// Whether kernels get namespaces of their own (the zygote is a namespace's init).
     pub namespaces: bool,
-    /// What its imports depend on: (path, mtime in ns, size) (see [`Zygote::is_current`]).
+    /// What its imports depend on: (path, mtime in ns, size) (see `zygote_imports.rs`).
     pub watched: Vec<(PathBuf, u64, u64)>,
 }
 
@@ -138,6 +139,8 @@ pub struct Zygote {
     socket: OwnedFd,
     process: Arc<KernelProcess>,
     ready: std::sync::OnceLock<Ready>,
+    /// The watch on what its imports came from, set with `ready`.
+    imports: std::sync::OnceLock<Imports>,
     next_id: AtomicU64,
     waiters: Mutex<HashMap<u64, Waiter>>,
     dead: AtomicBool,
@@ -253,6 +256,7 @@ impl Zygote {
             socket: ours,
             process,
             ready: std::sync::OnceLock::new(),
+            imports: std::sync::OnceLock::new(),
             next_id: AtomicU64::new(1),
             waiters: Mutex::new(HashMap::new()),
             dead: AtomicBool::new(false),
@@ -291,6 +295,18 @@ impl Zygote {
         for (module, error) in &ready.errors {
             tracing::info!(module = %module, "the zygote could not preload it (its kernels will try): {error}");
         }
+        // A few hundred inotify watches and stats: on a thread that may block.
+        let watched = ready.watched.clone();
+        let imports = tokio::task::spawn_blocking(move || Imports::watch(watched))
+            .await
+            .map_err(|e| format!("cannot watch its imports: {e}"))?;
+        if imports.unwatched() > 0 {
+            tracing::debug!(
+                unwatched = imports.unwatched(),
+                "paths of the zygote's imports without an inotify watch are compared by stat before each fork"
+            );
+        }
+        let _ = zygote.imports.set(imports);
         let _ = zygote.ready.set(ready);
         Ok(zygote)
     }
@@ -310,24 +326,12 @@ impl Zygote {
         self.dead.load(Ordering::SeqCst)
     }
 
-    /// Whether what its imports came from is unchanged: every watched path has the
-    /// mtime and size it had when the imports were done. A `%pip install` (in a kernel
-    /// or anywhere) or an edited module makes it stale: a kernel forked from it would
-    /// start with the old code, where a spawned one would import the new.
+    /// Whether what its imports came from is unchanged (see `zygote_imports.rs`). A
+    /// `%pip install` (in a kernel or anywhere) or an edited module makes it stale: a
+    /// kernel forked from it would start with the old code, where a spawned one would
+    /// import the new. One non-blocking read, unless some path could not be watched.
     pub fn is_current(&self) -> bool {
-        let Some(ready) = self.ready.get() else {
-            return false;
-        };
-        ready.watched.iter().all(|(path, mtime, size)| {
-            std::fs::metadata(path).is_ok_and(|meta| {
-                meta.len() == *size
-                    && meta
-                        .modified()
-                        .ok()
-                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                        .is_some_and(|d| d.as_nanos() == u128::from(*mtime))
-            })
-        })
+        self.imports.get().is_some_and(Imports::unchanged)
     }
 
     /// Forks no more; ends once its last kernel has (ending it sooner would end them).
@@ -631,21 +635,13 @@ static SLOTS: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
 /// The zygote for `start.key`, started if there is none (a start that failed is not
 /// tried again in this process); `None` when there is none to use within `wait`.
 pub async fn for_kernel(start: ZygoteStart, wait: Duration) -> Option<Arc<Zygote>> {
-    let stale = tokio::task::spawn_blocking({
-        let key = start.key.clone();
-        move || {
-            let zygote = SLOTS
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|slot| slot.key == key)
-                .and_then(|slot| slot.state.borrow().as_ref()?.as_ref().ok().cloned());
-            zygote.filter(|z| !z.is_current())
-        }
-    })
-    .await
-    .ok()
-    .flatten();
+    let stale = SLOTS
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|slot| slot.key == start.key)
+        .and_then(|slot| slot.state.borrow().as_ref()?.as_ref().ok().cloned())
+        .filter(|z| !z.is_current());
     if let Some(stale) = stale {
         tracing::info!("the zygote's imports changed on disk; a new one is started");
         stale.retire();
