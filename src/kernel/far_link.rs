@@ -359,7 +359,15 @@ impl FarLink {
 
 /// A pipe of this process's own, both ends close-on-exec: (read, write).
 fn local_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
-    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    // `pipe2` is Linux's; elsewhere each end is marked after (no exec runs meanwhile in
+    // this process that could inherit it: launchers are spawned with their fds closed).
+    let (read, write) = nix::unistd::pipe()?;
+    for end in [&read, &write] {
+        nix::fcntl::fcntl(
+            end,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )?;
+    }
     Ok((read, write))
 }
 
