@@ -188,11 +188,9 @@ impl Launcher {
         env: &BTreeMap<String, String>,
     ) -> Command {
         self.far_command(
+            interpreter,
+            BOOTSTRAP,
             &[
-                interpreter.to_string(),
-                "-u".into(),
-                "-c".into(),
-                BOOTSTRAP.into(),
                 PAYLOAD.sha256.clone(),
                 memory_limit_bytes.map_or("-".into(), |n| n.to_string()),
                 grace.as_millis().to_string(),
@@ -211,19 +209,24 @@ impl Launcher {
         socket: &str,
         env: &BTreeMap<String, String>,
     ) -> Command {
-        self.far_command(
-            &[
-                interpreter.to_string(),
-                "-u".into(),
-                "-c".into(),
-                ATTACH.into(),
-                socket.to_string(),
-            ],
-            env,
-        )
+        self.far_command(interpreter, ATTACH, &[socket.to_string()], env)
     }
 
-    fn far_command(&self, words: &[String], env: &BTreeMap<String, String>) -> Command {
+    /// `<interpreter> -u -c <script> <args...>` after the launcher's words.
+    fn far_command(
+        &self,
+        interpreter: &str,
+        script: &str,
+        args: &[String],
+        env: &BTreeMap<String, String>,
+    ) -> Command {
+        let mut words = vec![
+            interpreter.to_string(),
+            "-u".into(),
+            "-c".into(),
+            script.into(),
+        ];
+        words.extend_from_slice(args);
         let mut cmd = Command::new(&self.argv[0]);
         cmd.args(&self.argv[1..]);
         if self.shell {
